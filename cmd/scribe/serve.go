@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"scribe/embednats"
+	"scribe/queue"
+	"scribe/writer"
+)
+
+// ServeCommand runs the daemon for one store.
+type ServeCommand struct{ *Main }
+
+// Run parses flags and serves until ctx ends (SIGINT/SIGTERM), then shuts
+// down gracefully: the batch in hand is finished and the lock released.
+func (c *ServeCommand) Run(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("serve", "--store DIR [flags]")
+	store := storeFlag(fs)
+	host := fs.String("host", "127.0.0.1", "listen `address` (non-loopback addresses are warned about)")
+	port := fs.Int("port", 0, "listen `port` (0: a free one)")
+	syncFlag := fs.String("sync", "always", "queue durability: `always` (fsync each stored job) or an interval such as 1s (faster; a power loss can lose jobs queued in it)")
+	lockFile := fs.String("lock-file", "", "store lock `file` (default <store>/.scribe/lock); share an existing tool's lock")
+	batch := fs.Int("batch", writer.DefaultBatchSize, "most `jobs` per batch")
+	idle := fs.Duration("idle-release", writer.DefaultIdleRelease, "release the store lock after this long `idle`")
+	maxJobs := fs.Int64("max-jobs", queue.DefaultMaxJobs, "most `jobs` queued per store")
+	maxBytes := fs.Int64("max-bytes", queue.DefaultMaxBytes, "most `bytes` queued per store")
+	level := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := requireStore(*store); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("serve takes no arguments, got %q", fs.Args())
+	}
+	var syncInterval time.Duration
+	if *syncFlag != "always" {
+		d, err := time.ParseDuration(*syncFlag)
+		if err != nil || d <= 0 {
+			return usageError("--sync %q: want always or a positive duration", *syncFlag)
+		}
+		syncInterval = d
+	}
+	log, err := c.logger(*level)
+	if err != nil {
+		return err
+	}
+	srv, err := embednats.Start(ctx, embednats.Config{
+		Store: *store, Host: *host, Port: *port, SyncInterval: syncInterval, Version: Version, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	w, err := writer.New(ctx, writer.Config{
+		Store: *store, LockPath: *lockFile, Conn: srv.Conn(), BatchSize: *batch, IdleRelease: *idle,
+		Limits:  queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes},
+		Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	d := srv.Discovery()
+	log.Info("serving", "store", d.Store, "store_id", d.StoreID, "url", d.URL, "pid", d.PID, "sync", *syncFlag)
+	<-ctx.Done()
+	log.Info("shutting down")
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("stop writer: %w", err)
+	}
+	return srv.Close()
+}

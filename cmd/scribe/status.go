@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"scribe/client"
+	"scribe/queue"
+	"scribe/writer"
+)
+
+// StatusCommand shows a store's daemon and lock, or one job's outcome.
+type StatusCommand struct{ *Main }
+
+// Run parses flags and prints the status.
+func (c *StatusCommand) Run(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("status", "--store DIR [--json] [JOB_ID]")
+	store := storeFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	lockFile := fs.String("lock-file", "", "store lock `file` (default <store>/.scribe/lock)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := requireStore(*store); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return usageError("want at most one JOB_ID")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cl, err := client.Open(ctx, *store, client.WithLockFile(*lockFile))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if fs.NArg() == 1 {
+		return c.job(ctx, cl, fs.Arg(0), *asJSON)
+	}
+	return c.store(ctx, cl, *store, *lockFile, *asJSON)
+}
+
+func (c *StatusCommand) job(ctx context.Context, cl *client.Client, id string, asJSON bool) error {
+	out, err := cl.Status(ctx, id)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		if asJSON {
+			_ = writeJSON(c.Stdout, queue.Lookup{})
+		}
+		return fmt.Errorf("job %s: no outcome recorded (unknown, or still queued)", id)
+	}
+	if asJSON {
+		return writeJSON(c.Stdout, out)
+	}
+	fmt.Fprintf(c.Stdout, "job %s: %s", out.ID, out.Status)
+	if !out.Applied() {
+		fmt.Fprintf(c.Stdout, " (%s): %s", out.Reason, out.Detail)
+	}
+	fmt.Fprintf(c.Stdout, "\n  by %s, epoch %d, seq %d, at %s\n", out.Mode, out.Epoch, out.Seq, out.At.Format(time.RFC3339Nano))
+	return nil
+}
+
+// storeStatus is what `status` reports without a daemon.
+type storeStatus struct {
+	Store   string        `json:"store"`
+	StoreID string        `json:"store_id"`
+	Daemon  bool          `json:"daemon"`
+	Holder  *queue.Holder `json:"holder,omitempty"`
+	Epoch   uint64        `json:"epoch"`
+	LastSeq uint64        `json:"last_seq"`
+	Note    string        `json:"note,omitempty"`
+}
+
+func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, lockFile string, asJSON bool) error {
+	if cl.Daemon() != nil {
+		r, err := cl.Report(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(c.Stdout, r)
+		}
+		fmt.Fprintf(c.Stdout, "store %s (%s)\ndaemon pid %d, version %s, up %s\nqueued %d, applied %d, rejected %d since start\n",
+			r.Store, r.StoreID, r.PID, r.Version, time.Since(r.Started).Round(time.Second), r.Queued, r.Applied, r.Rejected)
+		printHolder(c, r.Holder)
+		if r.Waiting != "" {
+			fmt.Fprintf(c.Stdout, "writer waiting: %s\n", r.Waiting)
+		}
+		return nil
+	}
+	real, err := queue.ResolveStore(store)
+	if err != nil {
+		return err
+	}
+	st := storeStatus{Store: real, StoreID: cl.StoreID()}
+	if lockFile == "" {
+		lockFile = writer.DefaultLockPath(real)
+	}
+	st.Holder, _ = writer.ReadHolder(lockFile)
+	if j, err := writer.OpenJournalReadOnly(writer.JournalPath(real), time.Second); err == nil {
+		st.Epoch, st.LastSeq, _ = j.Meta()
+		j.Close()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		st.Note = "journal busy: " + err.Error()
+	}
+	if asJSON {
+		return writeJSON(c.Stdout, st)
+	}
+	fmt.Fprintf(c.Stdout, "store %s (%s)\nno daemon\nepoch %d, last queue seq %d\n", st.Store, st.StoreID, st.Epoch, st.LastSeq)
+	printHolder(c, st.Holder)
+	if st.Note != "" {
+		fmt.Fprintln(c.Stdout, st.Note)
+	}
+	return nil
+}
+
+func printHolder(c *StatusCommand, h *queue.Holder) {
+	if h == nil {
+		fmt.Fprintln(c.Stdout, "store lock: free, or held by a process that did not say who it is")
+		return
+	}
+	fmt.Fprintf(c.Stdout, "store lock: held by pid %d on %s (%s: %s) for %s, epoch %d\n",
+		h.PID, h.Host, h.Mode, h.Command, time.Since(h.Since).Round(time.Millisecond), h.Epoch)
+}

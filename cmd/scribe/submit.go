@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"scribe/client"
+	"scribe/queue"
+)
+
+// SubmitCommand queues a job (or, without a daemon, applies it directly).
+type SubmitCommand struct{ *Main }
+
+// waitFlag is --wait: a bool flag ("wait for the outcome, however long")
+// that also takes a bound ("--wait=10s").
+type waitFlag struct {
+	on bool
+	d  time.Duration
+}
+
+func (w *waitFlag) IsBoolFlag() bool { return true }
+func (w *waitFlag) String() string {
+	if w == nil || !w.on {
+		return "false"
+	}
+	if w.d == 0 {
+		return "true"
+	}
+	return w.d.String()
+}
+func (w *waitFlag) Set(s string) error {
+	if b, err := strconv.ParseBool(s); err == nil {
+		w.on, w.d = b, 0
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("want true, false or a positive duration")
+	}
+	w.on, w.d = true, d
+	return nil
+}
+
+// Run parses flags, builds the job and submits it.
+func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
+	fs := c.newFlagSet("submit", "--store DIR [flags] OP PATH [DATA|-]  |  --store DIR [flags] --job FILE")
+	store := storeFlag(fs)
+	var wait waitFlag
+	fs.Var(&wait, "wait", "wait for the outcome; --wait=DUR bounds the wait (and a direct write's wait for the lock); exit 75 when it runs out")
+	id := fs.String("id", "", "job `ID` (idempotency key; default: a new random one)")
+	jobFile := fs.String("job", "", "read a multi-op job from `FILE` (- for stdin)")
+	ifMatch := fs.String("if-match", "", "precondition: `absent` or sha256:<hex> of the file's content")
+	asJSON := fs.Bool("json", false, "print the outcome (or the queued job ID) as JSON")
+	route := fs.String("route", os.Getenv("SCRIBE_ROUTE"), "`prefer` (daemon if any, else direct), require (daemon only) or direct (default $SCRIBE_ROUTE, else prefer)")
+	lockFile := fs.String("lock-file", "", "store lock `file` for direct writes")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := requireStore(*store); err != nil {
+		return err
+	}
+	r, err := client.ParseRoute(*route)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	job, err := c.buildJob(fs.Args(), *jobFile, *ifMatch)
+	if err != nil {
+		return err
+	}
+	if *id != "" {
+		job.ID = *id
+	}
+
+	if wait.d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait.d)
+		defer cancel()
+	}
+	opts := []client.Option{client.WithRoute(r), client.WithLockFile(*lockFile)}
+	if wait.d > 0 {
+		opts = append(opts, client.WithWait(wait.d))
+	}
+	cl, err := client.Open(ctx, *store, opts...)
+	if err != nil {
+		return timeoutAsBusy(err)
+	}
+	defer cl.Close()
+
+	if !wait.on && cl.Daemon() != nil {
+		if err := cl.Submit(ctx, job); err != nil {
+			return timeoutAsBusy(err)
+		}
+		if *asJSON {
+			return writeJSON(c.Stdout, map[string]string{"id": job.ID, "status": "queued"})
+		}
+		fmt.Fprintln(c.Stdout, job.ID)
+		return nil
+	}
+	out, err := cl.Apply(ctx, job)
+	if err != nil {
+		return timeoutAsBusy(err)
+	}
+	if *asJSON {
+		if err := writeJSON(c.Stdout, out); err != nil {
+			return err
+		}
+	} else if out.Applied() {
+		fmt.Fprintln(c.Stdout, out.ID)
+	}
+	if !out.Applied() {
+		return fmt.Errorf("job %s %w", out.ID, out.Err())
+	}
+	return nil
+}
+
+// buildJob reads the job from --job or from OP PATH [DATA|-].
+func (c *SubmitCommand) buildJob(args []string, jobFile, ifMatch string) (*queue.Job, error) {
+	if jobFile != "" {
+		if len(args) > 0 {
+			return nil, usageError("--job takes no OP arguments, got %q", args)
+		}
+		var b []byte
+		var err error
+		if jobFile == "-" {
+			b, err = io.ReadAll(io.LimitReader(c.Stdin, queue.MaxJobBytes+1))
+		} else {
+			b, err = os.ReadFile(jobFile)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read job: %w", err)
+		}
+		var job queue.Job
+		if err := json.Unmarshal(b, &job); err != nil {
+			return nil, queue.Reject(queue.ReasonBadInput, "job file is not a valid job: %v", err)
+		}
+		if job.V == 0 {
+			job.V = queue.Version
+		}
+		return &job, nil
+	}
+	if len(args) < 2 || len(args) > 3 {
+		return nil, usageError("want OP PATH [DATA|-], got %d arguments", len(args))
+	}
+	op := queue.Op{Kind: args[0], Path: args[1], IfMatch: ifMatch}
+	if op.Kind != queue.OpDelete {
+		if len(args) == 3 && args[2] != "-" {
+			op.Data = []byte(args[2])
+		} else {
+			b, err := io.ReadAll(io.LimitReader(c.Stdin, queue.MaxJobBytes+1))
+			if err != nil {
+				return nil, fmt.Errorf("read data: %w", err)
+			}
+			op.Data = b
+		}
+	} else if len(args) == 3 {
+		return nil, usageError("delete takes no data")
+	}
+	return &queue.Job{V: queue.Version, Ops: []queue.Op{op}}, nil
+}
+
+// timeoutAsBusy maps a --wait that ran out to exit 75.
+func timeoutAsBusy(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", errWaitTimeout, err)
+	}
+	return err
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,245 @@
+// Package embednats runs the embedded nats-server with JetStream that a
+// scribe daemon serves a store through: file storage under the store's
+// .scribe folder, a loopback listener that requires credentials, an
+// in-process connection for the daemon's own writer, the discovery file
+// clients find it by, and the daemon lock that makes it the only daemon of
+// its store.
+package embednats
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"scribe/queue"
+)
+
+// ErrRunning means another daemon already serves the store. The error is a
+// *RunningError naming it.
+var ErrRunning = errors.New("a daemon already serves this store")
+
+// RunningError names the daemon that holds a store's daemon lock.
+type RunningError struct {
+	Store string
+	// Other is the running daemon's discovery file, nil if unreadable.
+	Other *queue.Discovery
+}
+
+func (e *RunningError) Error() string {
+	if e.Other == nil {
+		return fmt.Sprintf("a daemon already serves %s (its discovery file is unreadable)", e.Store)
+	}
+	return fmt.Sprintf("a daemon already serves %s: pid %d at %s since %s",
+		e.Store, e.Other.PID, e.Other.URL, e.Other.Started.Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrRunning) true.
+func (e *RunningError) Is(target error) bool { return target == ErrRunning }
+
+// Config configures Start.
+type Config struct {
+	// Store is the store folder.
+	Store string
+	// Host is the listener's address; empty means 127.0.0.1.
+	Host string
+	// Port is the listener's port; 0 picks a free one.
+	Port int
+	// SyncInterval is how often JetStream fsyncs stored jobs; 0 means on
+	// every write, so that a returned Submit survives power loss.
+	SyncInterval time.Duration
+	// Version is recorded in the discovery file.
+	Version string
+	// Logger receives the server's notices and errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is a running embedded NATS server for one store.
+type Server struct {
+	ns        *server.Server
+	conn      *nats.Conn
+	lock      *flock.Flock
+	discovery queue.Discovery
+	path      string // discovery file
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// lockSettle bounds how long Start retries a busy daemon lock. A client
+// probing the lock holds it for microseconds; a daemon holds it for its
+// lifetime. Retrying for this long tells the two apart, so a probe never
+// makes a starting daemon fail.
+const lockSettle = 300 * time.Millisecond
+
+// Start takes the store's daemon lock, starts the server and writes the
+// discovery file. If another daemon serves the store it returns a
+// *RunningError at once.
+func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
+	store, err := queue.ResolveStore(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	meta := filepath.Join(store, queue.MetaDir)
+	if err := os.Mkdir(meta, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create %s: %w", meta, err)
+	}
+	s := &Server{path: queue.DiscoveryPath(store)}
+	s.lock = flock.New(queue.DaemonLockPath(store), flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(0o600))
+	settle, cancel := context.WithTimeout(ctx, lockSettle)
+	locked, err := s.lock.TryLockContext(settle, 5*time.Millisecond)
+	cancel()
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("daemon lock: %w", err)
+	}
+	if !locked {
+		var other *queue.Discovery
+		if d, rerr := queue.ReadDiscovery(store); rerr == nil {
+			other = d
+		}
+		return nil, &RunningError{Store: store, Other: other}
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	host := cfg.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		logger.Warn("the NATS listener is not on a loopback address: anyone who can reach it and has the credentials can submit", "host", host)
+	}
+	port := cfg.Port
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	storeID := queue.StoreID(store)
+	clientPass, daemonPass := secret(), secret()
+	opts := &server.Options{
+		ServerName:   "scribe-" + storeID,
+		Host:         host,
+		Port:         port,
+		JetStream:    true,
+		StoreDir:     filepath.Join(meta, "jetstream"),
+		SyncAlways:   cfg.SyncInterval == 0,
+		SyncInterval: cfg.SyncInterval,
+		NoSigs:       true,
+		MaxPayload:   queue.MaxJobBytes + 64*1024,
+		Users: []*server.User{
+			{Username: "daemon", Password: daemonPass},
+			{Username: "client", Password: clientPass, Permissions: clientPermissions(storeID)},
+		},
+	}
+	if s.ns, err = server.NewServer(opts); err != nil {
+		return nil, fmt.Errorf("start nats: %w", err)
+	}
+	s.ns.SetLoggerV2(&slogAdapter{logger}, false, false, false)
+	s.ns.Start()
+	if !s.ns.ReadyForConnections(10 * time.Second) {
+		return nil, errors.New("start nats: not ready after 10s")
+	}
+	s.conn, err = nats.Connect("", nats.InProcessServer(s.ns), nats.UserInfo("daemon", daemonPass), nats.Name("scribe-daemon"))
+	if err != nil {
+		return nil, fmt.Errorf("connect in-process: %w", err)
+	}
+	s.discovery = queue.Discovery{
+		URL: s.ns.ClientURL(), User: "client", Password: clientPass,
+		PID: os.Getpid(), Version: cfg.Version, Store: store, StoreID: storeID, Started: time.Now().UTC(),
+	}
+	if err := writeDiscovery(s.path, &s.discovery); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// clientPermissions lets submitters queue jobs for one store, receive
+// outcomes and replies, and ask the status service: nothing that could
+// delete, purge or read the queue itself.
+func clientPermissions(storeID string) *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{
+			queue.JobsSubject(storeID), queue.StatusSubject(storeID),
+		}},
+		Subscribe: &server.SubjectPermission{Allow: []string{
+			"_INBOX.>", queue.OutcomeSubject(storeID, "*"),
+		}},
+	}
+}
+
+func secret() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func writeDiscovery(path string, d *queue.Discovery) error {
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write discovery: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil { // WriteFile keeps an existing file's mode
+		return fmt.Errorf("write discovery: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write discovery: %w", err)
+	}
+	return nil
+}
+
+// Conn is the daemon's in-process connection, with full permissions.
+func (s *Server) Conn() *nats.Conn { return s.conn }
+
+// Discovery is what the server published in its discovery file.
+func (s *Server) Discovery() queue.Discovery { return s.discovery }
+
+// Close shuts the server down and waits for it: the discovery file is
+// removed, the connection drained, JetStream flushed to disk, and the
+// daemon lock released last.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
+	if s.discovery.PID != 0 {
+		_ = os.Remove(s.path)
+	}
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	if s.ns != nil {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+	}
+	if s.lock != nil {
+		return s.lock.Unlock()
+	}
+	return nil
+}

@@ -1,0 +1,6 @@
+package queue
+
+import "errors"
+
+// ErrRejected matches every *RejectError with errors.Is.
+var ErrRejected = errors.New("job rejected")

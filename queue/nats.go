@@ -1,0 +1,93 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Limits bounds one store's queue.
+type Limits struct {
+	// MaxJobs is the most jobs queued at once; further Submits fail with
+	// ErrQueueFull. 0 means DefaultMaxJobs.
+	MaxJobs int64
+	// MaxBytes is the most bytes queued at once. 0 means DefaultMaxBytes.
+	MaxBytes int64
+}
+
+// Queue defaults.
+const (
+	DefaultMaxJobs  = 100_000
+	DefaultMaxBytes = 1 << 30
+	// DedupeWindow is how long JetStream itself drops a republished job ID.
+	// It is only a first line: the journal is the source of truth.
+	DedupeWindow = 2 * time.Minute
+	// AckWait is how long the writer may hold a job before JetStream
+	// redelivers it; the writer extends it while it waits for the lock.
+	AckWait = 30 * time.Second
+)
+
+// StreamConfig is the JetStream stream of a store: file storage, work-queue
+// retention (a job leaves the stream when the writer acks it), new jobs
+// refused when full.
+func StreamConfig(storeID string, l Limits) jetstream.StreamConfig {
+	if l.MaxJobs <= 0 {
+		l.MaxJobs = DefaultMaxJobs
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	return jetstream.StreamConfig{
+		Name:        StreamName(storeID),
+		Description: "scribe jobs for store " + storeID,
+		Subjects:    []string{JobsSubject(storeID)},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgs:     l.MaxJobs,
+		MaxBytes:    l.MaxBytes,
+		MaxMsgSize:  MaxJobBytes + 4096, // headroom for headers
+		Duplicates:  DedupeWindow,
+		Replicas:    1,
+	}
+}
+
+// ConsumerConfig is the store writer's durable pull consumer: explicit
+// acks, every queued job in stream order.
+func ConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerName,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       AckWait,
+		MaxAckPending: 4096,
+	}
+}
+
+// ErrQueueFull is returned by Publish when the store's queue is at its
+// limits; nothing was queued.
+var ErrQueueFull = errors.New("queue full")
+
+// Publish queues an encoded job on its store's subject with the job ID as
+// Nats-Msg-Id and returns once JetStream has stored it. dup reports that
+// JetStream already had a job with this ID in its dedupe window.
+func Publish(ctx context.Context, js jetstream.JetStream, storeID, jobID string, data []byte) (dup bool, err error) {
+	msg := nats.NewMsg(JobsSubject(storeID))
+	msg.Data = data
+	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(jobID), jetstream.WithExpectStream(StreamName(storeID)))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		// 10077 is JSStreamStoreFailed; with DiscardNew it carries
+		// "maximum messages exceeded" or "maximum bytes exceeded".
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == 10077 && strings.Contains(apiErr.Description, "maximum") {
+			return false, fmt.Errorf("%w: %v", ErrQueueFull, err)
+		}
+		return false, fmt.Errorf("publish job %s: %w", jobID, err)
+	}
+	return ack.Duplicate, nil
+}

@@ -1,0 +1,118 @@
+package queue
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Outcome statuses.
+const (
+	StatusApplied  = "applied"
+	StatusRejected = "rejected"
+)
+
+// Reason is why a job was rejected. Reasons are part of the wire format.
+type Reason string
+
+// Reason codes.
+const (
+	ReasonBadInput           Reason = "bad_input"           // malformed job or op
+	ReasonBadVersion         Reason = "bad_version"         // unknown wire-format version
+	ReasonUnknownOp          Reason = "unknown_op"          // op kind not known
+	ReasonPathEscapes        Reason = "path_escapes"        // path leaves the store or names .scribe/
+	ReasonNotRegular         Reason = "not_regular"         // target is a folder, device, FIFO…
+	ReasonPreconditionFailed Reason = "precondition_failed" // if_match did not hold
+	ReasonInvalidJSON        Reason = "invalid_json"        // merge target or patch is not a JSON object
+	ReasonTooLarge           Reason = "too_large"           // job, op count or resulting file over a limit
+	ReasonWrongStore         Reason = "wrong_store"         // job names another store
+	ReasonInternal           Reason = "internal_error"      // the applier failed on this job (a bug)
+)
+
+// Outcome is the recorded, final result of a job. Once recorded in a store's
+// journal it never changes.
+type Outcome struct {
+	// V is the wire-format version.
+	V int `json:"v"`
+	// ID is the job ID.
+	ID string `json:"id"`
+	// Status is StatusApplied or StatusRejected.
+	Status string `json:"status"`
+	// Reason and Detail say why a job was rejected.
+	Reason Reason `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Epoch is the store-lock epoch (fencing token) under which the job was
+	// decided.
+	Epoch uint64 `json:"epoch"`
+	// Seq is the queue's stream sequence of the job, 0 for direct writes.
+	Seq uint64 `json:"seq,omitempty"`
+	// Mode is "daemon" or "direct": who applied the job.
+	Mode string `json:"mode"`
+	// At is when the outcome was recorded.
+	At time.Time `json:"at"`
+	// Meta is the job's caller metadata.
+	Meta map[string]string `json:"meta,omitempty"`
+}
+
+// Applied reports whether the job's ops took effect.
+func (o *Outcome) Applied() bool { return o.Status == StatusApplied }
+
+// Err returns nil for an applied job and a *RejectError for a rejected one.
+func (o *Outcome) Err() error {
+	if o.Applied() {
+		return nil
+	}
+	return &RejectError{Reason: o.Reason, Detail: o.Detail}
+}
+
+// EncodeOutcome returns the outcome's wire form.
+func EncodeOutcome(o *Outcome) ([]byte, error) {
+	o.V = Version
+	return json.Marshal(o)
+}
+
+// DecodeOutcome parses an outcome's wire form.
+func DecodeOutcome(b []byte) (*Outcome, error) {
+	var o Outcome
+	if err := json.Unmarshal(b, &o); err != nil {
+		return nil, fmt.Errorf("decode outcome: %w", err)
+	}
+	if o.V != Version {
+		return nil, fmt.Errorf("decode outcome: version %d, want %d", o.V, Version)
+	}
+	return &o, nil
+}
+
+// RejectError is a job's rejection: a reason code and a human-readable
+// detail. errors.Is(err, ErrRejected) holds for every RejectError.
+type RejectError struct {
+	Reason Reason
+	Detail string
+}
+
+// Reject builds a *RejectError with a formatted detail.
+func Reject(r Reason, format string, args ...any) *RejectError {
+	return &RejectError{Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+func (e *RejectError) Error() string { return fmt.Sprintf("rejected (%s): %s", e.Reason, e.Detail) }
+
+// Is makes errors.Is(err, ErrRejected) true.
+func (e *RejectError) Is(target error) bool { return target == ErrRejected }
+
+// ContentHash returns the if_match form of a content hash: "sha256:<hex>".
+func ContentHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func validHash(s string) bool {
+	const prefix = "sha256:"
+	if len(s) != len(prefix)+64 || s[:len(prefix)] != prefix {
+		return false
+	}
+	_, err := hex.DecodeString(s[len(prefix):])
+	return err == nil
+}

@@ -1,0 +1,48 @@
+package queue
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MetaDir is the store's private folder (lock, journal, queue, discovery).
+// Ops may never touch it.
+const MetaDir = ".scribe"
+
+// CheckPath applies the lexical rules for an op path: relative,
+// slash-separated, clean (no ".", ".." or empty segments), not inside
+// MetaDir, no NUL or control characters, at most MaxPathLen bytes. The
+// writer additionally resolves every path through os.Root, which refuses
+// symlinks that leave the store.
+func CheckPath(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("empty path")
+	case len(p) > MaxPathLen:
+		return fmt.Errorf("path is %d bytes, limit %d", len(p), MaxPathLen)
+	case p[0] == '/':
+		return fmt.Errorf("path %q is absolute", p)
+	case strings.ContainsRune(p, '\\'):
+		return fmt.Errorf("path %q contains a backslash", p)
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("path %q contains a control character", p)
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("path %q has an empty segment", p)
+		case ".", "..":
+			return fmt.Errorf("path %q has a %q segment", p, seg)
+		}
+		if len(seg) > 255 {
+			return fmt.Errorf("path %q has a name over 255 bytes", p)
+		}
+	}
+	if first, _, _ := strings.Cut(p, "/"); strings.EqualFold(first, MetaDir) {
+		return fmt.Errorf("path %q is inside %s/", p, MetaDir)
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package queue
+
+import "time"
+
+// Lookup is the status service's answer about one job ID.
+type Lookup struct {
+	// Found reports that the journal has the job's outcome.
+	Found bool `json:"found"`
+	// Outcome is the recorded outcome when Found.
+	Outcome *Outcome `json:"outcome,omitempty"`
+	// Error is set when the journal could not be read (for example while a
+	// direct writer holds the store).
+	Error string `json:"error,omitempty"`
+}
+
+// Holder is who holds a store lock, as written into the lock file after
+// acquiring. It is informational: only the kernel's flock decides.
+type Holder struct {
+	PID     int       `json:"pid"`
+	Host    string    `json:"host"`
+	Mode    string    `json:"mode"` // "daemon" or "direct"
+	Command string    `json:"command"`
+	Since   time.Time `json:"since"`
+	Epoch   uint64    `json:"epoch,omitempty"`
+}
+
+// StatusReport is the daemon's answer to an empty status request.
+type StatusReport struct {
+	V        int       `json:"v"`
+	Store    string    `json:"store"`
+	StoreID  string    `json:"store_id"`
+	PID      int       `json:"pid"`
+	Version  string    `json:"version"`
+	Started  time.Time `json:"started"`
+	Queued   uint64    `json:"queued"`            // jobs waiting in the stream
+	Applied  uint64    `json:"applied"`           // jobs applied since start
+	Rejected uint64    `json:"rejected"`          // jobs rejected since start
+	Holding  bool      `json:"holding"`           // the writer holds the store lock now
+	Epoch    uint64    `json:"epoch"`             // epoch of the writer's current or last hold
+	Holder   *Holder   `json:"holder,omitempty"`  // who holds the store lock, if anyone
+	Waiting  string    `json:"waiting,omitempty"` // why the writer is waiting, if it is
+}

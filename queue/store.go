@@ -1,0 +1,48 @@
+package queue
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+)
+
+// ResolveStore returns the canonical path of a store folder: absolute, with
+// symlinks resolved. It fails if the folder does not exist.
+func ResolveStore(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("store %s: %w", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("store %s: %w", dir, err)
+	}
+	return real, nil
+}
+
+// StoreID is the first 16 hex digits of SHA-256 of a store's canonical
+// path (see ResolveStore).
+func StoreID(realPath string) string {
+	sum := sha256.Sum256([]byte(realPath))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// JobsSubject is the subject jobs for a store are published on.
+func JobsSubject(storeID string) string { return "scribe." + storeID + ".jobs" }
+
+// OutcomeSubject is the subject a job's outcome is published on.
+func OutcomeSubject(storeID, jobID string) string {
+	return "scribe." + storeID + ".outcomes." + jobID
+}
+
+// StatusSubject is the subject of the daemon's status service for a store:
+// a request with an empty body returns a StatusReport, one whose body is a
+// job ID returns a Lookup.
+func StatusSubject(storeID string) string { return "scribe." + storeID + ".status" }
+
+// StreamName is the JetStream stream holding a store's queued jobs.
+func StreamName(storeID string) string { return "SCRIBE_" + storeID }
+
+// ConsumerName is the durable pull consumer of a store's writer.
+const ConsumerName = "writer"

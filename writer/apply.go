@@ -1,0 +1,281 @@
+package writer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"syscall"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+
+	"scribe/queue"
+)
+
+// fileState is one file as a batch sees it: what is on disk, plus the
+// batch's changes so far. Nothing touches the disk until the batch's intent
+// is committed.
+type fileState struct {
+	origExists bool
+	origSize   int64
+	mode       fs.FileMode
+
+	exists   bool
+	replaced bool   // content is the whole file; otherwise the file is the original plus tail
+	content  []byte // when replaced
+	tail     []byte // when !replaced: bytes appended to the original
+}
+
+func (f *fileState) size() int64 {
+	if f.replaced {
+		return int64(len(f.content))
+	}
+	return f.origSize + int64(len(f.tail))
+}
+
+// overlay applies jobs to an in-memory view of the store, one job at a
+// time, all or nothing, so that a batch touches each file once.
+type overlay struct {
+	root    *os.Root
+	maxFile int64
+	files   map[string]*fileState
+}
+
+func newOverlay(root *os.Root, maxFile int64) *overlay {
+	return &overlay{root: root, maxFile: maxFile, files: map[string]*fileState{}}
+}
+
+// applyJob applies all of a job's ops or, if one is rejected, none of them.
+// A *queue.RejectError rejects the job; any other error is an I/O fault of
+// the store and fails the batch.
+func (ov *overlay) applyJob(job *queue.Job) (err error) {
+	saved := map[string]*fileState{}
+	defer func() {
+		if r := recover(); r != nil {
+			err = queue.Reject(queue.ReasonInternal, "applier panicked: %v\n%s", r, debug.Stack())
+		}
+		if err == nil {
+			return
+		}
+		for p, st := range saved {
+			if st == nil {
+				delete(ov.files, p)
+			} else {
+				ov.files[p] = st
+			}
+		}
+	}()
+	for i, op := range job.Ops {
+		if _, ok := saved[op.Path]; !ok {
+			if st, ok := ov.files[op.Path]; ok {
+				cp := *st
+				saved[op.Path] = &cp
+			} else {
+				saved[op.Path] = nil
+			}
+		}
+		if err := ov.applyOp(op); err != nil {
+			var rej *queue.RejectError
+			if errors.As(err, &rej) {
+				rej.Detail = fmt.Sprintf("op %d (%s %s): %s", i, op.Kind, op.Path, rej.Detail)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (ov *overlay) applyOp(op queue.Op) error {
+	st, err := ov.state(op.Path)
+	if err != nil {
+		return err
+	}
+	if op.IfMatch != "" {
+		if err := ov.checkPrecondition(op, st); err != nil {
+			return err
+		}
+	}
+	switch op.Kind {
+	case queue.OpPut:
+		if err := ov.checkSize(int64(len(op.Data))); err != nil {
+			return err
+		}
+		st.exists, st.replaced, st.content, st.tail = true, true, op.Data, nil
+	case queue.OpAppend:
+		if err := ov.checkSize(st.size() + int64(len(op.Data))); err != nil {
+			return err
+		}
+		if st.replaced {
+			st.content = concat(st.content, op.Data)
+		} else {
+			st.tail = concat(st.tail, op.Data)
+		}
+		st.exists = true
+	case queue.OpMerge:
+		cur := []byte("{}")
+		if st.exists {
+			if cur, err = ov.read(op.Path, st); err != nil {
+				return err
+			}
+		}
+		if !isJSONObject(cur) {
+			return queue.Reject(queue.ReasonInvalidJSON, "file is not a JSON object")
+		}
+		if !isJSONObject(op.Data) {
+			return queue.Reject(queue.ReasonInvalidJSON, "merge patch is not a JSON object")
+		}
+		merged, err := jsonpatch.MergePatch(cur, op.Data)
+		if err != nil {
+			return queue.Reject(queue.ReasonInvalidJSON, "merge: %v", err)
+		}
+		merged = append(merged, '\n')
+		if err := ov.checkSize(int64(len(merged))); err != nil {
+			return err
+		}
+		st.exists, st.replaced, st.content, st.tail = true, true, merged, nil
+	case queue.OpDelete:
+		st.exists, st.replaced, st.content, st.tail = false, true, nil, nil
+	default:
+		return queue.Reject(queue.ReasonUnknownOp, "unknown op %q", op.Kind)
+	}
+	return nil
+}
+
+func concat(a, b []byte) []byte {
+	out := make([]byte, 0, len(a)+len(b))
+	return append(append(out, a...), b...)
+}
+
+func isJSONObject(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+}
+
+func (ov *overlay) checkSize(n int64) error {
+	if ov.maxFile > 0 && n > ov.maxFile {
+		return queue.Reject(queue.ReasonTooLarge, "file would be %d bytes, limit %d", n, ov.maxFile)
+	}
+	return nil
+}
+
+func (ov *overlay) checkPrecondition(op queue.Op, st *fileState) error {
+	if op.IfMatch == queue.IfAbsent {
+		if st.exists {
+			return queue.Reject(queue.ReasonPreconditionFailed, "file exists, if_match wants it absent")
+		}
+		return nil
+	}
+	if !st.exists {
+		return queue.Reject(queue.ReasonPreconditionFailed, "file is absent, if_match wants %s", op.IfMatch)
+	}
+	cur, err := ov.read(op.Path, st)
+	if err != nil {
+		return err
+	}
+	if h := queue.ContentHash(cur); h != op.IfMatch {
+		return queue.Reject(queue.ReasonPreconditionFailed, "file has %s, if_match wants %s", h, op.IfMatch)
+	}
+	return nil
+}
+
+// read returns a file's whole content as the batch sees it.
+func (ov *overlay) read(p string, st *fileState) ([]byte, error) {
+	if st.replaced {
+		return st.content, nil
+	}
+	if !st.origExists {
+		return st.tail, nil
+	}
+	b, err := ov.root.ReadFile(p)
+	if err != nil {
+		return nil, classify(p, err)
+	}
+	if int64(len(b)) != st.origSize {
+		return nil, fmt.Errorf("read %s: size changed under the store lock (%d, was %d)", p, len(b), st.origSize)
+	}
+	return concat(b, st.tail), nil
+}
+
+// state returns the batch's view of a file, loading it on first use. The
+// path must be a regular file or absent, with folders (or nothing) above it.
+func (ov *overlay) state(p string) (*fileState, error) {
+	if st, ok := ov.files[p]; ok {
+		return st, nil
+	}
+	st := &fileState{mode: 0o644}
+	fi, err := ov.root.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := ov.checkParents(p); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, classify(p, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, queue.Reject(queue.ReasonNotRegular, "%s is a symlink", p)
+	case !fi.Mode().IsRegular():
+		return nil, queue.Reject(queue.ReasonNotRegular, "%s is a %s", p, describeMode(fi.Mode()))
+	default:
+		st.origExists, st.exists, st.origSize, st.mode = true, true, fi.Size(), fi.Mode().Perm()
+	}
+	ov.files[p] = st
+	return st, nil
+}
+
+// checkParents makes sure every existing folder above p is a folder inside
+// the store, so that creating p later cannot fail or escape.
+func (ov *overlay) checkParents(p string) error {
+	for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+		fi, err := ov.root.Stat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return classify(dir, err)
+		}
+		if !fi.IsDir() {
+			return queue.Reject(queue.ReasonNotRegular, "%s is not a folder", dir)
+		}
+	}
+	return nil
+}
+
+// classify turns an error from resolving a path into a rejection when it is
+// the path's fault (it escapes, loops, names a file as a folder) and leaves
+// it as an I/O fault otherwise.
+func classify(p string, err error) error {
+	switch {
+	case strings.Contains(err.Error(), "path escapes"):
+		return queue.Reject(queue.ReasonPathEscapes, "%s leaves the store", p)
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.EISDIR):
+		return queue.Reject(queue.ReasonNotRegular, "%s: %v", p, err)
+	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EINVAL):
+		return queue.Reject(queue.ReasonBadInput, "%s: %v", p, err)
+	}
+	return err
+}
+
+// changes returns the batch's net effect on each file it touched, in path
+// order: what the intent records and materialize carries out.
+func (ov *overlay) changes() []fileChange {
+	var out []fileChange
+	for p, st := range ov.files {
+		switch {
+		case !st.exists && st.origExists:
+			out = append(out, fileChange{Path: p, Kind: changeRemove})
+		case !st.exists:
+		case st.replaced:
+			out = append(out, fileChange{Path: p, Kind: changeWrite, Data: st.content, Mode: st.mode})
+		case len(st.tail) > 0:
+			out = append(out, fileChange{Path: p, Kind: changeAppend, Data: st.tail, Base: st.origSize, Mode: st.mode})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}

@@ -1,0 +1,183 @@
+package writer
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"scribe/queue"
+)
+
+var (
+	bucketOutcomes = []byte("outcomes") // job ID → Outcome JSON
+	bucketMeta     = []byte("meta")     // keyEpoch, keyLastSeq
+	bucketIntent   = []byte("intent")   // keyIntent → intent JSON, present only mid-batch
+	keyEpoch       = []byte("epoch")
+	keyLastSeq     = []byte("last_seq")
+	keyIntent      = []byte("batch")
+)
+
+// journalTimeout bounds the wait for bbolt's own file lock. The journal is
+// opened only under the store lock, so it is only ever contended by a
+// status reader for an instant.
+const journalTimeout = 2 * time.Second
+
+// JournalPath is a store's journal: <store>/.scribe/journal.db.
+func JournalPath(store string) string {
+	return filepath.Join(store, queue.MetaDir, "journal.db")
+}
+
+// Journal is a store's bbolt journal: the outcome of every job by ID, the
+// epoch counter, the last applied stream sequence and, between the two
+// commits of a batch, the batch's intent (see docs/recovery.md).
+type Journal struct {
+	db *bolt.DB
+}
+
+// OpenJournal opens (creating) a journal for writing. Callers must hold the
+// store lock.
+func OpenJournal(path string) (*Journal, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: journalTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketOutcomes, bucketMeta, bucketIntent} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("init journal %s: %w", path, err)
+	}
+	return &Journal{db: db}, nil
+}
+
+// OpenJournalReadOnly opens a journal for look-ups without the store lock.
+// It fails after a short timeout while a writer has the journal open.
+func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	return &Journal{db: db}, nil
+}
+
+// Close closes the journal.
+func (j *Journal) Close() error { return j.db.Close() }
+
+// NextEpoch raises the epoch counter and returns the new value. It is
+// called once per acquisition of the store lock.
+func (j *Journal) NextEpoch() (uint64, error) {
+	var epoch uint64
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		epoch = getUint(m, keyEpoch) + 1
+		return m.Put(keyEpoch, putUint(epoch))
+	})
+	return epoch, err
+}
+
+// Meta returns the current epoch and the last applied stream sequence.
+func (j *Journal) Meta() (epoch, lastSeq uint64, err error) {
+	err = j.db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if m == nil {
+			return nil
+		}
+		epoch, lastSeq = getUint(m, keyEpoch), getUint(m, keyLastSeq)
+		return nil
+	})
+	return epoch, lastSeq, err
+}
+
+// Outcome returns the recorded outcome of a job, or nil if there is none.
+func (j *Journal) Outcome(id string) (*queue.Outcome, error) {
+	var out *queue.Outcome
+	err := j.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOutcomes)
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte(id))
+		if v == nil {
+			return nil
+		}
+		o, err := queue.DecodeOutcome(v)
+		out = o
+		return err
+	})
+	return out, err
+}
+
+// writeIntent records a batch's intent in one transaction, before any file
+// of the batch changes.
+func (j *Journal) writeIntent(in *intent) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketIntent).Put(keyIntent, b)
+	})
+}
+
+// pendingIntent returns the intent of a batch that was interrupted, or nil.
+func (j *Journal) pendingIntent() (*intent, error) {
+	var in *intent
+	err := j.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketIntent).Get(keyIntent)
+		if v == nil {
+			return nil
+		}
+		in = new(intent)
+		return json.Unmarshal(v, in)
+	})
+	return in, err
+}
+
+// commit records a batch's outcomes and last sequence and drops its intent,
+// all in one transaction. Outcomes already recorded are never overwritten.
+func (j *Journal) commit(outs []*queue.Outcome, lastSeq uint64) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOutcomes)
+		for _, o := range outs {
+			if o.ID == "" || b.Get([]byte(o.ID)) != nil {
+				continue
+			}
+			v, err := queue.EncodeOutcome(o)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(o.ID), v); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket(bucketMeta)
+		if lastSeq > getUint(m, keyLastSeq) {
+			if err := m.Put(keyLastSeq, putUint(lastSeq)); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketIntent).Delete(keyIntent)
+	})
+}
+
+func getUint(b *bolt.Bucket, k []byte) uint64 {
+	v := b.Get(k)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func putUint(v uint64) []byte {
+	return binary.BigEndian.AppendUint64(nil, v)
+}

@@ -1,0 +1,401 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"scribe/queue"
+)
+
+// Writer defaults.
+const (
+	DefaultBatchSize   = 256
+	DefaultIdleRelease = 500 * time.Millisecond
+	DefaultWaitLog     = 10 * time.Second
+)
+
+// Config configures a Writer. Store and Conn are required.
+type Config struct {
+	// Store is the store folder.
+	Store string
+	// LockPath is the store lock file; empty means DefaultLockPath.
+	LockPath string
+	// Conn is the connection the writer consumes and publishes outcomes on.
+	Conn *nats.Conn
+	// BatchSize is the most jobs applied in one batch (one journal
+	// transaction). 0 means DefaultBatchSize.
+	BatchSize int
+	// IdleRelease is how long the writer keeps the store lock with nothing
+	// to do before releasing it to direct writers. 0 means
+	// DefaultIdleRelease.
+	IdleRelease time.Duration
+	// WaitLog is how often, at most, the writer logs that it is waiting for
+	// the store lock. 0 means DefaultWaitLog.
+	WaitLog time.Duration
+	// MaxFileBytes limits a file's size after an op; 0 means
+	// DefaultMaxFileBytes.
+	MaxFileBytes int64
+	// Limits bounds the store's queue.
+	Limits queue.Limits
+	// Command describes the daemon in the lock file.
+	Command string
+	// Version is reported by the status service.
+	Version string
+	// Logger receives the writer's log; nil discards it.
+	Logger *slog.Logger
+}
+
+// Writer owns one store for a daemon: it consumes the store's queue, holds
+// the store lock while there is work (releasing it when idle), applies jobs
+// in batches through a Session, acks them and publishes their outcomes.
+type Writer struct {
+	cfg     Config
+	store   string
+	storeID string
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	log     *slog.Logger
+	msgs    chan jetstream.Msg
+	iter    jetstream.MessagesContext
+	svc     micro.Service
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started time.Time
+
+	mu       sync.Mutex // guards the fields below
+	session  *Session
+	epoch    uint64
+	applied  uint64
+	rejected uint64
+	waiting  string
+}
+
+// New prepares a writer for a store: it creates (or updates) the store's
+// stream and recreates its durable consumer, so that whatever a previous
+// daemon left unacked is delivered again from the start, in stream order.
+func New(ctx context.Context, cfg Config) (*Writer, error) {
+	real, err := queue.ResolveStore(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.IdleRelease <= 0 {
+		cfg.IdleRelease = DefaultIdleRelease
+	}
+	if cfg.WaitLog <= 0 {
+		cfg.WaitLog = DefaultWaitLog
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now()}
+	if w.js, err = jetstream.New(cfg.Conn); err != nil {
+		return nil, err
+	}
+	if w.stream, err = w.js.CreateOrUpdateStream(ctx, queue.StreamConfig(w.storeID, cfg.Limits)); err != nil {
+		return nil, fmt.Errorf("create stream: %w", err)
+	}
+	if err := w.stream.DeleteConsumer(ctx, queue.ConsumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("reset consumer: %w", err)
+	}
+	return w, nil
+}
+
+// Start begins consuming. Close stops it.
+func (w *Writer) Start(ctx context.Context) error {
+	cons, err := w.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig())
+	if err != nil {
+		return fmt.Errorf("create consumer: %w", err)
+	}
+	if w.iter, err = cons.Messages(jetstream.PullMaxMessages(w.cfg.BatchSize)); err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	if w.svc, err = w.serveStatus(); err != nil {
+		w.iter.Stop()
+		return err
+	}
+	w.msgs = make(chan jetstream.Msg, w.cfg.BatchSize)
+	ctx, w.cancel = context.WithCancel(context.Background())
+	w.done = make(chan struct{})
+	pumped := make(chan struct{})
+	go w.pump(ctx, pumped)
+	go func() {
+		defer close(w.done)
+		w.run(ctx)
+		_ = w.svc.Stop()
+		w.iter.Stop()
+		<-pumped
+	}()
+	return nil
+}
+
+// pump moves messages from the consumer into w.msgs, in order.
+func (w *Writer) pump(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	for {
+		m, err := w.iter.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			w.log.Warn("consume", "err", err)
+			continue
+		}
+		select {
+		case w.msgs <- m:
+		case <-ctx.Done():
+			return // unacked: JetStream redelivers it to the next writer
+		}
+	}
+}
+
+// Close stops the writer: the batch in hand is finished, acked and
+// answered, the store lock is released, and Close waits for all of it.
+// Jobs not yet taken stay queued.
+func (w *Writer) Close() error {
+	if w.cancel == nil {
+		return nil
+	}
+	w.cancel()
+	<-w.done
+	return nil
+}
+
+func (w *Writer) run(ctx context.Context) {
+	idle := time.NewTimer(w.cfg.IdleRelease)
+	defer idle.Stop()
+	defer w.release()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-idle.C:
+			w.release()
+		case m := <-w.msgs:
+			batch := []jetstream.Msg{m}
+		fill:
+			for len(batch) < w.cfg.BatchSize {
+				select {
+				case m := <-w.msgs:
+					batch = append(batch, m)
+				default:
+					break fill
+				}
+			}
+			if !w.process(ctx, batch) {
+				return
+			}
+			idle.Reset(w.cfg.IdleRelease)
+		}
+	}
+}
+
+// process applies a batch, acks it and publishes its outcomes. It returns
+// false if ctx ended while it was waiting for the store, leaving the batch
+// unacked in the queue.
+func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
+	entries := make([]Entry, len(batch))
+	for i, m := range batch {
+		job, err := queue.Decode(m.Data())
+		entries[i] = Entry{Job: job, Err: err}
+		if md, err := m.Metadata(); err == nil {
+			entries[i].Seq = md.Sequence.Stream
+		}
+	}
+	var results []Result
+	for attempt := 0; ; attempt++ {
+		if err := w.acquire(ctx, batch); err != nil {
+			return false
+		}
+		var err error
+		if results, err = w.session.Apply(entries); err == nil {
+			break
+		}
+		// An I/O fault: nothing of this batch is recorded as applied.
+		// Reopening the session redoes or completes what was begun.
+		w.log.Error("apply batch failed; retrying", "err", err, "jobs", len(batch), "attempt", attempt+1)
+		w.release()
+		if !sleep(ctx, backoff(attempt)) {
+			return false
+		}
+	}
+	w.mu.Lock()
+	for _, r := range results {
+		switch {
+		case r.Duplicate:
+		case r.Outcome.Applied():
+			w.applied++
+		default:
+			w.rejected++
+		}
+	}
+	w.mu.Unlock()
+	for i, m := range batch {
+		if err := m.Ack(); err != nil {
+			w.log.Warn("ack", "err", err) // redelivery is harmless: the journal has the outcome
+		}
+		o := results[i].Outcome
+		if o.ID == "" {
+			w.log.Warn("dropped a job with no readable ID", "seq", entries[i].Seq, "reason", o.Reason, "detail", o.Detail)
+			continue
+		}
+		if o.Status == queue.StatusRejected && !results[i].Duplicate {
+			w.log.Info("job rejected", "id", o.ID, "reason", o.Reason, "detail", o.Detail)
+		}
+		if b, err := queue.EncodeOutcome(o); err == nil {
+			if err := w.cfg.Conn.Publish(queue.OutcomeSubject(w.storeID, o.ID), b); err != nil {
+				w.log.Warn("publish outcome", "id", o.ID, "err", err)
+			}
+		}
+	}
+	return true
+}
+
+// acquire makes sure the writer holds the store, waiting while someone else
+// does. Waiting is a deferral: the batch stays in hand, unacked, and its
+// ack deadline is pushed back.
+func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
+	if w.session != nil {
+		return nil
+	}
+	var lastLog time.Time
+	for attempt := 0; ; attempt++ {
+		s, err := OpenSession(w.store, SessionOptions{
+			LockPath: w.cfg.LockPath, Mode: ModeDaemon, Command: w.cfg.Command,
+			MaxFileBytes: w.cfg.MaxFileBytes, Logger: w.log,
+		})
+		if err == nil {
+			w.mu.Lock()
+			w.session, w.epoch, w.waiting = s, s.Epoch(), ""
+			w.mu.Unlock()
+			return nil
+		}
+		w.mu.Lock()
+		w.waiting = err.Error()
+		w.mu.Unlock()
+		if time.Since(lastLog) >= w.cfg.WaitLog {
+			lastLog = time.Now()
+			w.log.Warn("waiting for the store", "err", err, "jobs", len(batch))
+		}
+		if attempt > 0 && attempt%20 == 0 {
+			for _, m := range batch {
+				_ = m.InProgress()
+			}
+		}
+		if !sleep(ctx, backoff(attempt)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// release closes the session, if any, releasing the store lock.
+func (w *Writer) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.session == nil {
+		return
+	}
+	if err := w.session.Close(); err != nil {
+		w.log.Warn("release store", "err", err)
+	}
+	w.session = nil
+}
+
+// Lookup returns the recorded outcome of a job, reading the journal through
+// the writer's session when it holds the store, or read-only otherwise.
+func (w *Writer) Lookup(id string) queue.Lookup {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j := (*Journal)(nil)
+	if w.session != nil {
+		j = w.session.journal
+	} else {
+		ro, err := OpenJournalReadOnly(JournalPath(w.store), 500*time.Millisecond)
+		if err != nil {
+			return queue.Lookup{Error: err.Error()}
+		}
+		defer ro.Close()
+		j = ro
+	}
+	o, err := j.Outcome(id)
+	if err != nil {
+		return queue.Lookup{Error: err.Error()}
+	}
+	return queue.Lookup{Found: o != nil, Outcome: o}
+}
+
+// serveStatus answers status requests on the store's status subject: an
+// empty request gets a StatusReport, a job ID gets a Lookup.
+func (w *Writer) serveStatus() (micro.Service, error) {
+	return micro.AddService(w.cfg.Conn, micro.Config{
+		Name:        "scribe",
+		Version:     "1.0.0",
+		Description: "scribe store " + w.storeID,
+		Endpoint: &micro.EndpointConfig{
+			Subject: queue.StatusSubject(w.storeID),
+			Handler: micro.HandlerFunc(func(req micro.Request) {
+				var v any
+				if id := string(req.Data()); id != "" {
+					v = w.Lookup(id)
+				} else {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					defer cancel()
+					v = w.Report(ctx)
+				}
+				_ = req.RespondJSON(v)
+			}),
+		},
+	})
+}
+
+// Report describes the writer and its queue.
+func (w *Writer) Report(ctx context.Context) *queue.StatusReport {
+	r := &queue.StatusReport{V: queue.Version, PID: os.Getpid(), Version: w.cfg.Version, Started: w.started}
+	w.mu.Lock()
+	r.Holding, r.Epoch, r.Applied, r.Rejected, r.Waiting = w.session != nil, w.epoch, w.applied, w.rejected, w.waiting
+	w.mu.Unlock()
+	r.Store, r.StoreID = w.store, w.storeID
+	if info, err := w.stream.Info(ctx); err == nil {
+		r.Queued = info.State.Msgs
+	}
+	if h, err := ReadHolder(lockPathOf(w.store, w.cfg.LockPath)); err == nil {
+		r.Holder = h
+	}
+	return r
+}
+
+func lockPathOf(store, lockPath string) string {
+	if lockPath != "" {
+		return lockPath
+	}
+	return DefaultLockPath(store)
+}
+
+// backoff is the wait before retry n: 10 ms doubling to 500 ms.
+func backoff(n int) time.Duration {
+	d := 10 * time.Millisecond << min(n, 6)
+	return min(d, 500*time.Millisecond)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

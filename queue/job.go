@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -203,14 +204,7 @@ func Decode(b []byte) (*Job, error) {
 	var j Job
 	if err := json.Unmarshal(b, &j); err != nil {
 		// Salvage the ID, if any, so the caller can still hear why.
-		var idOnly struct {
-			ID string `json:"id"`
-		}
-		_ = json.Unmarshal(b, &idOnly)
-		id := ""
-		if ValidID(idOnly.ID) {
-			id = idOnly.ID
-		}
+		id := salvageID(b)
 		return &Job{ID: id}, Reject(ReasonBadInput, "job is not valid JSON: %v", err)
 	}
 	if err := j.Validate(); err != nil {
@@ -220,6 +214,48 @@ func Decode(b []byte) (*Job, error) {
 		return &j, err
 	}
 	return &j, nil
+}
+
+// salvageID reads the top-level "id" of a job that does not decode, from
+// the tokens before the first syntax error, so that even a truncated or
+// garbled job can get a recorded rejection. It returns "" if none is valid.
+func salvageID(b []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	depth := 1
+	expectKey := true
+	for depth > 0 {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch v := t.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+			} else {
+				depth--
+			}
+			if depth == 1 {
+				expectKey = true
+			}
+			continue
+		case string:
+			if depth == 1 && expectKey && v == "id" {
+				t, err := dec.Token()
+				if id, ok := t.(string); err == nil && ok && ValidID(id) {
+					return id
+				}
+				return ""
+			}
+		}
+		if depth == 1 {
+			expectKey = !expectKey
+		}
+	}
+	return ""
 }
 
 func truncate(s string, n int) string {

@@ -1,0 +1,181 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"scribe/queue"
+)
+
+// scribeBin is the binary under test, built once by TestMain (with -race
+// when the tests run with it, so the daemon's races are caught too).
+var (
+	scribeBin string
+	raceBuild bool
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "scribe-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	scribeBin = filepath.Join(dir, "scribe")
+	args := []string{"build", "-o", scribeBin}
+	if raceBuild {
+		args = append(args, "-race")
+		// A race-enabled binary sleeps 1 s at exit by default; the tests
+		// run thousands of them. Races still fail them (exit 66).
+		os.Setenv("GORACE", "atexit_sleep_ms=0 exitcode=66 "+os.Getenv("GORACE"))
+	}
+	build := exec.Command("go", append(args, "scribe/cmd/scribe")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build scribe:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is a finished scribe process.
+type result struct {
+	code     int
+	stdout   string
+	stderr   string
+	duration time.Duration
+}
+
+// scribe runs the binary to completion.
+func scribe(t testing.TB, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, scribeBin, args...)
+	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String(), duration: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		require.NoError(t, err, "run scribe %v", args)
+	}
+	return r
+}
+
+// newStore makes an empty store folder.
+func newStore(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "store")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	return dir
+}
+
+// daemon is a running `scribe serve`.
+type daemon struct {
+	cmd    *exec.Cmd
+	store  string
+	log    *syncBuffer
+	exited chan struct{}
+	err    error
+}
+
+// startDaemon starts `scribe serve` on a store and waits until it serves:
+// its discovery file is written and names its pid.
+func startDaemon(t testing.TB, store string, extra ...string) *daemon {
+	t.Helper()
+	args := append([]string{"serve", "--store", store, "--log-level", "debug"}, extra...)
+	d := &daemon{cmd: exec.Command(scribeBin, args...), store: store, log: &syncBuffer{}, exited: make(chan struct{})}
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	require.NoError(t, d.cmd.Start())
+	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() { d.stop(t) })
+	require.Eventually(t, func() bool {
+		select {
+		case <-d.exited:
+			return true
+		default:
+		}
+		disc, err := queue.ReadDiscovery(store)
+		return err == nil && disc.PID == d.cmd.Process.Pid
+	}, 30*time.Second, 10*time.Millisecond)
+	select {
+	case <-d.exited:
+		t.Fatalf("scribe serve exited at start: %v\n%s", d.err, d.log.String())
+	default:
+	}
+	return d
+}
+
+// stop sends SIGTERM and waits for a clean exit; it dumps the log on
+// failure.
+func (d *daemon) stop(t testing.TB) {
+	t.Helper()
+	select {
+	case <-d.exited:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		t.Errorf("daemon did not stop on SIGTERM within 30s")
+	}
+	if d.err != nil {
+		t.Errorf("daemon exited with %v after SIGTERM, want 0; log:\n%s", d.err, d.log.String())
+	} else if t.Failed() {
+		t.Logf("daemon log:\n%s", d.log.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's output and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// readFile returns a store file's content, "" if it does not exist.
+func readFile(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	require.NoError(t, err)
+	return string(b)
+}

@@ -83,7 +83,7 @@ func (o Op) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes the op's wire form.
 func (o *Op) UnmarshalJSON(b []byte) error {
 	var w wireOp
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := strictUnmarshal(b, &w); err != nil {
 		return err
 	}
 	*o = Op{Kind: w.Op, Path: w.Path, IfMatch: w.IfMatch}
@@ -199,10 +199,10 @@ func Encode(j *Job) ([]byte, error) {
 // rejection can be recorded under it; the error is a *RejectError.
 func Decode(b []byte) (*Job, error) {
 	if len(b) > MaxJobBytes {
-		return &Job{}, Reject(ReasonTooLarge, "job is %d bytes, limit %d", len(b), MaxJobBytes)
+		return &Job{ID: salvageID(b)}, Reject(ReasonTooLarge, "job is %d bytes, limit %d", len(b), MaxJobBytes)
 	}
 	var j Job
-	if err := json.Unmarshal(b, &j); err != nil {
+	if err := strictUnmarshal(b, &j); err != nil {
 		// Salvage the ID, if any, so the caller can still hear why.
 		id := salvageID(b)
 		return &Job{ID: id}, Reject(ReasonBadInput, "job is not valid JSON: %v", err)
@@ -214,6 +214,20 @@ func Decode(b []byte) (*Job, error) {
 		return &j, err
 	}
 	return &j, nil
+}
+
+// strictUnmarshal decodes one JSON value, refusing unknown fields: a
+// misspelt "if_match" must not silently drop a precondition.
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("data after the JSON value")
+	}
+	return nil
 }
 
 // salvageID reads the top-level "id" of a job that does not decode, from

@@ -113,6 +113,10 @@ func validHash(s string) bool {
 	if len(s) != len(prefix)+64 || s[:len(prefix)] != prefix {
 		return false
 	}
-	_, err := hex.DecodeString(s[len(prefix):])
-	return err == nil
+	for _, c := range s[len(prefix):] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false // ContentHash is lower case; anything else could never match
+		}
+	}
+	return true
 }

@@ -9,9 +9,15 @@ import (
 // Ops may never touch it.
 const MetaDir = ".scribe"
 
+// tmpSuffix ends the name of the temporary file the writer stages a
+// replacement in, next to its target (writer/durable.go; keep them equal).
+// Ops may not name such a file.
+const tmpSuffix = ".scribe-tmp"
+
 // CheckPath applies the lexical rules for an op path: relative,
 // slash-separated, clean (no ".", ".." or empty segments), not inside
-// MetaDir, no NUL or control characters, at most MaxPathLen bytes. The
+// MetaDir, no name ending in ".scribe-tmp" (the writer's temporary files),
+// no NUL or control characters, at most MaxPathLen bytes. The
 // writer additionally resolves every path through os.Root, which refuses
 // symlinks that leave the store.
 func CheckPath(p string) error {
@@ -39,6 +45,11 @@ func CheckPath(p string) error {
 		}
 		if len(seg) > 255 {
 			return fmt.Errorf("path %q has a name over 255 bytes", p)
+		}
+		// A name the writer uses for a temporary file would collide with
+		// it (and a folder of that name would wedge later writes).
+		if len(seg) >= len(tmpSuffix) && strings.EqualFold(seg[len(seg)-len(tmpSuffix):], tmpSuffix) {
+			return fmt.Errorf("path %q has a name ending in %s", p, tmpSuffix)
 		}
 	}
 	if first, _, _ := strings.Cut(p, "/"); strings.EqualFold(first, MetaDir) {

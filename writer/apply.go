@@ -45,6 +45,10 @@ type overlay struct {
 	root    *os.Root
 	maxFile int64
 	files   map[string]*fileState
+	// protected are scribe's own folder and files (the .scribe folder, the
+	// lock file, the journal). No op may reach them, whatever symlinks or
+	// hard links inside the store lead there.
+	protected []os.FileInfo
 }
 
 func newOverlay(root *os.Root, maxFile int64) *overlay {
@@ -208,19 +212,25 @@ func (ov *overlay) state(p string) (*fileState, error) {
 	if st, ok := ov.files[p]; ok {
 		return st, nil
 	}
+	if err := ov.checkParents(p); err != nil {
+		return nil, err
+	}
 	st := &fileState{mode: 0o644}
 	fi, err := ov.root.Lstat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := ov.checkParents(p); err != nil {
-			return nil, err
-		}
 	case err != nil:
 		return nil, classify(p, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return nil, queue.Reject(queue.ReasonNotRegular, "%s is a symlink", p)
 	case !fi.Mode().IsRegular():
 		return nil, queue.Reject(queue.ReasonNotRegular, "%s is a %s", p, describeMode(fi.Mode()))
+	case ov.isProtected(fi):
+		return nil, queue.Reject(queue.ReasonPathEscapes, "%s is one of scribe's own files", p)
+	case hardLinks(fi) > 1:
+		// Replacing it would split it from its other names, and changes
+		// through two names in one batch would overwrite each other.
+		return nil, queue.Reject(queue.ReasonNotRegular, "%s has %d hard links; scribe writes only files with one name", p, hardLinks(fi))
 	default:
 		st.origExists, st.exists, st.origSize, st.mode = true, true, fi.Size(), fi.Mode().Perm()
 	}
@@ -228,19 +238,55 @@ func (ov *overlay) state(p string) (*fileState, error) {
 	return st, nil
 }
 
-// checkParents makes sure every existing folder above p is a folder inside
-// the store, so that creating p later cannot fail or escape.
+func hardLinks(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
+
+func (ov *overlay) isProtected(fi os.FileInfo) bool {
+	for _, q := range ov.protected {
+		if os.SameFile(fi, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkParents makes sure every existing folder above p is a real folder
+// of the store: not a symlink (a file must have one name only, or two
+// names in one batch would overwrite each other's changes) and not
+// scribe's own. Creating p later then cannot fail or escape.
 func (ov *overlay) checkParents(p string) error {
-	for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
-		fi, err := ov.root.Stat(dir)
+	dir := ""
+	for seg := range strings.SplitSeq(path.Dir(p), "/") {
+		if seg == "." {
+			break
+		}
+		dir = path.Join(dir, seg)
+		fi, err := ov.root.Lstat(dir)
 		if errors.Is(err, fs.ErrNotExist) {
-			continue
+			return nil // nothing deeper exists either
 		}
 		if err != nil {
 			return classify(dir, err)
 		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := ov.root.Stat(dir)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return classify(dir, err)
+			}
+			if err == nil && ov.isProtected(target) {
+				return queue.Reject(queue.ReasonPathEscapes, "%s leads into scribe's own folder", dir)
+			}
+			return queue.Reject(queue.ReasonNotRegular, "%s is a symlink; paths may not go through symlinks", dir)
+		}
 		if !fi.IsDir() {
 			return queue.Reject(queue.ReasonNotRegular, "%s is not a folder", dir)
+		}
+		if ov.isProtected(fi) {
+			return queue.Reject(queue.ReasonPathEscapes, "%s is scribe's own folder", dir)
 		}
 	}
 	return nil
@@ -272,7 +318,7 @@ func (ov *overlay) changes() []fileChange {
 		case !st.exists:
 		case st.replaced:
 			out = append(out, fileChange{Path: p, Kind: changeWrite, Data: st.content, Mode: st.mode})
-		case len(st.tail) > 0:
+		case len(st.tail) > 0 || !st.origExists: // an empty append still creates the file
 			out = append(out, fileChange{Path: p, Kind: changeAppend, Data: st.tail, Base: st.origSize, Mode: st.mode})
 		}
 	}

@@ -89,7 +89,13 @@ func materialize(root *os.Root, changes []fileChange) error {
 
 func writeFile(root *os.Root, c fileChange) error {
 	tmp := path.Join(path.Dir(c.Path), "."+path.Base(c.Path)+tmpSuffix)
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, c.Mode)
+	// Remove what a crashed attempt (or anyone) left at the temp name and
+	// create it afresh: opening it as found would follow a symlink there and
+	// overwrite another file.
+	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, c.Mode)
 	if err != nil {
 		return err
 	}

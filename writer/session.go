@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 
 	"scribe/queue"
@@ -46,6 +47,8 @@ type Session struct {
 	epoch   uint64
 	mode    string
 	maxFile int64
+	// protected: see overlay.protected.
+	protected []os.FileInfo
 }
 
 // OpenSession takes the store lock without waiting (a busy store returns a
@@ -77,9 +80,10 @@ func OpenSession(store string, o SessionOptions) (s *Session, err error) {
 		return nil, err
 	}
 	s = &Session{store: real, storeID: queue.StoreID(real), lock: lock, mode: o.Mode, maxFile: o.MaxFileBytes}
+	opened := s // "return nil, err" sets s to nil before this defer runs
 	defer func() {
 		if err != nil {
-			s.Close()
+			opened.Close()
 		}
 	}()
 	if s.journal, err = OpenJournal(JournalPath(real)); err != nil {
@@ -94,6 +98,13 @@ func OpenSession(store string, o SessionOptions) (s *Session, err error) {
 	}
 	if s.root, err = os.OpenRoot(real); err != nil {
 		return nil, err
+	}
+	for _, p := range []string{filepath.Join(real, queue.MetaDir), o.LockPath, JournalPath(real)} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("stat %s: %w", p, err)
+		}
+		s.protected = append(s.protected, fi)
 	}
 	if err = s.recover(o.Logger); err != nil {
 		return nil, err
@@ -152,8 +163,12 @@ type Result struct {
 // batch may be half on disk, and the session must be closed and reopened
 // (which completes it) before the entries are retried.
 func (s *Session) Apply(entries []Entry) ([]Result, error) {
+	if s.journal == nil {
+		return nil, ErrClosed
+	}
 	results := make([]Result, len(entries))
 	ov := newOverlay(s.root, s.maxFile)
+	ov.protected = s.protected
 	var decided []*queue.Outcome
 	seen := map[string]int{} // job ID → index of its first entry in this batch
 	var lastSeq uint64
@@ -245,7 +260,9 @@ func OpenSessionWait(ctx context.Context, store string, wait time.Duration, o Se
 		if err == nil || !errors.Is(err, ErrLocked) || !time.Now().Before(deadline) {
 			return s, err
 		}
-		d := min(backoff(attempt), time.Until(deadline))
+		// The deadline may pass between the check above and here: keep d
+		// positive, as rand.N panics on a bound <= 0.
+		d := max(min(backoff(attempt), time.Until(deadline)), time.Millisecond)
 		d = d/2 + rand.N(d/2+1) // jitter, so waiters do not move in step
 		if !sleep(ctx, d) {
 			return nil, err

@@ -1,0 +1,359 @@
+package queue_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"scribe/queue"
+)
+
+const testStore = "0123456789abcdef"
+
+// validJob returns a job that passes Validate, with ops if given.
+func validJob(tb testing.TB, ops ...queue.Op) *queue.Job {
+	tb.Helper()
+	if len(ops) == 0 {
+		ops = []queue.Op{{Kind: queue.OpPut, Path: "a.txt", Data: []byte("hello")}}
+	}
+	return &queue.Job{V: queue.Version, ID: "job-1", Store: testStore, Ops: ops}
+}
+
+// requireReason asserts that err is a *queue.RejectError with reason want,
+// matching queue.ErrRejected.
+func requireReason(tb testing.TB, err error, want queue.Reason) {
+	tb.Helper()
+	require.Error(tb, err)
+	assert.ErrorIs(tb, err, queue.ErrRejected)
+	var rej *queue.RejectError
+	require.ErrorAs(tb, err, &rej)
+	assert.Equal(tb, want, rej.Reason, "detail: %s", rej.Detail)
+}
+
+func TestOpJSON(t *testing.T) {
+	tests := []struct {
+		name    string
+		data    []byte
+		wantKey string // "data", "data_b64" or "" for neither
+		wantVal string
+	}{
+		{"utf8", []byte("héllo\nwörld"), "data", "héllo\nwörld"},
+		{"empty", []byte{}, "data", ""},
+		{"nil", nil, "", ""},
+		{"binary", []byte{0xff, 0x00, 0xfe}, "data_b64", "/wD+"},
+		{"truncated rune", []byte("ab\xe2\x82"), "data_b64", "YWLigg=="},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			op := queue.Op{Kind: queue.OpAppend, Path: "x/y", Data: tt.data, IfMatch: queue.IfAbsent}
+			b, err := json.Marshal(op)
+			require.NoError(t, err)
+
+			var wire map[string]any
+			require.NoError(t, json.Unmarshal(b, &wire))
+			assert.Equal(t, "append", wire["op"])
+			assert.Equal(t, "x/y", wire["path"])
+			assert.Equal(t, "absent", wire["if_match"])
+			for _, k := range []string{"data", "data_b64"} {
+				if k == tt.wantKey {
+					assert.Equal(t, tt.wantVal, wire[k], k)
+				} else {
+					assert.NotContains(t, wire, k)
+				}
+			}
+
+			var back queue.Op
+			require.NoError(t, json.Unmarshal(b, &back))
+			assert.Equal(t, op, back)
+		})
+	}
+}
+
+func TestOpUnmarshalErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		wire    string
+		wantErr string
+	}{
+		{"both data and data_b64", `{"op":"put","path":"a","data":"x","data_b64":"eA=="}`, "both"},
+		{"bad base64", `{"op":"put","path":"a","data_b64":"!!not base64!!"}`, "data_b64"},
+		{"bad base64 padding", `{"op":"put","path":"a","data_b64":"eA="}`, "data_b64"},
+		{"not an object", `["put","a"]`, "cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var op queue.Op
+			err := json.Unmarshal([]byte(tt.wire), &op)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	manyOps := func(n int) []queue.Op {
+		ops := make([]queue.Op, n)
+		for i := range ops {
+			ops[i] = queue.Op{Kind: queue.OpDelete, Path: "f"}
+		}
+		return ops
+	}
+	tests := []struct {
+		name   string
+		mutate func(j *queue.Job)
+		want   queue.Reason // "" means valid
+	}{
+		{"valid", func(j *queue.Job) {}, ""},
+		{"all op kinds", func(j *queue.Job) {
+			j.Ops = []queue.Op{
+				{Kind: queue.OpPut, Path: "a"}, {Kind: queue.OpAppend, Path: "b"},
+				{Kind: queue.OpMerge, Path: "c.json", Data: []byte(`{}`)}, {Kind: queue.OpDelete, Path: "d"},
+			}
+		}, ""},
+		{"version 0", func(j *queue.Job) { j.V = 0 }, queue.ReasonBadVersion},
+		{"version 2", func(j *queue.Job) { j.V = 2 }, queue.ReasonBadVersion},
+		{"empty id", func(j *queue.Job) { j.ID = "" }, queue.ReasonBadInput},
+		{"id with space", func(j *queue.Job) { j.ID = "a b" }, queue.ReasonBadInput},
+		{"id with dot", func(j *queue.Job) { j.ID = "a.b" }, queue.ReasonBadInput},
+		{"id with subject wildcard", func(j *queue.Job) { j.ID = "a*" }, queue.ReasonBadInput},
+		{"id non-ascii", func(j *queue.Job) { j.ID = "jöb" }, queue.ReasonBadInput},
+		{"id max length", func(j *queue.Job) { j.ID = strings.Repeat("a", queue.MaxIDLen) }, ""},
+		{"id too long", func(j *queue.Job) { j.ID = strings.Repeat("a", queue.MaxIDLen+1) }, queue.ReasonBadInput},
+		{"id all classes", func(j *queue.Job) { j.ID = "AZaz09-_" }, ""},
+		{"no store", func(j *queue.Job) { j.Store = "" }, queue.ReasonBadInput},
+		{"nil ops", func(j *queue.Job) { j.Ops = nil }, queue.ReasonBadInput},
+		{"max ops", func(j *queue.Job) { j.Ops = manyOps(queue.MaxOps) }, ""},
+		{"too many ops", func(j *queue.Job) { j.Ops = manyOps(queue.MaxOps + 1) }, queue.ReasonTooLarge},
+		{"unknown op", func(j *queue.Job) { j.Ops[0].Kind = "exec" }, queue.ReasonUnknownOp},
+		{"op kind case matters", func(j *queue.Job) { j.Ops[0].Kind = "PUT" }, queue.ReasonUnknownOp},
+		{"missing op kind", func(j *queue.Job) { j.Ops[0].Kind = "" }, queue.ReasonBadInput},
+		{"bad path", func(j *queue.Job) { j.Ops[0].Path = "../x" }, queue.ReasonPathEscapes},
+		{"meta path", func(j *queue.Job) { j.Ops[0].Path = ".scribe/journal.db" }, queue.ReasonPathEscapes},
+		{"if_match absent", func(j *queue.Job) { j.Ops[0].IfMatch = queue.IfAbsent }, ""},
+		{"if_match hash", func(j *queue.Job) { j.Ops[0].IfMatch = queue.ContentHash([]byte("x")) }, ""},
+		{"if_match bare hex", func(j *queue.Job) { j.Ops[0].IfMatch = queue.ContentHash(nil)[len("sha256:"):] }, queue.ReasonBadInput},
+		{"if_match short hash", func(j *queue.Job) { j.Ops[0].IfMatch = queue.ContentHash(nil)[:70] }, queue.ReasonBadInput},
+		{"if_match not hex", func(j *queue.Job) { j.Ops[0].IfMatch = "sha256:" + strings.Repeat("g", 64) }, queue.ReasonBadInput},
+		{"if_match other algo", func(j *queue.Job) { j.Ops[0].IfMatch = "md5:" + strings.Repeat("0", 64) }, queue.ReasonBadInput},
+		{"if_match Absent", func(j *queue.Job) { j.Ops[0].IfMatch = "Absent" }, queue.ReasonBadInput},
+		{"second op bad", func(j *queue.Job) {
+			j.Ops = append(j.Ops, queue.Op{Kind: "rename", Path: "b"})
+		}, queue.ReasonUnknownOp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := validJob(t)
+			tt.mutate(j)
+			err := j.Validate()
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			requireReason(t, err, tt.want)
+		})
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		job  *queue.Job
+	}{
+		{"minimal", &queue.Job{ID: "a", Store: testStore, Ops: []queue.Op{{Kind: queue.OpDelete, Path: "x"}}}},
+		{"full", &queue.Job{
+			ID:    "Job_01-x",
+			Store: testStore,
+			Ops: []queue.Op{
+				{Kind: queue.OpPut, Path: "docs/a.md", Data: []byte("# title\n"), IfMatch: queue.IfAbsent},
+				{Kind: queue.OpAppend, Path: "log.bin", Data: []byte{0, 1, 2, 0xff}},
+				{Kind: queue.OpMerge, Path: "state.json", Data: []byte(`{"a":null}`), IfMatch: queue.ContentHash([]byte("{}"))},
+				{Kind: queue.OpDelete, Path: "old"},
+			},
+			Meta:      map[string]string{"caller": "hook", "pid": "42"},
+			Submitted: time.Date(2024, 5, 6, 7, 8, 9, 10, time.UTC),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := queue.Encode(tt.job)
+			require.NoError(t, err)
+			assert.Equal(t, queue.Version, tt.job.V, "Encode sets the version")
+
+			got, err := queue.Decode(b)
+			require.NoError(t, err)
+			assert.Equal(t, tt.job, got)
+
+			again, err := queue.Encode(got)
+			require.NoError(t, err)
+			assert.Equal(t, string(b), string(again))
+		})
+	}
+}
+
+func TestEncodeRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		job  *queue.Job
+		want queue.Reason
+	}{
+		{"invalid job", &queue.Job{ID: "a", Store: testStore}, queue.ReasonBadInput},
+		{"bad id", &queue.Job{ID: "a/b", Store: testStore, Ops: []queue.Op{{Kind: queue.OpDelete, Path: "x"}}}, queue.ReasonBadInput},
+		{"oversized", &queue.Job{ID: "a", Store: testStore, Ops: []queue.Op{
+			{Kind: queue.OpPut, Path: "big", Data: []byte(strings.Repeat("x", queue.MaxJobBytes))},
+		}}, queue.ReasonTooLarge},
+		{"oversized by escaping", &queue.Job{ID: "a", Store: testStore, Ops: []queue.Op{
+			// Each control byte becomes a 6-byte \u00XX escape on the wire.
+			{Kind: queue.OpPut, Path: "big", Data: []byte(strings.Repeat("\x01", queue.MaxJobBytes/5))},
+		}}, queue.ReasonTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := queue.Encode(tt.job)
+			requireReason(t, err, tt.want)
+			assert.Nil(t, b)
+		})
+	}
+}
+
+func TestDecode(t *testing.T) {
+	longID := strings.Repeat("i", queue.MaxIDLen+1)
+	tests := []struct {
+		name   string
+		wire   string
+		want   queue.Reason // "" means it decodes
+		wantID string       // the ID the returned job carries
+	}{
+		{"valid", `{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"a","data":"x"}]}`, "", "j1"},
+		{"valid binary", `{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"a","data_b64":"/wA="}]}`, "", "j1"},
+		{"unknown job field", `{"v":1,"id":"j1","store":"s","x":[1],"ops":[{"op":"delete","path":"a"}]}`, queue.ReasonBadInput, "j1"},
+		{"misspelt if_match", `{"v":1,"id":"j1","store":"s","ops":[{"op":"delete","path":"a","if-match":"absent"}]}`, queue.ReasonBadInput, "j1"},
+		{"upper-case hash", `{"v":1,"id":"j1","store":"s","ops":[{"op":"delete","path":"a","if_match":"sha256:` + strings.Repeat("A", 64) + `"}]}`, queue.ReasonBadInput, "j1"},
+		{"trailing data", `{"v":1,"id":"j1","store":"s","ops":[{"op":"delete","path":"a"}]} {}`, queue.ReasonBadInput, "j1"},
+		{"no version", `{"id":"j1","store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadVersion, "j1"},
+		{"future version", `{"v":2,"id":"j1","store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadVersion, "j1"},
+		{"no id", `{"v":1,"store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadInput, ""},
+		{"bad id", `{"v":1,"id":"a b","store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadInput, ""},
+		{"long id", `{"v":1,"id":"` + longID + `","store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadInput, ""},
+		{"no store", `{"v":1,"id":"j1","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadInput, "j1"},
+		{"no ops", `{"v":1,"id":"j1","store":"s"}`, queue.ReasonBadInput, "j1"},
+		{"empty ops", `{"v":1,"id":"j1","store":"s","ops":[]}`, queue.ReasonBadInput, "j1"},
+		{"null op", `{"v":1,"id":"j1","store":"s","ops":[null]}`, queue.ReasonBadInput, "j1"},
+		{"unknown op", `{"v":1,"id":"j1","store":"s","ops":[{"op":"chmod","path":"a"}]}`, queue.ReasonUnknownOp, "j1"},
+		{"missing op kind", `{"v":1,"id":"j1","store":"s","ops":[{"path":"a"}]}`, queue.ReasonBadInput, "j1"},
+		{"bad if_match", `{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"a","if_match":"yes"}]}`, queue.ReasonBadInput, "j1"},
+		{"escaping path", `{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"/etc/passwd"}]}`, queue.ReasonPathEscapes, "j1"},
+		{"both data forms", `{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"a","data":"x","data_b64":"eA=="}]}`, queue.ReasonBadInput, "j1"},
+		{"bad base64", `{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"a","data_b64":"%%%"}]}`, queue.ReasonBadInput, "j1"},
+		{"wrong type", `{"v":"one","id":"j1","store":"s","ops":[]}`, queue.ReasonBadInput, "j1"},
+		{"wrong type, bad id", `{"v":"one","id":"j 1","store":"s","ops":[]}`, queue.ReasonBadInput, ""},
+		{"wrong id type", `{"v":1,"id":7,"store":"s","ops":[]}`, queue.ReasonBadInput, ""},
+		{"truncated after id", `{"v":1,"id":"j1","store":"s","ops":[{"op":`, queue.ReasonBadInput, "j1"},
+		{"truncated before id", `{"v":1,"store":"s","ops":[{"op":`, queue.ReasonBadInput, ""},
+		{"nested id is not the job's", `{"v":"x","meta":{"id":"inner"}}`, queue.ReasonBadInput, ""},
+		{"not json", `hello`, queue.ReasonBadInput, ""},
+		{"empty", ``, queue.ReasonBadInput, ""},
+		{"array", `[{"id":"j1"}]`, queue.ReasonBadInput, ""},
+		{"oversized", `{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"a","data":"` +
+			strings.Repeat("x", queue.MaxJobBytes) + `"}]}`, queue.ReasonTooLarge, "j1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, err := queue.Decode([]byte(tt.wire))
+			require.NotNil(t, j, "Decode always returns a job")
+			assert.Equal(t, tt.wantID, j.ID)
+			if tt.want == "" {
+				require.NoError(t, err)
+				assert.NoError(t, j.Validate())
+				return
+			}
+			requireReason(t, err, tt.want)
+		})
+	}
+}
+
+func TestDecodeData(t *testing.T) {
+	j, err := queue.Decode([]byte(`{"v":1,"id":"j1","store":"s","ops":[` +
+		`{"op":"put","path":"a","data":"h\u00e9"},` +
+		`{"op":"put","path":"b","data_b64":"/wA="},` +
+		`{"op":"delete","path":"c"}]}`))
+	require.NoError(t, err)
+	require.Len(t, j.Ops, 3)
+	assert.Equal(t, []byte("hé"), j.Ops[0].Data)
+	assert.Equal(t, []byte{0xff, 0x00}, j.Ops[1].Data)
+	assert.Nil(t, j.Ops[2].Data)
+}
+
+func TestRejectError(t *testing.T) {
+	err := error(queue.Reject(queue.ReasonTooLarge, "file is %d bytes", 5))
+	wrapped := errors.Join(errors.New("context"), err)
+	assert.ErrorIs(t, wrapped, queue.ErrRejected)
+	var rej *queue.RejectError
+	require.ErrorAs(t, wrapped, &rej)
+	assert.Equal(t, queue.ReasonTooLarge, rej.Reason)
+	assert.Equal(t, "file is 5 bytes", rej.Detail)
+	assert.Contains(t, err.Error(), "too_large")
+	assert.NotErrorIs(t, errors.New("other"), queue.ErrRejected)
+}
+
+func TestOutcome(t *testing.T) {
+	tests := []struct {
+		name    string
+		outcome queue.Outcome
+		wantErr queue.Reason // "" for applied
+	}{
+		{"applied", queue.Outcome{ID: "j", Status: queue.StatusApplied, Epoch: 3, Seq: 9, Mode: "daemon",
+			At: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC), Meta: map[string]string{"k": "v"}}, ""},
+		{"rejected", queue.Outcome{ID: "j", Status: queue.StatusRejected, Reason: queue.ReasonPathEscapes,
+			Detail: "no", Epoch: 1, Mode: "direct", At: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)}, queue.ReasonPathEscapes},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.outcome
+			b, err := queue.EncodeOutcome(&o)
+			require.NoError(t, err)
+			got, err := queue.DecodeOutcome(b)
+			require.NoError(t, err)
+			assert.Equal(t, &o, got)
+			assert.Equal(t, tt.wantErr == "", got.Applied())
+			if tt.wantErr == "" {
+				assert.NoError(t, got.Err())
+			} else {
+				requireReason(t, got.Err(), tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestDecodeOutcomeErrors(t *testing.T) {
+	tests := []struct{ name, wire string }{
+		{"wrong version", `{"v":2,"id":"j","status":"applied"}`},
+		{"no version", `{"id":"j","status":"applied"}`},
+		{"not json", `{`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := queue.DecodeOutcome([]byte(tt.wire))
+			assert.Error(t, err)
+			assert.Nil(t, o)
+		})
+	}
+}
+
+func TestContentHash(t *testing.T) {
+	// SHA-256 of the empty string.
+	assert.Equal(t, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", queue.ContentHash(nil))
+	assert.Equal(t, queue.ContentHash([]byte("a")), queue.ContentHash([]byte("a")))
+	assert.NotEqual(t, queue.ContentHash([]byte("a")), queue.ContentHash([]byte("b")))
+}
+
+func TestNewID(t *testing.T) {
+	a, b := queue.NewID(), queue.NewID()
+	assert.True(t, queue.ValidID(a), a)
+	assert.Len(t, a, 32)
+	assert.NotEqual(t, a, b)
+}

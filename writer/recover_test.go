@@ -1,0 +1,325 @@
+package writer
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"scribe/queue"
+)
+
+// tempStore returns the canonical path of a fresh store holding files.
+func tempStore(tb testing.TB, files map[string]string) string {
+	tb.Helper()
+	dir, err := queue.ResolveStore(tb.TempDir())
+	require.NoError(tb, err)
+	putFiles(tb, dir, files)
+	return dir
+}
+
+// putFiles writes files (path → content) under dir.
+func putFiles(tb testing.TB, dir string, files map[string]string) {
+	tb.Helper()
+	for p, content := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		require.NoError(tb, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(tb, os.WriteFile(full, []byte(content), 0o644))
+	}
+}
+
+// storeFiles returns every regular file of a store outside .scribe/.
+func storeFiles(tb testing.TB, dir string) map[string]string {
+	tb.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir() && rel == queue.MetaDir:
+			return filepath.SkipDir
+		case !d.Type().IsRegular():
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	require.NoError(tb, err)
+	return out
+}
+
+func openRoot(tb testing.TB, dir string) *os.Root {
+	tb.Helper()
+	root, err := os.OpenRoot(dir)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = root.Close() })
+	return root
+}
+
+// Before the interrupted batch: what the store holds.
+var recoverBefore = map[string]string{
+	"log":      "base",
+	"w.txt":    "old content",
+	"gone.txt": "bye",
+	"keep":     "untouched",
+}
+
+// The batch's changes and the files they must leave, applied exactly once.
+var (
+	recoverChanges = []fileChange{
+		{Path: "gone.txt", Kind: changeRemove},
+		{Path: "log", Kind: changeAppend, Base: 4, Data: []byte("+more"), Mode: 0o644},
+		{Path: "new/deep/n.txt", Kind: changeAppend, Base: 0, Data: []byte("created"), Mode: 0o644},
+		{Path: "sub/dir/w2.txt", Kind: changeWrite, Data: []byte("nested"), Mode: 0o600},
+		{Path: "w.txt", Kind: changeWrite, Data: []byte("new"), Mode: 0o644},
+	}
+	recoverAfter = map[string]string{
+		"log":            "base+more",
+		"new/deep/n.txt": "created",
+		"sub/dir/w2.txt": "nested",
+		"w.txt":          "new",
+		"keep":           "untouched",
+	}
+)
+
+func TestRecoverInterruptedBatch(t *testing.T) {
+	tests := []struct {
+		name string
+		// crash leaves the store as the interrupted batch did.
+		crash map[string]string
+		// gone lists files the interrupted batch had already removed.
+		gone []string
+	}{
+		{name: "nothing done yet"},
+		{name: "half an append", crash: map[string]string{"log": "base+m"}},
+		{name: "garbage after the append base", crash: map[string]string{"log": "baseGARBAGE-GARBAGE-GARBAGE"}},
+		{name: "append done twice", crash: map[string]string{"log": "base+more+more"}},
+		{name: "torn temp file", crash: map[string]string{".w.txt.scribe-tmp": "ne", "sub/dir/.w2.txt.scribe-tmp": "nes"}},
+		{name: "some files done", crash: map[string]string{"w.txt": "new", "log": "base+more", "new/deep/n.txt": "cre"}, gone: []string{"gone.txt"}},
+		{name: "all done, outcomes not recorded", crash: map[string]string{
+			"log": "base+more", "new/deep/n.txt": "created", "sub/dir/w2.txt": "nested", "w.txt": "new",
+		}, gone: []string{"gone.txt"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := tempStore(t, recoverBefore)
+			s, err := OpenSession(store, SessionOptions{Mode: ModeDaemon})
+			require.NoError(t, err)
+			at := time.Date(2024, 3, 4, 5, 6, 7, 0, time.UTC)
+			in := &intent{
+				Epoch:   s.Epoch(),
+				Changes: recoverChanges,
+				Outcomes: []*queue.Outcome{
+					{V: queue.Version, ID: "j1", Status: queue.StatusApplied, Epoch: s.Epoch(), Seq: 5, Mode: ModeDaemon, At: at},
+					{V: queue.Version, ID: "j2", Status: queue.StatusRejected, Reason: queue.ReasonPreconditionFailed, Detail: "no", Epoch: s.Epoch(), Seq: 6, Mode: ModeDaemon, At: at},
+					{V: queue.Version, Status: queue.StatusRejected, Reason: queue.ReasonBadInput, Epoch: s.Epoch(), Seq: 7, Mode: ModeDaemon, At: at},
+				},
+				LastSeq: 7,
+			}
+			require.NoError(t, s.journal.writeIntent(in))
+			putFiles(t, store, tt.crash)
+			for _, p := range tt.gone {
+				require.NoError(t, os.Remove(filepath.Join(store, p)))
+			}
+			crashEpoch := s.Epoch()
+			require.NoError(t, s.Close()) // the "crash": outcomes never committed
+
+			s2, err := OpenSession(store, SessionOptions{})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s2.Close() })
+			assert.Equal(t, crashEpoch+1, s2.Epoch())
+			assert.Equal(t, recoverAfter, storeFiles(t, store))
+
+			fi, err := os.Stat(filepath.Join(store, "sub/dir/w2.txt"))
+			require.NoError(t, err)
+			assert.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
+
+			pending, err := s2.journal.pendingIntent()
+			require.NoError(t, err)
+			assert.Nil(t, pending, "the intent is dropped once redone")
+			for _, want := range in.Outcomes[:2] {
+				got, err := s2.Journal().Outcome(want.ID)
+				require.NoError(t, err)
+				require.NotNil(t, got, want.ID)
+				assert.Equal(t, want.Status, got.Status)
+				assert.Equal(t, want.Reason, got.Reason)
+				assert.Equal(t, crashEpoch, got.Epoch)
+				assert.True(t, at.Equal(got.At))
+			}
+			_, lastSeq, err := s2.Journal().Meta()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(7), lastSeq)
+
+			// The redone batch's jobs are now duplicates.
+			res, err := s2.Apply([]Entry{{Job: &queue.Job{V: queue.Version, ID: "j1", Store: s2.StoreID(),
+				Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log", Data: []byte("+more")}}}}})
+			require.NoError(t, err)
+			assert.True(t, res[0].Duplicate)
+			require.NoError(t, s2.Close())
+
+			// And reopening again redoes nothing.
+			s3, err := OpenSession(store, SessionOptions{})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s3.Close() })
+			assert.Equal(t, recoverAfter, storeFiles(t, store))
+		})
+	}
+}
+
+// A redo must never overwrite an outcome the journal already has.
+func TestCommitKeepsRecordedOutcome(t *testing.T) {
+	store := tempStore(t, nil)
+	s, err := OpenSession(store, SessionOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	first := &queue.Outcome{V: queue.Version, ID: "j", Status: queue.StatusApplied, Epoch: 1}
+	require.NoError(t, s.journal.commit([]*queue.Outcome{first}, 3))
+	later := &queue.Outcome{V: queue.Version, ID: "j", Status: queue.StatusRejected, Reason: queue.ReasonInternal, Epoch: 2}
+	require.NoError(t, s.journal.commit([]*queue.Outcome{later}, 2))
+
+	got, err := s.Journal().Outcome("j")
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	assert.Equal(t, queue.StatusApplied, got.Status)
+	assert.Equal(t, uint64(1), got.Epoch)
+	_, lastSeq, err := s.Journal().Meta()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), lastSeq, "the last sequence never goes back")
+}
+
+func TestMaterializeIdempotent(t *testing.T) {
+	tests := []struct {
+		name  string
+		times int
+	}{
+		{"once", 1},
+		{"twice", 2},
+		{"three times", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := tempStore(t, recoverBefore)
+			root := openRoot(t, store)
+			for range tt.times {
+				require.NoError(t, materialize(root, recoverChanges))
+				assert.Equal(t, recoverAfter, storeFiles(t, store))
+			}
+		})
+	}
+}
+
+func TestMaterializeErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		change fileChange
+	}{
+		{"unknown kind", fileChange{Path: "a", Kind: "chmod"}},
+		{"write under a file", fileChange{Path: "f/x", Kind: changeWrite, Data: []byte("x"), Mode: 0o644}},
+		{"append under a file", fileChange{Path: "f/x", Kind: changeAppend, Data: []byte("x"), Mode: 0o644}},
+		{"write over a folder", fileChange{Path: "d", Kind: changeWrite, Data: []byte("x"), Mode: 0o644}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := tempStore(t, map[string]string{"f": "file", "d/x": "in d"})
+			err := materialize(openRoot(t, store), []fileChange{tt.change})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.change.Path)
+			got := storeFiles(t, store)
+			delete(got, "."+tt.change.Path+tmpSuffix) // a staged write may stay, to be reused by a redo
+			assert.Equal(t, map[string]string{"f": "file", "d/x": "in d"}, got)
+		})
+	}
+}
+
+// A batch whose redo fails leaves OpenSession failing cleanly: an error,
+// not a panic, the store lock released, the intent kept for a later try.
+func TestRecoverFailureReleasesLock(t *testing.T) {
+	store := tempStore(t, map[string]string{"f": "file"})
+	s, err := OpenSession(store, SessionOptions{})
+	require.NoError(t, err)
+	bad := &intent{Epoch: s.Epoch(), Changes: []fileChange{
+		{Path: "ok", Kind: changeWrite, Data: []byte("x"), Mode: 0o644},
+		{Path: "f/x", Kind: changeWrite, Data: []byte("x"), Mode: 0o644},
+	}}
+	require.NoError(t, s.journal.writeIntent(bad))
+	require.NoError(t, s.Close())
+
+	for range 2 {
+		s, err = OpenSession(store, SessionOptions{})
+		require.Error(t, err)
+		assert.Nil(t, s)
+		assert.Contains(t, err.Error(), "recover")
+		assert.NotErrorIs(t, err, ErrLocked)
+	}
+
+	l, err := TryLock(DefaultLockPath(store), NewHolder(ModeDirect, "test"))
+	require.NoError(t, err, "the failed open released the store lock")
+	j, err := OpenJournal(JournalPath(store))
+	require.NoError(t, err, "and the journal")
+	pending, err := j.pendingIntent()
+	require.NoError(t, err)
+	assert.NotNil(t, pending)
+	require.NoError(t, j.Close())
+	require.NoError(t, l.Unlock())
+}
+
+// Apply records its intent before touching a file: with the intent in
+// the journal, Apply's own changes are exactly the intent's.
+func TestApplyRecordsIntent(t *testing.T) {
+	store := tempStore(t, map[string]string{"log": "ab", "old": "x"})
+	s, err := OpenSession(store, SessionOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+
+	ov := newOverlay(s.root, s.maxFile)
+	job := &queue.Job{V: queue.Version, ID: "j", Store: s.StoreID(), Ops: []queue.Op{
+		{Kind: queue.OpAppend, Path: "log", Data: []byte("cd")},
+		{Kind: queue.OpDelete, Path: "old"},
+		{Kind: queue.OpPut, Path: "n/new", Data: []byte("fresh")},
+		{Kind: queue.OpDelete, Path: "never-existed"},
+	}}
+	require.NoError(t, ov.applyJob(job))
+	assert.Equal(t, []fileChange{
+		{Path: "log", Kind: changeAppend, Data: []byte("cd"), Base: 2, Mode: 0o644},
+		{Path: "n/new", Kind: changeWrite, Data: []byte("fresh"), Mode: 0o644},
+		{Path: "old", Kind: changeRemove},
+	}, ov.changes())
+	assert.Equal(t, map[string]string{"log": "ab", "old": "x"}, storeFiles(t, store), "the overlay does not touch the disk")
+
+	// Replaying the overlay's changes on the untouched store is what Apply does.
+	require.NoError(t, materialize(s.root, ov.changes()))
+	assert.Equal(t, map[string]string{"log": "abcd", "n/new": "fresh"}, storeFiles(t, store))
+}
+
+// The writer's temp name must be one that no op can name.
+func TestTempNameIsReserved(t *testing.T) {
+	for _, p := range []string{"a", "dir/file.json"} {
+		tmp := filepath.ToSlash(filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+tmpSuffix))
+		err := queue.CheckPath(tmp)
+		assert.Error(t, err, "op path %q is the temp file of %q", tmp, p)
+	}
+	assert.NoError(t, queue.CheckPath("a"+tmpSuffix+".txt"))
+}
+
+func TestOverlayPanicIsRejected(t *testing.T) {
+	store := tempStore(t, nil)
+	root := openRoot(t, store)
+	ov := newOverlay(root, 0)
+	ov.files["boom"] = nil // a nil state makes applyOp dereference nil
+	err := ov.applyJob(&queue.Job{Ops: []queue.Op{{Kind: queue.OpPut, Path: "boom"}}})
+	var rej *queue.RejectError
+	require.True(t, errors.As(err, &rej), "%v", err)
+	assert.Equal(t, queue.ReasonInternal, rej.Reason)
+	assert.Contains(t, rej.Detail, "panicked")
+}

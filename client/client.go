@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -64,6 +65,9 @@ var (
 	ErrQueueFull = queue.ErrQueueFull
 	// ErrRejected matches a job's rejection (a *queue.RejectError).
 	ErrRejected = queue.ErrRejected
+	// ErrUnavailable means a daemon holds the store but does not answer.
+	// Jobs must not be written directly then: the daemon may be applying.
+	ErrUnavailable = errors.New("the store's daemon does not answer")
 )
 
 // Option configures Open.
@@ -84,6 +88,11 @@ func WithWait(d time.Duration) Option { return func(c *Client) { c.wait = d } }
 // directly (default: its command line).
 func WithCommand(cmd string) Option { return func(c *Client) { c.command = cmd } }
 
+// WithConnectTimeout bounds how long Open tries to reach a daemon that
+// holds the store's daemon lock but does not answer (starting, stopping
+// or stopped) before it fails with ErrUnavailable. Default 10 s.
+func WithConnectTimeout(d time.Duration) Option { return func(c *Client) { c.connectTimeout = d } }
+
 // WithLogger sets a logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 
@@ -97,6 +106,9 @@ type Client struct {
 	command  string
 	log      *slog.Logger
 
+	connectTimeout time.Duration
+
+	mu     sync.Mutex // guards the connection, replaced if the daemon restarts
 	daemon *queue.Discovery
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -113,7 +125,7 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("store %s is not a folder", store)
 	}
-	c := &Client{store: real, storeID: queue.StoreID(real), route: RoutePrefer, command: commandLine()}
+	c := &Client{store: real, storeID: queue.StoreID(real), route: RoutePrefer, command: commandLine(), connectTimeout: 10 * time.Second}
 	for _, o := range opts {
 		o(c)
 	}
@@ -129,43 +141,88 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
-	if c.nc == nil && c.route == RouteRequire {
+	if nc, _ := c.conn(); nc == nil && c.route == RouteRequire {
 		return nil, fmt.Errorf("%s: %w", real, ErrNoDaemon)
 	}
 	return c, nil
 }
 
-// connect finds and connects to the store's daemon, if one is alive.
+// connect finds and connects to the store's daemon, if one is alive. A
+// daemon that holds its lock but cannot be reached within the connect
+// timeout is ErrUnavailable.
 func (c *Client) connect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
+	defer cancel()
 	for attempt := 0; ; attempt++ {
-		d, err := c.discover()
+		d, err := c.discover(ctx)
 		if err != nil || d == nil {
 			return err
 		}
-		nc, err := nats.Connect(d.URL, nats.UserInfo(d.User, d.Password), nats.Timeout(2*time.Second),
-			nats.Name("scribe-client"), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		nc, js, err := dial(d)
 		if err == nil {
-			c.daemon, c.nc = d, nc
-			c.js, err = jetstream.New(nc)
-			return err
+			c.mu.Lock()
+			c.daemon, c.nc, c.js = d, nc, js
+			c.mu.Unlock()
+			return nil
 		}
-		// The daemon may be starting or stopping: look again until it
-		// answers or lets go of its lock.
 		c.log.Debug("connect to daemon", "url", d.URL, "err", err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("connect to daemon pid %d at %s: %w", d.PID, d.URL, err)
-		case <-time.After(backoff(attempt)):
+		if !sleep(ctx, backoff(attempt)) {
+			return fmt.Errorf("%w: pid %d at %s: %v", ErrUnavailable, d.PID, d.URL, err)
 		}
 	}
 }
 
+func dial(d *queue.Discovery) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(d.URL, nats.UserInfo(d.User, d.Password), nats.Timeout(2*time.Second),
+		nats.Name("scribe-client"), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// redial follows a daemon that restarted (a new URL and credentials in its
+// discovery file) after the connection was lost. It keeps the old
+// connection if no other daemon has taken over.
+func (c *Client) redial(ctx context.Context) {
+	d, err := c.discover(ctx)
+	if err != nil || d == nil {
+		return // no daemon now: keep waiting, a job is never redone directly
+	}
+	c.mu.Lock()
+	same := c.daemon != nil && *d == *c.daemon
+	c.mu.Unlock()
+	if same {
+		return
+	}
+	nc, js, err := dial(d)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	old := c.nc
+	c.daemon, c.nc, c.js = d, nc, js
+	c.mu.Unlock()
+	old.Close()
+	c.log.Debug("reconnected to a restarted daemon", "url", d.URL, "pid", d.PID)
+}
+
+// conn returns the current connection to the daemon, nil without one.
+func (c *Client) conn() (*nats.Conn, jetstream.JetStream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nc, c.js
+}
+
 // discover returns the live daemon's discovery, or nil if none holds the
 // daemon lock. A daemon that holds the lock but has not yet written its
-// discovery file is still starting: wait for it, briefly.
-func (c *Client) discover() (*queue.Discovery, error) {
-	const starting = 5 * time.Second
-	deadline := time.Now().Add(starting)
+// discovery file is still starting: wait for it until ctx ends.
+func (c *Client) discover(ctx context.Context) (*queue.Discovery, error) {
 	for attempt := 0; ; attempt++ {
 		alive, err := daemonAlive(c.store)
 		if err != nil || !alive {
@@ -175,10 +232,9 @@ func (c *Client) discover() (*queue.Discovery, error) {
 		if err == nil && d.StoreID == c.storeID {
 			return d, nil
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("a daemon holds %s but its discovery file is unusable: %v", queue.DaemonLockPath(c.store), err)
+		if !sleep(ctx, backoff(attempt)) {
+			return nil, fmt.Errorf("%w: it holds %s but has not announced itself (%v)", ErrUnavailable, queue.DaemonLockPath(c.store), err)
 		}
-		time.Sleep(backoff(attempt))
 	}
 }
 
@@ -204,15 +260,19 @@ func daemonAlive(store string) (bool, error) {
 
 // Daemon returns the discovery of the daemon the client is connected to,
 // or nil when it writes directly.
-func (c *Client) Daemon() *queue.Discovery { return c.daemon }
+func (c *Client) Daemon() *queue.Discovery {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.daemon
+}
 
 // StoreID is the store's ID.
 func (c *Client) StoreID() string { return c.storeID }
 
 // Close closes the connection to the daemon, if any.
 func (c *Client) Close() error {
-	if c.nc != nil {
-		c.nc.Close()
+	if nc, _ := c.conn(); nc != nil {
+		nc.Close()
 	}
 	return nil
 }
@@ -239,7 +299,7 @@ func (c *Client) Submit(ctx context.Context, job *queue.Job) error {
 	if err != nil {
 		return err
 	}
-	if c.nc == nil {
+	if nc, _ := c.conn(); nc == nil {
 		out, err := c.applyDirect(ctx, job)
 		if err != nil {
 			return err
@@ -260,34 +320,39 @@ func (c *Client) Apply(ctx context.Context, job *queue.Job) (*queue.Outcome, err
 	if err != nil {
 		return nil, err
 	}
-	if c.nc == nil {
+	nc, _ := c.conn()
+	if nc == nil {
 		return c.applyDirect(ctx, job)
 	}
 	// Subscribe before publishing, so the outcome cannot slip past.
-	sub, err := c.nc.SubscribeSync(queue.OutcomeSubject(c.storeID, job.ID))
+	sub, err := nc.SubscribeSync(queue.OutcomeSubject(c.storeID, job.ID))
 	if err != nil {
 		return nil, err
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	dup, err := c.publish(ctx, job.ID, data)
 	if err != nil {
 		return nil, err
 	}
 	// Outcomes travel on plain NATS: if one is missed (the job was a
-	// duplicate JetStream dropped, or the connection blinked), the journal
-	// still has it. Ask it now and then.
-	poll := 2 * time.Second
-	if dup {
-		poll = 0
-	}
+	// duplicate JetStream dropped, the connection blinked, the daemon
+	// restarted), the journal still has it. Ask it now and then.
+	lookupNow := dup
 	for {
-		if poll == 0 {
+		if now, _ := c.conn(); now != nc { // redialled: listen on the new connection
+			nc = now
+			_ = sub.Unsubscribe()
+			if sub, err = nc.SubscribeSync(queue.OutcomeSubject(c.storeID, job.ID)); err != nil {
+				return nil, err
+			}
+			lookupNow = true
+		}
+		if lookupNow {
 			if l, err := c.lookup(ctx, job.ID); err == nil && l.Found {
 				return l.Outcome, nil
 			}
-			poll = 2 * time.Second
 		}
-		wait, cancel := context.WithTimeout(ctx, poll)
+		wait, cancel := context.WithTimeout(ctx, 2*time.Second)
 		m, err := sub.NextMsgWithContext(wait)
 		cancel()
 		switch {
@@ -295,8 +360,11 @@ func (c *Client) Apply(ctx context.Context, job *queue.Job) (*queue.Outcome, err
 			return queue.DecodeOutcome(m.Data)
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, ctx.Err())
-		case errors.Is(err, context.DeadlineExceeded):
-			poll = 0
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubscription):
+			lookupNow = true
+			if !nc.IsConnected() {
+				c.redial(ctx)
+			}
 		default:
 			return nil, err
 		}
@@ -308,17 +376,19 @@ func (c *Client) Apply(ctx context.Context, job *queue.Job) (*queue.Outcome, err
 // and the journal drop the duplicate if the first one got through.
 func (c *Client) publish(ctx context.Context, id string, data []byte) (dup bool, err error) {
 	for attempt := 0; ; attempt++ {
+		_, js := c.conn()
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		dup, err = queue.Publish(pctx, c.js, c.storeID, id, data)
+		dup, err = queue.Publish(pctx, js, c.storeID, id, data)
 		cancel()
 		if err == nil || errors.Is(err, ErrQueueFull) {
 			return dup, err
 		}
 		c.log.Debug("publish retry", "id", id, "err", err)
-		select {
-		case <-ctx.Done():
-			return false, fmt.Errorf("job %s: queued or not is unknown; retry with the same ID: %w", id, err)
-		case <-time.After(backoff(attempt)):
+		if !sleep(ctx, backoff(attempt)) {
+			return false, fmt.Errorf("job %s: whether it was queued is unknown; retry with the same ID: %w (%w)", id, ctx.Err(), err)
+		}
+		if nc, _ := c.conn(); !nc.IsConnected() {
+			c.redial(ctx)
 		}
 	}
 }
@@ -338,7 +408,7 @@ func (c *Client) lookup(ctx context.Context, id string) (*queue.Lookup, error) {
 		return nil, queue.Reject(queue.ReasonBadInput, "job id %q is not valid", id)
 	}
 	var l queue.Lookup
-	if c.nc == nil {
+	if nc, _ := c.conn(); nc == nil {
 		j, err := writer.OpenJournalReadOnly(writer.JournalPath(c.store), 2*time.Second)
 		if errors.Is(err, fs.ErrNotExist) {
 			return &l, nil
@@ -362,7 +432,7 @@ func (c *Client) lookup(ctx context.Context, id string) (*queue.Lookup, error) {
 // Report asks the daemon for its status. Without a daemon it returns
 // ErrNoDaemon.
 func (c *Client) Report(ctx context.Context) (*queue.StatusReport, error) {
-	if c.nc == nil {
+	if nc, _ := c.conn(); nc == nil {
 		return nil, ErrNoDaemon
 	}
 	var r queue.StatusReport
@@ -370,7 +440,8 @@ func (c *Client) Report(ctx context.Context) (*queue.StatusReport, error) {
 }
 
 func (c *Client) request(ctx context.Context, body []byte, v any) error {
-	m, err := c.nc.RequestWithContext(ctx, queue.StatusSubject(c.storeID), body)
+	nc, _ := c.conn()
+	m, err := nc.RequestWithContext(ctx, queue.StatusSubject(c.storeID), body)
 	if err != nil {
 		return fmt.Errorf("status request: %w", err)
 	}
@@ -392,6 +463,17 @@ func (c *Client) applyDirect(ctx context.Context, job *queue.Job) (*queue.Outcom
 		return nil, err
 	}
 	return res[0].Outcome, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 func backoff(n int) time.Duration {

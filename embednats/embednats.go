@@ -85,9 +85,9 @@ type Server struct {
 // makes a starting daemon fail.
 const lockSettle = 300 * time.Millisecond
 
-// Start takes the store's daemon lock, starts the server and writes the
-// discovery file. If another daemon serves the store it returns a
-// *RunningError at once.
+// Start takes the store's daemon lock and starts the server. If another
+// daemon serves the store it returns a *RunningError at once. The server
+// is not announced to clients until Announce.
 func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	store, err := queue.ResolveStore(cfg.Store)
 	if err != nil {
@@ -120,6 +120,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 			s.Close()
 		}
 	}()
+	// A daemon killed before it could clean up left its discovery file:
+	// clients trust it while the lock is held, which is now ours, so it
+	// goes before anything else.
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale discovery: %w", err)
+	}
 
 	logger := cfg.Logger
 	if logger == nil {
@@ -169,10 +175,14 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		URL: s.ns.ClientURL(), User: "client", Password: clientPass,
 		PID: os.Getpid(), Version: cfg.Version, Store: store, StoreID: storeID, Started: time.Now().UTC(),
 	}
-	if err := writeDiscovery(s.path, &s.discovery); err != nil {
-		return nil, err
-	}
 	return s, nil
+}
+
+// Announce writes the discovery file, so that clients start using the
+// daemon. Call it once the store's stream and writer are ready: until
+// then clients see a held daemon lock without a discovery file and wait.
+func (s *Server) Announce() error {
+	return writeDiscovery(s.path, &s.discovery)
 }
 
 // clientPermissions lets submitters queue jobs for one store, receive
@@ -228,8 +238,8 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) close() error {
-	if s.discovery.PID != 0 {
-		_ = os.Remove(s.path)
+	if s.lock != nil && s.lock.Locked() {
+		_ = os.Remove(s.path) // only while the lock is ours: it may name another daemon
 	}
 	if s.conn != nil {
 		s.conn.Close()

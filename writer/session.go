@@ -133,6 +133,9 @@ func (s *Session) recover(log *slog.Logger) error {
 // Epoch is the fencing token of this hold of the store lock.
 func (s *Session) Epoch() uint64 { return s.epoch }
 
+// Store is the held store's real path.
+func (s *Session) Store() string { return s.store }
+
 // StoreID is the held store's ID.
 func (s *Session) StoreID() string { return s.storeID }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -323,6 +324,9 @@ func (w *Writer) Lookup(id string) queue.Lookup {
 		j = w.session.journal
 	} else {
 		ro, err := OpenJournalReadOnly(JournalPath(w.store), 500*time.Millisecond)
+		if errors.Is(err, fs.ErrNotExist) {
+			return queue.Lookup{} // nothing was ever applied to this store
+		}
 		if err != nil {
 			return queue.Lookup{Error: err.Error()}
 		}

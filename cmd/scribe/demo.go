@@ -108,7 +108,13 @@ func startDemoDaemon(ctx context.Context, store string) (stop func(), err error)
 	if err == nil {
 		err = w.Start(ctx)
 	}
+	if err == nil {
+		err = srv.Announce()
+	}
 	if err != nil {
+		if w != nil {
+			w.Close()
+		}
 		srv.Close()
 		return nil, err
 	}
@@ -250,4 +256,3 @@ func (c *DemoCommand) report(r demoResult) {
 	}
 	fmt.Fprintln(out)
 }
-

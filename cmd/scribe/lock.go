@@ -46,7 +46,7 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
 	cmd.Env = append(os.Environ(),
-		"SCRIBE_STORE="+*store,
+		"SCRIBE_STORE="+s.Store(),
 		"SCRIBE_EPOCH="+strconv.FormatUint(s.Epoch(), 10),
 	)
 	// On SIGINT/SIGTERM, pass the signal on and give the command time to

@@ -142,7 +142,7 @@ func exitCode(err error) int {
 	case errors.Is(err, client.ErrNoDaemon):
 		return exitNoDaemon
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrQueueFull), errors.Is(err, errWaitTimeout),
-		errors.Is(err, embednats.ErrRunning):
+		errors.Is(err, client.ErrUnavailable), errors.Is(err, embednats.ErrRunning):
 		return exitBusy
 	case errors.Is(err, queue.ErrRejected):
 		return exitRejected

@@ -68,6 +68,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
+	if err := srv.Announce(); err != nil {
+		return err
+	}
 	d := srv.Discovery()
 	log.Info("serving", "store", d.Store, "store_id", d.StoreID, "url", d.URL, "pid", d.PID, "sync", *syncFlag)
 	<-ctx.Done()

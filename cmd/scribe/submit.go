@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,10 @@ import (
 	"scribe/client"
 	"scribe/queue"
 )
+
+// queueTimeout bounds a submit without --wait: finding the daemon and
+// queueing the job.
+const queueTimeout = 30 * time.Second
 
 // SubmitCommand queues a job (or, without a daemon, applies it directly).
 type SubmitCommand struct{ *Main }
@@ -77,9 +82,16 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 		job.ID = *id
 	}
 
-	if wait.d > 0 {
+	// Bound the command: by --wait=DUR, or, without --wait, by
+	// queueTimeout (a hook must not hang on a daemon that went away).
+	// Plain --wait waits for the outcome however long it takes.
+	bound := queueTimeout
+	if wait.on {
+		bound = wait.d
+	}
+	if bound > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wait.d)
+		ctx, cancel = context.WithTimeout(ctx, bound)
 		defer cancel()
 	}
 	opts := []client.Option{client.WithRoute(r), client.WithLockFile(*lockFile)}
@@ -125,6 +137,9 @@ func (c *SubmitCommand) buildJob(args []string, jobFile, ifMatch string) (*queue
 		if len(args) > 0 {
 			return nil, usageError("--job takes no OP arguments, got %q", args)
 		}
+		if ifMatch != "" {
+			return nil, usageError("--if-match applies to a single op; put if_match in the job file's ops")
+		}
 		var b []byte
 		var err error
 		if jobFile == "-" {
@@ -136,7 +151,9 @@ func (c *SubmitCommand) buildJob(args []string, jobFile, ifMatch string) (*queue
 			return nil, fmt.Errorf("read job: %w", err)
 		}
 		var job queue.Job
-		if err := json.Unmarshal(b, &job); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&job); err != nil {
 			return nil, queue.Reject(queue.ReasonBadInput, "job file is not a valid job: %v", err)
 		}
 		if job.V == 0 {

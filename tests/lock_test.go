@@ -166,4 +166,3 @@ func TestDemo(t *testing.T) {
 	assert.Contains(t, r.stdout, "24/24 writes present exactly once; lost 0, doubled 0, out of order 0")
 	assert.Contains(t, r.stdout, "fail-fast locking lost")
 }
-

@@ -98,6 +98,7 @@ type daemon struct {
 	log    *syncBuffer
 	exited chan struct{}
 	err    error
+	killed bool
 }
 
 // startDaemon starts `scribe serve` on a store and waits until it serves:
@@ -127,12 +128,23 @@ func startDaemon(t testing.TB, store string, extra ...string) *daemon {
 	return d
 }
 
+// kill SIGKILLs the daemon and waits for it to be gone.
+func (d *daemon) kill(t testing.TB) {
+	t.Helper()
+	d.killed = true
+	_ = d.cmd.Process.Kill()
+	<-d.exited
+}
+
 // stop sends SIGTERM and waits for a clean exit; it dumps the log on
 // failure.
 func (d *daemon) stop(t testing.TB) {
 	t.Helper()
 	select {
 	case <-d.exited:
+		if !d.killed && d.err != nil {
+			t.Errorf("daemon exited on its own: %v; log:\n%s", d.err, d.log.String())
+		}
 		return
 	default:
 	}

@@ -178,9 +178,12 @@ func (j *Job) Validate() error {
 	return nil
 }
 
-// Encode validates the job, sets its version and returns its wire form.
+// Encode validates the job, sets its version if unset, and returns its
+// wire form.
 func Encode(j *Job) ([]byte, error) {
-	j.V = Version
+	if j.V == 0 {
+		j.V = Version
+	}
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ const (
 	ReasonUnknownOp          Reason = "unknown_op"          // op kind not known
 	ReasonPathEscapes        Reason = "path_escapes"        // path leaves the store or names .scribe/
 	ReasonNotRegular         Reason = "not_regular"         // target is a folder, device, FIFO…
+	ReasonNotPermitted       Reason = "not_permitted"       // the writer may not write the target
 	ReasonPreconditionFailed Reason = "precondition_failed" // if_match did not hold
 	ReasonInvalidJSON        Reason = "invalid_json"        // merge target or patch is not a JSON object
 	ReasonTooLarge           Reason = "too_large"           // job, op count or resulting file over a limit

@@ -39,4 +39,5 @@ type StatusReport struct {
 	Epoch    uint64    `json:"epoch"`             // epoch of the writer's current or last hold
 	Holder   *Holder   `json:"holder,omitempty"`  // who holds the store lock, if anyone
 	Waiting  string    `json:"waiting,omitempty"` // why the writer is waiting, if it is
+	Fault    string    `json:"fault,omitempty"`   // the I/O fault the writer is retrying on, if any
 }

@@ -8,12 +8,14 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"golang.org/x/sys/unix"
 
 	"scribe/queue"
 )
@@ -24,7 +26,7 @@ import (
 type fileState struct {
 	origExists bool
 	origSize   int64
-	mode       fs.FileMode
+	mode       fs.FileMode // the original's permissions; 0 if there was none
 
 	exists   bool
 	replaced bool   // content is the whole file; otherwise the file is the original plus tail
@@ -215,7 +217,7 @@ func (ov *overlay) state(p string) (*fileState, error) {
 	if err := ov.checkParents(p); err != nil {
 		return nil, err
 	}
-	st := &fileState{mode: 0o644}
+	st := &fileState{}
 	fi, err := ov.root.Lstat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -233,6 +235,9 @@ func (ov *overlay) state(p string) (*fileState, error) {
 		return nil, queue.Reject(queue.ReasonNotRegular, "%s has %d hard links; scribe writes only files with one name", p, hardLinks(fi))
 	default:
 		st.origExists, st.exists, st.origSize, st.mode = true, true, fi.Size(), fi.Mode().Perm()
+	}
+	if err := ov.checkWritable(p, st.origExists); err != nil {
+		return nil, err
 	}
 	ov.files[p] = st
 	return st, nil
@@ -292,6 +297,39 @@ func (ov *overlay) checkParents(p string) error {
 	return nil
 }
 
+// checkWritable rejects, before anything changes, a path this process may
+// not write: the file itself (for an append) and the folder its name is in
+// (for a replace or a removal), or the nearest existing folder above a new
+// file. Found only when the batch is carried out, such a fault would stop
+// the queue behind it. A read-only filesystem is not the job's fault: it
+// is left to fail the batch, which is retried until it clears.
+func (ov *overlay) checkWritable(p string, exists bool) error {
+	abs := filepath.Join(ov.root.Name(), filepath.FromSlash(p))
+	check := func(path string, mode uint32) error {
+		err := unix.Access(path, mode)
+		switch {
+		case err == nil, errors.Is(err, unix.EROFS):
+			return nil
+		case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+			return queue.Reject(queue.ReasonNotPermitted, "%s is not writable by the writer (uid %d)", p, os.Geteuid())
+		}
+		return err
+	}
+	if exists {
+		if err := check(abs, unix.W_OK); err != nil {
+			return err
+		}
+		return check(filepath.Dir(abs), unix.W_OK|unix.X_OK)
+	}
+	dir := filepath.Dir(abs)
+	for ; dir != ov.root.Name(); dir = filepath.Dir(dir) {
+		if _, err := os.Lstat(dir); err == nil {
+			break
+		}
+	}
+	return check(dir, unix.W_OK|unix.X_OK)
+}
+
 // classify turns an error from resolving a path into a rejection when it is
 // the path's fault (it escapes, loops, names a file as a folder) and leaves
 // it as an I/O fault otherwise.
@@ -303,6 +341,8 @@ func classify(p string, err error) error {
 		return queue.Reject(queue.ReasonNotRegular, "%s: %v", p, err)
 	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EINVAL):
 		return queue.Reject(queue.ReasonBadInput, "%s: %v", p, err)
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return queue.Reject(queue.ReasonNotPermitted, "%s: %v", p, err)
 	}
 	return err
 }

@@ -24,7 +24,16 @@ type fileChange struct {
 	Kind string      `json:"kind"`
 	Data []byte      `json:"data,omitempty"`
 	Base int64       `json:"base,omitempty"`
-	Mode fs.FileMode `json:"mode,omitempty"`
+	Mode fs.FileMode `json:"mode,omitempty"` // the replaced file's mode; 0 for a new file
+}
+
+// perm is the mode a new file is created with: the replaced file's, or
+// 0666 less the umask for a new one.
+func (c fileChange) perm() fs.FileMode {
+	if c.Mode == 0 {
+		return 0o666
+	}
+	return c.Mode
 }
 
 // intent is a batch decided but not yet on disk: committed to the journal
@@ -49,17 +58,14 @@ func materialize(root *os.Root, changes []fileChange) error {
 		var err error
 		switch c.Kind {
 		case changeWrite, changeAppend:
-			var created bool
-			if created, err = mkdirParents(root, c.Path); err != nil {
+			if err = mkdirParents(root, c.Path); err != nil {
 				break
 			}
-			if created { // new folders' own entries must reach the disk too
-				for d := path.Dir(path.Dir(c.Path)); ; d = path.Dir(d) {
-					dirs[d] = true
-					if d == "." {
-						break
-					}
-				}
+			// Every folder on the way must have its entry on disk: a redo
+			// may find a folder a crashed attempt made and never synced.
+			for d := path.Dir(c.Path); d != "."; {
+				d = path.Dir(d)
+				dirs[d] = true
 			}
 			if c.Kind == changeWrite {
 				err = writeFile(root, c)
@@ -95,9 +101,15 @@ func writeFile(root *os.Root, c fileChange) error {
 	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, c.Mode)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, c.perm())
 	if err != nil {
 		return err
+	}
+	if c.Mode != 0 { // replacing a file: keep its mode exactly, whatever the umask
+		if err := f.Chmod(c.Mode); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if _, err := f.Write(c.Data); err != nil {
 		f.Close()
@@ -114,7 +126,7 @@ func writeFile(root *os.Root, c fileChange) error {
 }
 
 func appendFile(root *os.Root, c fileChange) error {
-	f, err := root.OpenFile(c.Path, os.O_WRONLY|os.O_CREATE, c.Mode)
+	f, err := root.OpenFile(c.Path, os.O_WRONLY|os.O_CREATE, c.perm())
 	if err != nil {
 		return err
 	}
@@ -133,16 +145,12 @@ func appendFile(root *os.Root, c fileChange) error {
 	return f.Close()
 }
 
-// mkdirParents creates the folders above p, reporting whether it had to.
-func mkdirParents(root *os.Root, p string) (created bool, err error) {
-	dir := path.Dir(p)
-	if dir == "." {
-		return false, nil
+// mkdirParents creates the folders above p.
+func mkdirParents(root *os.Root, p string) error {
+	if dir := path.Dir(p); dir != "." {
+		return root.MkdirAll(dir, 0o755)
 	}
-	if _, err := root.Stat(dir); err == nil {
-		return false, nil
-	}
-	return true, root.MkdirAll(dir, 0o755)
+	return nil
 }
 
 func syncDir(root *os.Root, dir string) error {

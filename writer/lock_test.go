@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -23,8 +25,9 @@ func lockPath(tb testing.TB) string {
 	return filepath.Join(tb.TempDir(), "lock")
 }
 
-// holdFlock takes the lock on path through a separate descriptor, as
-// another process (flock(1), an older tool) would, released at cleanup.
+// holdFlock takes the lock on path through a separate open file
+// description, as another process (flock(1), an older tool) would; the
+// hold registry does not know it. It is released at cleanup.
 func holdFlock(tb testing.TB, path string) {
 	tb.Helper()
 	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR))
@@ -32,6 +35,28 @@ func holdFlock(tb testing.TB, path string) {
 	require.NoError(tb, err)
 	require.True(tb, ok, "lock %s is already held", path)
 	tb.Cleanup(func() { _ = fl.Unlock() })
+}
+
+// lockFree reports whether a separate open file description can take the
+// flock on path right now (it lets go at once).
+func lockFree(tb testing.TB, path string) bool {
+	tb.Helper()
+	fl := flock.New(path, flock.SetFlag(os.O_RDWR))
+	ok, err := fl.TryLock()
+	require.NoError(tb, err)
+	if ok {
+		require.NoError(tb, fl.Unlock())
+	}
+	return ok
+}
+
+// tryLock takes the store lock in this process, released at cleanup.
+func tryLock(tb testing.TB, store string, o writer.LockOptions) *writer.Hold {
+	tb.Helper()
+	h, err := writer.TryLock(store, o)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = h.Unlock() })
+	return h
 }
 
 // writeIdentity puts a holder identity into a lock file.
@@ -51,34 +76,96 @@ func inode(tb testing.TB, path string) uint64 {
 	return st.Ino
 }
 
-func TestTryLockWritesHolder(t *testing.T) {
-	path := lockPath(t)
-	h := writer.NewHolder(writer.ModeDaemon, "scribe serve")
-	h.Epoch = 7
-	l, err := writer.TryLock(path, h)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Unlock() })
-	assert.Equal(t, path, l.Path())
-
-	got, err := writer.ReadHolder(path)
-	require.NoError(t, err)
-	assert.Equal(t, os.Getpid(), got.PID)
-	assert.Equal(t, writer.ModeDaemon, got.Mode)
-	assert.Equal(t, "scribe serve", got.Command)
-	assert.Equal(t, uint64(7), got.Epoch)
-	assert.True(t, h.Since.Equal(got.Since))
-	host, _ := os.Hostname()
-	assert.Equal(t, host, got.Host)
-
+// assertReleased checks that a lock file holds no identity and that
+// another open file description can lock it.
+func assertReleased(tb testing.TB, path string) {
+	tb.Helper()
 	fi, err := os.Stat(path)
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	require.NoError(tb, err)
+	assert.Zero(tb, fi.Size(), "released: the identity is cleared")
+	_, err = writer.ReadHolder(path)
+	assert.Error(tb, err)
+	assert.True(tb, lockFree(tb, path), "released: another descriptor can lock it")
+}
 
-	// A shorter identity replaces a longer one entirely.
-	require.NoError(t, l.SetHolder(queue.Holder{PID: 1, Mode: writer.ModeDirect}))
-	got, err = writer.ReadHolder(path)
+func TestTryLockWritesHolder(t *testing.T) {
+	tests := []struct {
+		name     string
+		existing string // the lock file's content before; "" for no file
+		o        writer.LockOptions
+		wantMode string
+		wantPerm os.FileMode
+	}{
+		{"new lock file", "", writer.LockOptions{Mode: writer.ModeDaemon, Command: "scribe serve"}, writer.ModeDaemon, 0o600},
+		{"default mode", "", writer.LockOptions{Command: "scribe lock"}, writer.ModeDirect, 0o600},
+		// Another tool's lock file with a longer leftover: the identity
+		// replaces all of it and the file's mode is left alone.
+		{"another tool's file", strings.Repeat("leftover ", 500), writer.LockOptions{Command: "x"}, writer.ModeDirect, 0o644},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			path := lockPath(t)
+			if tt.existing != "" {
+				require.NoError(t, os.WriteFile(path, []byte(tt.existing), 0o644))
+			}
+			tt.o.LockPath = path
+			before := time.Now()
+			l := tryLock(t, store, tt.o)
+			assert.Equal(t, path, l.Path())
+
+			got, err := writer.ReadHolder(path)
+			require.NoError(t, err)
+			host, _ := os.Hostname()
+			assert.Equal(t, os.Getpid(), got.PID)
+			assert.Equal(t, host, got.Host)
+			assert.Equal(t, tt.wantMode, got.Mode)
+			assert.Equal(t, tt.o.Command, got.Command)
+			assert.Zero(t, got.Epoch, "no session, no epoch")
+			assert.WithinRange(t, got.Since, before.Add(-time.Second), time.Now().Add(time.Second))
+
+			fi, err := os.Stat(path)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantPerm, fi.Mode().Perm())
+			assert.False(t, lockFree(t, path), "held")
+		})
+	}
+}
+
+func TestTryLockStorePath(t *testing.T) {
+	store := newStore(t)
+	link := filepath.Join(t.TempDir(), "link")
+	require.NoError(t, os.Symlink(store, link))
+	tests := []struct {
+		name  string
+		store string
+	}{
+		{"real path", store},
+		{"symlink", link},
+		{"trailing slash", store + "/"},
+		{"dot-dot", store + "/sub/.."},
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(store, "sub"), 0o755))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := writer.TryLock(tt.store, writer.LockOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, writer.DefaultLockPath(store), l.Path())
+			assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "the same lock as the real path's")
+			require.NoError(t, l.Unlock())
+		})
+	}
+	fi, err := os.Stat(filepath.Join(store, queue.MetaDir))
 	require.NoError(t, err)
-	assert.Equal(t, &queue.Holder{PID: 1, Mode: writer.ModeDirect}, got)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+}
+
+func TestTryLockMissingStore(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "nope")
+	l, err := writer.TryLock(store, writer.LockOptions{})
+	assert.Nil(t, l)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.NoDirExists(t, store, "a missing store is not created")
 }
 
 func TestTryLockBusy(t *testing.T) {
@@ -86,71 +173,76 @@ func TestTryLockBusy(t *testing.T) {
 	// Beyond any pid_max, so never a live process.
 	const deadPID = 1<<22 + 1
 	tests := []struct {
-		name       string
-		hold       func(tb testing.TB, path string)
-		wantHolder *queue.Holder // nil: an unknown holder; PID 0 matches ours
-		wantEpoch  uint64
+		name string
+		// hold has someone else hold path, the lock file of store, and
+		// returns the holder a contender must be told of (nil: unknown).
+		hold func(tb testing.TB, store, path string) *queue.Holder
 	}{
 		{
-			name: "TryLock",
-			hold: func(tb testing.TB, path string) {
-				l, err := writer.TryLock(path, writer.NewHolder(writer.ModeDaemon, "daemon"))
-				require.NoError(tb, err)
-				tb.Cleanup(func() { _ = l.Unlock() })
+			name: "TryLock in another process",
+			hold: func(tb testing.TB, store, path string) *queue.Holder {
+				c := holdInChild(tb, store, writer.LockOptions{LockPath: path, Mode: writer.ModeDaemon, Command: "daemon"})
+				return &queue.Holder{PID: c.Report.PID, Host: host, Mode: writer.ModeDaemon, Command: "daemon"}
 			},
-			wantHolder: &queue.Holder{Mode: writer.ModeDaemon, Command: "daemon"},
 		},
 		{
-			name: "session",
-			hold: func(tb testing.TB, path string) {
-				openSession(tb, newStore(tb), writer.SessionOptions{LockPath: path, Command: "direct write"})
+			name: "session in another process",
+			hold: func(tb testing.TB, store, path string) *queue.Holder {
+				c := holdInChild(tb, store, writer.LockOptions{LockPath: path, Command: "direct write"}, withSession())
+				return &queue.Holder{PID: c.Report.PID, Host: host, Mode: writer.ModeDirect, Command: "direct write", Epoch: 1}
 			},
-			wantHolder: &queue.Holder{Mode: writer.ModeDirect, Command: "direct write"},
-			wantEpoch:  1,
 		},
 		{
 			name: "identity then flock",
-			hold: func(tb testing.TB, path string) {
-				writeIdentity(tb, path, queue.Holder{PID: os.Getpid(), Host: host, Mode: writer.ModeDirect, Command: "other fd"})
+			hold: func(tb testing.TB, _, path string) *queue.Holder {
+				h := queue.Holder{PID: os.Getpid(), Host: host, Mode: writer.ModeDirect, Command: "other fd"}
+				writeIdentity(tb, path, h)
 				holdFlock(tb, path)
+				return &h
 			},
-			wantHolder: &queue.Holder{Mode: writer.ModeDirect, Command: "other fd"},
 		},
 		{
 			name: "plain flock",
-			hold: func(tb testing.TB, path string) { holdFlock(tb, path) },
+			hold: func(tb testing.TB, _, path string) *queue.Holder {
+				holdFlock(tb, path)
+				return nil
+			},
 		},
 		{
 			name: "flock with garbage",
-			hold: func(tb testing.TB, path string) {
+			hold: func(tb testing.TB, _, path string) *queue.Holder {
 				require.NoError(tb, os.WriteFile(path, []byte("12345\n"), 0o600))
 				holdFlock(tb, path)
+				return nil
 			},
 		},
 		{
 			name: "flock with a dead holder's identity",
-			hold: func(tb testing.TB, path string) {
+			hold: func(tb testing.TB, _, path string) *queue.Holder {
 				writeIdentity(tb, path, queue.Holder{PID: deadPID, Host: host, Mode: writer.ModeDaemon})
 				holdFlock(tb, path)
+				return nil
 			},
 		},
 		{
 			name: "flock with another host's identity",
-			hold: func(tb testing.TB, path string) {
-				writeIdentity(tb, path, queue.Holder{PID: deadPID, Host: host + "-elsewhere", Mode: writer.ModeDaemon})
+			hold: func(tb testing.TB, _, path string) *queue.Holder {
+				h := queue.Holder{PID: deadPID, Host: host + "-elsewhere", Mode: writer.ModeDaemon}
+				writeIdentity(tb, path, h)
 				holdFlock(tb, path)
+				return &h
 			},
-			wantHolder: &queue.Holder{PID: deadPID, Mode: writer.ModeDaemon},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
 			path := lockPath(t)
-			tt.hold(t, path)
+			want := tt.hold(t, store, path)
 			before, err := os.ReadFile(path)
 			require.NoError(t, err)
 
-			l, lockErr := writer.TryLock(path, writer.NewHolder(writer.ModeDirect, "contender"))
+			l, lockErr := writer.TryLock(store, writer.LockOptions{LockPath: path, Command: "contender"})
 			require.Error(t, lockErr)
 			assert.Nil(t, l)
 			assert.ErrorIs(t, lockErr, writer.ErrLocked)
@@ -163,22 +255,18 @@ func TestTryLockBusy(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, string(before), string(after), "a refused contender leaves the identity alone")
 
-			if tt.wantHolder == nil {
+			if want == nil {
 				assert.Nil(t, le.Holder)
 				assert.Contains(t, lockErr.Error(), "unknown process")
 				return
 			}
 			require.NotNil(t, le.Holder)
-			wantPID := tt.wantHolder.PID
-			if wantPID == 0 {
-				wantPID = os.Getpid()
-			}
-			assert.Equal(t, wantPID, le.Holder.PID)
-			assert.Equal(t, tt.wantHolder.Mode, le.Holder.Mode)
-			assert.Equal(t, tt.wantEpoch, le.Holder.Epoch)
-			if tt.wantHolder.Command != "" {
-				assert.Equal(t, tt.wantHolder.Command, le.Holder.Command)
-				assert.Contains(t, lockErr.Error(), tt.wantHolder.Command)
+			got := *le.Holder
+			got.Since = time.Time{}
+			assert.Equal(t, *want, got)
+			assert.Contains(t, lockErr.Error(), "pid "+strconv.Itoa(want.PID))
+			if want.Command != "" {
+				assert.Contains(t, lockErr.Error(), want.Command)
 			}
 		})
 	}
@@ -202,12 +290,13 @@ func TestTryLockNotLockFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
 			path := lockPath(t)
 			tt.make(t, path)
 			before, err := os.Lstat(path)
 			require.NoError(t, err)
 
-			l, err := writer.TryLock(path, writer.NewHolder(writer.ModeDirect, "test"))
+			l, err := writer.TryLock(store, writer.LockOptions{LockPath: path})
 			assert.Nil(t, l)
 			assert.ErrorIs(t, err, writer.ErrNotLockFile)
 			assert.NotErrorIs(t, err, writer.ErrLocked)
@@ -219,7 +308,7 @@ func TestTryLockNotLockFile(t *testing.T) {
 			assert.ErrorIs(t, err, os.ErrNotExist, "a dangling link's target is not created")
 
 			// OpenSession refuses it the same way.
-			_, err = writer.OpenSession(newStore(t), writer.SessionOptions{LockPath: path})
+			_, err = writer.OpenSession(store, writer.SessionOptions{LockPath: path})
 			assert.ErrorIs(t, err, writer.ErrNotLockFile)
 		})
 	}
@@ -232,7 +321,7 @@ func TestLockFileIsKept(t *testing.T) {
 		remake bool // the lock file exists before the first cycle
 	}{
 		{"TryLock", func(tb testing.TB, store, path string) {
-			l, err := writer.TryLock(path, writer.NewHolder(writer.ModeDirect, "test"))
+			l, err := writer.TryLock(store, writer.LockOptions{LockPath: path})
 			require.NoError(tb, err)
 			require.NoError(tb, l.Unlock())
 		}, false},
@@ -242,10 +331,43 @@ func TestLockFileIsKept(t *testing.T) {
 			require.NoError(tb, s.Close())
 		}, false},
 		{"existing lock file of another tool", func(tb testing.TB, store, path string) {
-			l, err := writer.TryLock(path, writer.NewHolder(writer.ModeDirect, "test"))
+			l, err := writer.TryLock(store, writer.LockOptions{LockPath: path})
 			require.NoError(tb, err)
 			require.NoError(tb, l.Unlock())
 		}, true},
+		{"nested", func(tb testing.TB, store, path string) {
+			a, err := writer.TryLock(store, writer.LockOptions{LockPath: path, Command: "outer"})
+			require.NoError(tb, err)
+			s, err := writer.OpenSession(store, writer.SessionOptions{LockPath: path})
+			require.NoError(tb, err)
+			b, err := writer.TryLock(store, writer.LockOptions{LockPath: path})
+			require.NoError(tb, err)
+			// Released outermost first: the identity stays to the last.
+			for _, release := range []func() error{a.Unlock, s.Close} {
+				require.NoError(tb, release())
+				h, err := writer.ReadHolder(path)
+				require.NoError(tb, err, "a nested hold remains: the identity stays")
+				assert.Equal(tb, os.Getpid(), h.PID)
+				assert.Equal(tb, "outer", h.Command)
+				assert.False(tb, lockFree(tb, path))
+			}
+			require.NoError(tb, b.Unlock())
+		}, false},
+		{"inherited by a child", func(tb testing.TB, store, path string) {
+			a, err := writer.TryLock(store, writer.LockOptions{LockPath: path})
+			require.NoError(tb, err)
+			identity, err := os.ReadFile(path)
+			require.NoError(tb, err)
+			// Epoch 0: the parent had no session, so the child's raises one.
+			r := tryInChild(tb, store, writer.LockOptions{LockPath: path},
+				withFiles(a.File()), withEnv(a.ChildEnv(3, 0)...), withSession(), withEnv(envCycles+"=1"))
+			assert.True(tb, r.OK, r.Err)
+			assert.Equal(tb, uintptr(3), r.FD, "adopted")
+			after, err := os.ReadFile(path)
+			require.NoError(tb, err)
+			assert.Equal(tb, string(identity), string(after), "the child never writes the parent's identity")
+			require.NoError(tb, a.Unlock())
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,18 +381,8 @@ func TestLockFileIsKept(t *testing.T) {
 			for range 3 {
 				tt.cycle(t, store, path)
 				assert.Equal(t, ino, inode(t, path), "the lock file is never replaced")
-				fi, err := os.Stat(path)
-				require.NoError(t, err)
-				assert.Zero(t, fi.Size(), "released: the identity is cleared")
-				_, err = writer.ReadHolder(path)
-				assert.Error(t, err)
+				assertReleased(t, path)
 			}
-			// Released for real: another descriptor can take it.
-			fl := flock.New(path)
-			ok, err := fl.TryLock()
-			require.NoError(t, err)
-			assert.True(t, ok)
-			require.NoError(t, fl.Unlock())
 		})
 	}
 }
@@ -288,28 +400,151 @@ func TestDefaultLockPath(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
 
-	_, err = writer.OpenSession(store, writer.SessionOptions{})
-	assert.ErrorIs(t, err, writer.ErrLocked)
+	other := assertChildLocked(t, store, writer.LockOptions{})
+	require.NotNil(t, other)
+	assert.Equal(t, os.Getpid(), other.PID)
+	assert.Equal(t, s.Epoch(), other.Epoch)
+}
+
+// lockResult is what a Lock or OpenSessionWait running in a goroutine got.
+type lockResult[T any] struct {
+	v   T
+	err error
+}
+
+// await returns the result on ch, failing the test if none comes in time.
+func await[T any](tb testing.TB, ch <-chan T) T {
+	tb.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(helperTimeout):
+		require.FailNow(tb, "no result in time")
+		panic("unreachable")
+	}
+}
+
+// assertWaiting checks that nothing has arrived on ch yet.
+func assertWaiting[T any](tb testing.TB, ch <-chan T) {
+	tb.Helper()
+	select {
+	case <-ch:
+		assert.Fail(tb, "returned while the store was held")
+	default:
+	}
+}
+
+func TestLockWaits(t *testing.T) {
+	tests := []struct {
+		name     string
+		lockPath func(tb testing.TB, store string) string // "" for the default
+	}{
+		{"default lock file", func(testing.TB, string) string { return "" }},
+		{"another tool's lock file", func(tb testing.TB, _ string) string { return lockPath(tb) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			lp := tt.lockPath(t, store)
+			holder := holdInChild(t, store, writer.LockOptions{LockPath: lp, Mode: writer.ModeDaemon, Command: "busy"})
+			assert.False(t, writer.Demanded(store), "nobody waits yet")
+
+			got := make(chan lockResult[*writer.Hold], 1)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			t.Cleanup(cancel)
+			go func() {
+				h, err := writer.Lock(ctx, store, writer.LockOptions{LockPath: lp, Command: "waiter"})
+				got <- lockResult[*writer.Hold]{h, err}
+			}()
+			require.Eventually(t, func() bool { return writer.Demanded(store) }, helperTimeout, time.Millisecond,
+				"a waiter leaves a demand mark")
+			assertWaiting(t, got)
+
+			holder.Stop(t)
+			r := await(t, got)
+			require.NoError(t, r.err, "acquired once the holder let go")
+			t.Cleanup(func() { _ = r.v.Unlock() })
+			assert.False(t, writer.Demanded(store), "the mark goes with the wait")
+			other := assertChildLocked(t, store, writer.LockOptions{LockPath: lp})
+			require.NotNil(t, other)
+			assert.Equal(t, os.Getpid(), other.PID)
+			assert.Equal(t, "waiter", other.Command)
+		})
+	}
+}
+
+func TestLockGivesUp(t *testing.T) {
+	tests := []struct {
+		name    string
+		ctx     func(tb testing.TB) context.Context
+		atLeast time.Duration
+	}{
+		{"context ends", func(tb testing.TB) context.Context {
+			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			tb.Cleanup(cancel)
+			return ctx
+		}, 150 * time.Millisecond},
+		{"context already ended", func(testing.TB) context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx
+		}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			holder := holdInChild(t, store, writer.LockOptions{Mode: writer.ModeDaemon, Command: "busy"})
+			ctx := tt.ctx(t)
+			start := time.Now()
+			l, err := writer.Lock(ctx, store, writer.LockOptions{})
+			elapsed := time.Since(start)
+			assert.Nil(t, l)
+			assert.ErrorIs(t, err, writer.ErrLocked)
+			var le *writer.LockedError
+			require.ErrorAs(t, err, &le)
+			require.NotNil(t, le.Holder)
+			assert.Equal(t, holder.Report.PID, le.Holder.PID)
+			assert.Equal(t, "busy", le.Holder.Command)
+			assert.GreaterOrEqual(t, elapsed, tt.atLeast, "it waits until the context ends")
+			assert.False(t, writer.Demanded(store), "no mark is left behind")
+			h, err := writer.ReadHolder(writer.DefaultLockPath(store))
+			require.NoError(t, err)
+			assert.Equal(t, holder.Report.PID, h.PID, "the holder's identity is untouched")
+		})
+	}
+}
+
+func TestDemandedWithoutWaiter(t *testing.T) {
+	store := newStore(t)
+	assert.False(t, writer.Demanded(store), "no .scribe folder")
+	tryLock(t, store, writer.LockOptions{})
+	assert.False(t, writer.Demanded(store), "held, but nobody waits")
 }
 
 func TestOpenSessionWait(t *testing.T) {
 	store := newStore(t)
-	holder, err := writer.OpenSession(store, writer.SessionOptions{Mode: writer.ModeDaemon})
-	require.NoError(t, err)
-	released := make(chan struct{})
-	const holdFor = 100 * time.Millisecond
-	time.AfterFunc(holdFor, func() {
-		defer close(released)
-		assert.NoError(t, holder.Close())
-	})
-	t.Cleanup(func() { <-released })
+	holder := holdInChild(t, store, writer.LockOptions{Mode: writer.ModeDaemon}, withSession())
+	require.Equal(t, uint64(1), holder.Report.Epoch)
 
-	start := time.Now()
-	s, err := writer.OpenSessionWait(context.Background(), store, 10*time.Second, writer.SessionOptions{})
-	require.NoError(t, err, "acquired once the holder let go")
-	t.Cleanup(func() { _ = s.Close() })
-	assert.GreaterOrEqual(t, time.Since(start), holdFor)
-	assert.Equal(t, uint64(2), s.Epoch())
+	got := make(chan lockResult[*writer.Session], 1)
+	go func() {
+		s, err := writer.OpenSessionWait(context.Background(), store, time.Minute, writer.SessionOptions{})
+		got <- lockResult[*writer.Session]{s, err}
+	}()
+	require.Eventually(t, func() bool { return writer.Demanded(store) }, helperTimeout, time.Millisecond,
+		"a waiter leaves a demand mark")
+	assertWaiting(t, got)
+
+	holder.Stop(t)
+	r := await(t, got)
+	require.NoError(t, r.err, "acquired once the holder let go")
+	t.Cleanup(func() { _ = r.v.Close() })
+	assert.Equal(t, uint64(2), r.v.Epoch())
+	assert.False(t, writer.Demanded(store))
+	h, err := writer.ReadHolder(writer.DefaultLockPath(store))
+	require.NoError(t, err)
+	assert.Equal(t, os.Getpid(), h.PID)
+	assert.Equal(t, uint64(2), h.Epoch)
 }
 
 func TestOpenSessionWaitGivesUp(t *testing.T) {
@@ -326,7 +561,7 @@ func TestOpenSessionWaitGivesUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			openSession(t, store, writer.SessionOptions{Mode: writer.ModeDaemon, Command: "busy"})
+			holder := holdInChild(t, store, writer.LockOptions{Mode: writer.ModeDaemon, Command: "busy"}, withSession())
 			ctx := context.Background()
 			if tt.timeout > 0 {
 				var cancel context.CancelFunc
@@ -341,9 +576,11 @@ func TestOpenSessionWaitGivesUp(t *testing.T) {
 			var le *writer.LockedError
 			require.ErrorAs(t, err, &le)
 			require.NotNil(t, le.Holder)
+			assert.Equal(t, holder.Report.PID, le.Holder.PID)
 			assert.Equal(t, writer.ModeDaemon, le.Holder.Mode)
+			assert.Equal(t, uint64(1), le.Holder.Epoch)
 			assert.GreaterOrEqual(t, elapsed, tt.atLeast)
-			assert.Less(t, elapsed, tt.atLeast+5*time.Second)
+			assert.False(t, writer.Demanded(store))
 		})
 	}
 }

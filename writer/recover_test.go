@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -127,7 +128,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 				},
 				LastSeq: 7,
 			}
-			require.NoError(t, s.journal.writeIntent(in))
+			require.NoError(t, s.st.journal.writeIntent(in))
 			putFiles(t, store, tt.crash)
 			for _, p := range tt.gone {
 				require.NoError(t, os.Remove(filepath.Join(store, p)))
@@ -145,7 +146,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
 
-			pending, err := s2.journal.pendingIntent()
+			pending, err := s2.st.journal.pendingIntent()
 			require.NoError(t, err)
 			assert.Nil(t, pending, "the intent is dropped once redone")
 			for _, want := range in.Outcomes[:2] {
@@ -184,9 +185,9 @@ func TestCommitKeepsRecordedOutcome(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	first := &queue.Outcome{V: queue.Version, ID: "j", Status: queue.StatusApplied, Epoch: 1}
-	require.NoError(t, s.journal.commit([]*queue.Outcome{first}, 3))
+	require.NoError(t, s.st.journal.commit([]*queue.Outcome{first}, 3))
 	later := &queue.Outcome{V: queue.Version, ID: "j", Status: queue.StatusRejected, Reason: queue.ReasonInternal, Epoch: 2}
-	require.NoError(t, s.journal.commit([]*queue.Outcome{later}, 2))
+	require.NoError(t, s.st.journal.commit([]*queue.Outcome{later}, 2))
 
 	got, err := s.Journal().Outcome("j")
 	require.NoError(t, err)
@@ -252,7 +253,7 @@ func TestRecoverFailureReleasesLock(t *testing.T) {
 		{Path: "ok", Kind: changeWrite, Data: []byte("x"), Mode: 0o644},
 		{Path: "f/x", Kind: changeWrite, Data: []byte("x"), Mode: 0o644},
 	}}
-	require.NoError(t, s.journal.writeIntent(bad))
+	require.NoError(t, s.st.journal.writeIntent(bad))
 	require.NoError(t, s.Close())
 
 	for range 2 {
@@ -263,15 +264,32 @@ func TestRecoverFailureReleasesLock(t *testing.T) {
 		assert.NotErrorIs(t, err, ErrLocked)
 	}
 
-	l, err := TryLock(DefaultLockPath(store), NewHolder(ModeDirect, "test"))
-	require.NoError(t, err, "the failed open released the store lock")
+	// Through another open file description: an in-process TryLock would
+	// nest in a leaked hold instead of being refused.
+	fl := flock.New(DefaultLockPath(store))
+	ok, err := fl.TryLock()
+	require.NoError(t, err)
+	require.True(t, ok, "the failed open released the store lock")
+	assert.False(t, registered(DefaultLockPath(store)), "and left no hold in the registry")
 	j, err := OpenJournal(JournalPath(store))
 	require.NoError(t, err, "and the journal")
 	pending, err := j.pendingIntent()
 	require.NoError(t, err)
 	assert.NotNil(t, pending)
 	require.NoError(t, j.Close())
-	require.NoError(t, l.Unlock())
+	require.NoError(t, fl.Unlock())
+}
+
+// registered reports whether the hold registry has a hold on path.
+func registered(path string) bool {
+	holds.Lock()
+	defer holds.Unlock()
+	for _, h := range holds.m {
+		if h.path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // Apply records its intent before touching a file: with the intent in
@@ -282,7 +300,7 @@ func TestApplyRecordsIntent(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 
-	ov := newOverlay(s.root, s.maxFile)
+	ov := newOverlay(s.st.root, s.maxFile)
 	job := &queue.Job{V: queue.Version, ID: "j", Store: s.StoreID(), Ops: []queue.Op{
 		{Kind: queue.OpAppend, Path: "log", Data: []byte("cd")},
 		{Kind: queue.OpDelete, Path: "old"},
@@ -292,13 +310,13 @@ func TestApplyRecordsIntent(t *testing.T) {
 	require.NoError(t, ov.applyJob(job))
 	assert.Equal(t, []fileChange{
 		{Path: "log", Kind: changeAppend, Data: []byte("cd"), Base: 2, Mode: 0o644},
-		{Path: "n/new", Kind: changeWrite, Data: []byte("fresh"), Mode: 0o644},
+		{Path: "n/new", Kind: changeWrite, Data: []byte("fresh")}, // a new file: Mode 0, created 0666 less the umask
 		{Path: "old", Kind: changeRemove},
 	}, ov.changes())
 	assert.Equal(t, map[string]string{"log": "ab", "old": "x"}, storeFiles(t, store), "the overlay does not touch the disk")
 
 	// Replaying the overlay's changes on the untouched store is what Apply does.
-	require.NoError(t, materialize(s.root, ov.changes()))
+	require.NoError(t, materialize(s.st.root, ov.changes()))
 	assert.Equal(t, map[string]string{"log": "abcd", "n/new": "fresh"}, storeFiles(t, store))
 }
 

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"scribe/queue"
@@ -38,32 +38,39 @@ type SessionOptions struct {
 // Session is a held store: its lock, its journal and an os.Root on its
 // folder. The daemon's Writer and direct writers both apply jobs through a
 // Session, so they share one code path and one journal.
+//
+// Sessions are re-entrant like the lock: a process that opens a second
+// Session on a store it holds shares the first one's hold, journal and
+// root, and their batches take turns.
 type Session struct {
 	store   string
 	storeID string
-	root    *os.Root
-	lock    *Lock
-	journal *Journal
+	lock    *Hold
+	st      *shared
 	epoch   uint64
 	mode    string
 	maxFile int64
-	// protected: see overlay.protected.
-	protected []os.FileInfo
+}
+
+// shared is what the Sessions under one hold share: one journal (bbolt
+// cannot be opened twice by one process), one root, and the mutex that
+// makes their batches take turns.
+type shared struct {
+	mu        sync.Mutex // one Apply at a time
+	journal   *Journal
+	root      *os.Root
+	protected []os.FileInfo // see overlay.protected
+	sessions  int
+	log       *slog.Logger
 }
 
 // OpenSession takes the store lock without waiting (a busy store returns a
 // *LockedError), opens the journal, raises the epoch and finishes any batch
 // an earlier holder was interrupted in.
-func OpenSession(store string, o SessionOptions) (s *Session, err error) {
+func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 	real, err := queue.ResolveStore(store)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := MetaDir(real); err != nil {
-		return nil, err
-	}
-	if o.LockPath == "" {
-		o.LockPath = DefaultLockPath(real)
 	}
 	if o.Mode == "" {
 		o.Mode = ModeDirect
@@ -74,53 +81,84 @@ func OpenSession(store string, o SessionOptions) (s *Session, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	holder := NewHolder(o.Mode, o.Command)
-	lock, err := TryLock(o.LockPath, holder)
+	l, err := TryLock(real, LockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
 	if err != nil {
 		return nil, err
 	}
-	s = &Session{store: real, storeID: queue.StoreID(real), lock: lock, mode: o.Mode, maxFile: o.MaxFileBytes}
-	opened := s // "return nil, err" sets s to nil before this defer runs
+	ls := l.h
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.state == nil {
+		if ls.state, err = openShared(real, ls, o.Logger); err != nil {
+			l.Unlock()
+			return nil, err
+		}
+	}
+	ls.state.sessions++
+	return &Session{store: real, storeID: queue.StoreID(real), lock: l, st: ls.state, epoch: ls.epoch, mode: o.Mode, maxFile: o.MaxFileBytes}, nil
+}
+
+// openShared opens the journal and root under a fresh hold, raises the
+// epoch if this hold has none yet (an inherited hold has its parent's),
+// and redoes an interrupted batch.
+func openShared(real string, ls *lockState, log *slog.Logger) (_ *shared, err error) {
+	st := &shared{log: log}
 	defer func() {
 		if err != nil {
-			opened.Close()
+			st.close()
 		}
 	}()
-	if s.journal, err = OpenJournal(JournalPath(real)); err != nil {
+	if _, err := MetaDir(real); err != nil {
 		return nil, err
 	}
-	if s.epoch, err = s.journal.NextEpoch(); err != nil {
-		return nil, fmt.Errorf("raise epoch: %w", err)
-	}
-	holder.Epoch = s.epoch
-	if err = lock.SetHolder(holder); err != nil {
+	if st.journal, err = OpenJournal(JournalPath(real)); err != nil {
 		return nil, err
 	}
-	if s.root, err = os.OpenRoot(real); err != nil {
+	if ls.epoch == 0 {
+		epoch, err := st.journal.NextEpoch()
+		if err != nil {
+			return nil, fmt.Errorf("raise epoch: %w", err)
+		}
+		if err := ls.setEpoch(epoch); err != nil {
+			return nil, err
+		}
+	}
+	if st.root, err = os.OpenRoot(real); err != nil {
 		return nil, err
 	}
-	for _, p := range []string{filepath.Join(real, queue.MetaDir), o.LockPath, JournalPath(real)} {
+	for _, p := range []string{filepath.Join(real, queue.MetaDir), ls.path, JournalPath(real)} {
 		fi, err := os.Stat(p)
 		if err != nil {
 			return nil, fmt.Errorf("stat %s: %w", p, err)
 		}
-		s.protected = append(s.protected, fi)
+		st.protected = append(st.protected, fi)
 	}
-	if err = s.recover(o.Logger); err != nil {
+	if err := st.recover(); err != nil {
 		return nil, err
 	}
-	return s, nil
+	return st, nil
+}
+
+func (st *shared) close() error {
+	var errs []error
+	if st.root != nil {
+		errs = append(errs, st.root.Close())
+	}
+	if st.journal != nil {
+		errs = append(errs, st.journal.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // recover redoes a batch whose intent was committed but whose outcomes
 // were not: its files may be changed in part, so every change is carried
 // out again (each is idempotent) before the outcomes are recorded.
-func (s *Session) recover(log *slog.Logger) error {
+func (s *shared) recover() error {
 	in, err := s.journal.pendingIntent()
 	if err != nil || in == nil {
 		return err
 	}
-	log.Warn("redoing an interrupted batch", "epoch", in.Epoch, "files", len(in.Changes), "jobs", len(in.Outcomes))
+	s.log.Warn("redoing an interrupted batch", "epoch", in.Epoch, "files", len(in.Changes), "jobs", len(in.Outcomes))
 	if err := materialize(s.root, in.Changes); err != nil {
 		return fmt.Errorf("recover interrupted batch: %w", err)
 	}
@@ -140,7 +178,10 @@ func (s *Session) Store() string { return s.store }
 func (s *Session) StoreID() string { return s.storeID }
 
 // Journal is the store's journal, open while the session is.
-func (s *Session) Journal() *Journal { return s.journal }
+func (s *Session) Journal() *Journal { return s.st.journal }
+
+// Hold is the session's hold on the store lock.
+func (s *Session) Hold() *Hold { return s.lock }
 
 // Entry is a job to apply. A job that could not be decoded carries the
 // decoding error in Err (and whatever ID could be read) and is rejected.
@@ -162,16 +203,25 @@ type Result struct {
 // Apply applies entries in order as one batch: each job's ops all or
 // nothing, the files touched once and fsynced, every outcome recorded in
 // one journal transaction. A job ID the journal already has is not applied
-// again; its recorded outcome is returned. An error means an I/O fault: the
-// batch may be half on disk, and the session must be closed and reopened
-// (which completes it) before the entries are retried.
+// again; its recorded outcome is returned. An error means an I/O fault:
+// nothing of the batch is recorded as applied, though it may be half on
+// disk; the next Apply (or the next holder of the store) first completes
+// it, so the entries can simply be retried.
 func (s *Session) Apply(entries []Entry) ([]Result, error) {
-	if s.journal == nil {
+	if s.st == nil {
 		return nil, ErrClosed
 	}
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	// A batch that failed half way (an I/O fault) left its intent: carry
+	// it out first, so nothing of it is redone twice or lost.
+	if err := s.st.recover(); err != nil {
+		return nil, err
+	}
+	journal, root := s.st.journal, s.st.root
 	results := make([]Result, len(entries))
-	ov := newOverlay(s.root, s.maxFile)
-	ov.protected = s.protected
+	ov := newOverlay(root, s.maxFile)
+	ov.protected = s.st.protected
 	var decided []*queue.Outcome
 	seen := map[string]int{} // job ID → index of its first entry in this batch
 	var lastSeq uint64
@@ -188,7 +238,7 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 				continue
 			}
 			seen[id] = i
-			prev, err := s.journal.Outcome(id)
+			prev, err := journal.Outcome(id)
 			if err != nil {
 				return nil, err
 			}
@@ -223,14 +273,14 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	}
 	if changes := ov.changes(); len(changes) > 0 {
 		in := &intent{Epoch: s.epoch, Changes: changes, Outcomes: decided, LastSeq: lastSeq}
-		if err := s.journal.writeIntent(in); err != nil {
+		if err := journal.writeIntent(in); err != nil {
 			return nil, fmt.Errorf("record intent: %w", err)
 		}
-		if err := materialize(s.root, changes); err != nil {
+		if err := materialize(root, changes); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.journal.commit(decided, lastSeq); err != nil {
+	if err := journal.commit(decided, lastSeq); err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	return results, nil
@@ -239,36 +289,35 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 // Close releases the session: journal, root, then the store lock. It is
 // safe on a partly opened session and on every error path.
 func (s *Session) Close() error {
+	if s.st == nil {
+		return nil
+	}
 	var errs []error
-	if s.root != nil {
-		errs = append(errs, s.root.Close())
+	ls := s.lock.h
+	ls.mu.Lock()
+	if s.st.sessions--; s.st.sessions == 0 {
+		errs = append(errs, s.st.close())
+		ls.state = nil
 	}
-	if s.journal != nil {
-		errs = append(errs, s.journal.Close())
-	}
-	if s.lock != nil {
-		errs = append(errs, s.lock.Unlock())
-	}
+	ls.mu.Unlock()
+	errs = append(errs, s.lock.Unlock())
 	*s = Session{}
 	return errors.Join(errs...)
 }
 
-// OpenSessionWait is OpenSession that, while the store is busy, retries
-// with jittered backoff for up to wait (0: fail at once) or until ctx ends.
-// Only the kernel ever frees the lock: waiting never breaks it.
+// OpenSessionWait is OpenSession that waits up to wait (0: not at all)
+// for a busy store, as Lock does: with a demand mark the daemon honours,
+// never breaking the lock.
 func OpenSessionWait(ctx context.Context, store string, wait time.Duration, o SessionOptions) (*Session, error) {
-	deadline := time.Now().Add(wait)
-	for attempt := 0; ; attempt++ {
-		s, err := OpenSession(store, o)
-		if err == nil || !errors.Is(err, ErrLocked) || !time.Now().Before(deadline) {
-			return s, err
-		}
-		// The deadline may pass between the check above and here: keep d
-		// positive, as rand.N panics on a bound <= 0.
-		d := max(min(backoff(attempt), time.Until(deadline)), time.Millisecond)
-		d = d/2 + rand.N(d/2+1) // jitter, so waiters do not move in step
-		if !sleep(ctx, d) {
-			return nil, err
-		}
+	if wait <= 0 {
+		return OpenSession(store, o)
 	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	l, err := Lock(ctx, store, LockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock() // the session keeps its own, nested hold
+	return OpenSession(store, o)
 }

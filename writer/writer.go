@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,9 +21,11 @@ import (
 
 // Writer defaults.
 const (
-	DefaultBatchSize   = 256
-	DefaultIdleRelease = 500 * time.Millisecond
-	DefaultWaitLog     = 10 * time.Second
+	DefaultBatchSize    = 256
+	DefaultIdleRelease  = 500 * time.Millisecond
+	DefaultWaitLog      = 10 * time.Second
+	DefaultWarnAfter    = 30 * time.Second
+	DefaultHandOffGrace = 250 * time.Millisecond
 )
 
 // Config configures a Writer. Store and Conn are required.
@@ -43,6 +46,12 @@ type Config struct {
 	// WaitLog is how often, at most, the writer logs that it is waiting for
 	// the store lock. 0 means DefaultWaitLog.
 	WaitLog time.Duration
+	// WarnAfter is how long the writer waits for another holder before
+	// its log says so as a warning. 0 means DefaultWarnAfter.
+	WarnAfter time.Duration
+	// HandOffGrace is how long the writer stays away from the store after
+	// letting go for a waiting direct writer. 0 means DefaultHandOffGrace.
+	HandOffGrace time.Duration
 	// MaxFileBytes limits a file's size after an op; 0 means
 	// DefaultMaxFileBytes.
 	MaxFileBytes int64
@@ -79,6 +88,7 @@ type Writer struct {
 	applied  uint64
 	rejected uint64
 	waiting  string
+	fault    string
 }
 
 // New prepares a writer for a store: it creates (or updates) the store's
@@ -97,6 +107,12 @@ func New(ctx context.Context, cfg Config) (*Writer, error) {
 	}
 	if cfg.WaitLog <= 0 {
 		cfg.WaitLog = DefaultWaitLog
+	}
+	if cfg.WarnAfter <= 0 {
+		cfg.WarnAfter = DefaultWarnAfter
+	}
+	if cfg.HandOffGrace <= 0 {
+		cfg.HandOffGrace = DefaultHandOffGrace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -216,6 +232,15 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 		}
 	}
 	var results []Result
+	var lastFaultLog time.Time
+	if w.session != nil && Demanded(w.store) {
+		// A direct writer is waiting: the batch in hand can wait for it.
+		w.log.Info("handing the store to a waiting direct writer", "grace", w.cfg.HandOffGrace)
+		w.release()
+		if !sleep(ctx, w.cfg.HandOffGrace) {
+			return false
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		if err := w.acquire(ctx, batch); err != nil {
 			return false
@@ -224,13 +249,25 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 		if results, err = w.session.Apply(entries); err == nil {
 			break
 		}
-		// An I/O fault: nothing of this batch is recorded as applied.
-		// Reopening the session redoes or completes what was begun.
-		w.log.Error("apply batch failed; retrying", "err", err, "jobs", len(batch), "attempt", attempt+1)
-		w.release()
+		// An I/O fault (disk full, read-only, EIO): nothing of this batch
+		// is recorded as applied and nothing is acked. Keep the batch in
+		// hand and retry; the next Apply first completes what was begun.
+		w.setFault(err.Error())
+		if attempt == 0 || time.Since(lastFaultLog) >= w.cfg.WaitLog {
+			lastFaultLog = time.Now()
+			w.log.Error("apply batch failed; retrying", "err", err, "jobs", len(batch), "attempt", attempt+1)
+		}
+		if attempt > 0 && attempt%20 == 0 {
+			for _, m := range batch {
+				_ = m.InProgress()
+			}
+		}
 		if !sleep(ctx, backoff(attempt)) {
 			return false
 		}
+	}
+	if w.setFault(""); lastFaultLog != (time.Time{}) {
+		w.log.Info("the store is writable again", "jobs", len(batch))
 	}
 	w.mu.Lock()
 	for _, r := range results {
@@ -272,6 +309,7 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 		return nil
 	}
 	var lastLog time.Time
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		s, err := OpenSession(w.store, SessionOptions{
 			LockPath: w.cfg.LockPath, Mode: ModeDaemon, Command: w.cfg.Command,
@@ -286,19 +324,34 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 		w.mu.Lock()
 		w.waiting = err.Error()
 		w.mu.Unlock()
-		if time.Since(lastLog) >= w.cfg.WaitLog {
+		// Waiting is a deferral, not a fault: the jobs stay queued. Say so
+		// once per WaitLog, and warn once the holder has kept the store
+		// past WarnAfter (it may be wedged: it is never robbed).
+		if waited := time.Since(start); time.Since(lastLog) >= w.cfg.WaitLog {
 			lastLog = time.Now()
-			w.log.Warn("waiting for the store", "err", err, "jobs", len(batch))
+			if waited >= w.cfg.WarnAfter {
+				w.log.Warn("the store has been held by another process for long; still waiting", "waited", waited.Round(time.Second), "err", err, "jobs", len(batch))
+			} else {
+				w.log.Info("waiting for the store", "err", err, "jobs", len(batch))
+			}
 		}
 		if attempt > 0 && attempt%20 == 0 {
 			for _, m := range batch {
-				_ = m.InProgress()
+				_ = m.InProgress() // push back the ack deadline
 			}
 		}
 		if !sleep(ctx, backoff(attempt)) {
 			return ctx.Err()
 		}
 	}
+}
+
+// setFault records the I/O fault the writer is retrying on ("" when
+// none), for the status report.
+func (w *Writer) setFault(f string) {
+	w.mu.Lock()
+	w.fault = f
+	w.mu.Unlock()
 }
 
 // release closes the session, if any, releasing the store lock.
@@ -321,7 +374,7 @@ func (w *Writer) Lookup(id string) queue.Lookup {
 	defer w.mu.Unlock()
 	j := (*Journal)(nil)
 	if w.session != nil {
-		j = w.session.journal
+		j = w.session.Journal()
 	} else {
 		ro, err := OpenJournalReadOnly(JournalPath(w.store), 500*time.Millisecond)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -350,6 +403,13 @@ func (w *Writer) serveStatus() (micro.Service, error) {
 		Endpoint: &micro.EndpointConfig{
 			Subject: queue.StatusSubject(w.storeID),
 			Handler: micro.HandlerFunc(func(req micro.Request) {
+				// The requester picks the reply subject, and this connection
+				// may publish anywhere: answer only into an inbox (all that
+				// submitters may subscribe to), never onto the queue's API
+				// or another caller's outcome subject (docs/security.md).
+				if !strings.HasPrefix(req.Reply(), "_INBOX.") {
+					return
+				}
 				var v any
 				if id := string(req.Data()); id != "" {
 					v = w.Lookup(id)
@@ -368,7 +428,7 @@ func (w *Writer) serveStatus() (micro.Service, error) {
 func (w *Writer) Report(ctx context.Context) *queue.StatusReport {
 	r := &queue.StatusReport{V: queue.Version, PID: os.Getpid(), Version: w.cfg.Version, Started: w.started}
 	w.mu.Lock()
-	r.Holding, r.Epoch, r.Applied, r.Rejected, r.Waiting = w.session != nil, w.epoch, w.applied, w.rejected, w.waiting
+	r.Holding, r.Epoch, r.Applied, r.Rejected, r.Waiting, r.Fault = w.session != nil, w.epoch, w.applied, w.rejected, w.waiting, w.fault
 	w.mu.Unlock()
 	r.Store, r.StoreID = w.store, w.storeID
 	if info, err := w.stream.Info(ctx); err == nil {

@@ -1,0 +1,454 @@
+package writer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"scribe/queue"
+	"scribe/writer"
+)
+
+// acquire takes a hold on store in this process and returns its release.
+type acquire func(tb testing.TB, store string) (release func() error)
+
+func viaTryLock(tb testing.TB, store string) func() error {
+	tb.Helper()
+	h, err := writer.TryLock(store, writer.LockOptions{})
+	require.NoError(tb, err)
+	return h.Unlock
+}
+
+func viaSession(tb testing.TB, store string) func() error {
+	tb.Helper()
+	s, err := writer.OpenSession(store, writer.SessionOptions{})
+	require.NoError(tb, err)
+	return s.Close
+}
+
+// doneCtx is a context that has already ended: a Lock or OpenSessionWait
+// that succeeds with it did not wait.
+func doneCtx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+func viaLock(tb testing.TB, store string) func() error {
+	tb.Helper()
+	h, err := writer.Lock(doneCtx(), store, writer.LockOptions{})
+	require.NoError(tb, err)
+	return h.Unlock
+}
+
+func viaSessionWait(tb testing.TB, store string) func() error {
+	tb.Helper()
+	s, err := writer.OpenSessionWait(doneCtx(), store, time.Minute, writer.SessionOptions{})
+	require.NoError(tb, err)
+	return s.Close
+}
+
+// viaSymlink takes the lock through a symlink to the store and an
+// explicit lock path spelled through that link.
+func viaSymlink(tb testing.TB, store string) func() error {
+	tb.Helper()
+	link := filepath.Join(tb.TempDir(), "link")
+	require.NoError(tb, os.Symlink(store, link))
+	h, err := writer.TryLock(link, writer.LockOptions{LockPath: filepath.Join(link, queue.MetaDir, "lock")})
+	require.NoError(tb, err)
+	return h.Unlock
+}
+
+// Nested holds in one process succeed at once, and another process is
+// refused for as long as any of them remains, whatever the release order.
+func TestReentrant(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []acquire
+	}{
+		{"TryLock twice", []acquire{viaTryLock, viaTryLock}},
+		{"session inside TryLock", []acquire{viaTryLock, viaSession}},
+		{"TryLock inside a session", []acquire{viaSession, viaTryLock}},
+		{"two sessions", []acquire{viaSession, viaSession}},
+		{"Lock and OpenSessionWait inside a hold", []acquire{viaTryLock, viaLock, viaSessionWait}},
+		{"through a symlinked store", []acquire{viaSession, viaSymlink}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			path := writer.DefaultLockPath(store)
+			var releases []func() error
+			for _, step := range tt.steps {
+				releases = append(releases, step(t, store))
+			}
+			t.Cleanup(func() {
+				for _, release := range releases {
+					_ = release()
+				}
+			})
+			ino := inode(t, path)
+			// Outermost first: nested holds are counted, not stacked.
+			for i, release := range releases {
+				other := assertChildLocked(t, store, writer.LockOptions{})
+				if assert.NotNil(t, other, "hold %d of %d remains", len(releases)-i, len(releases)) {
+					assert.Equal(t, os.Getpid(), other.PID)
+				}
+				require.NoError(t, release())
+			}
+			assertChildGets(t, store, writer.LockOptions{})
+			assertReleased(t, path)
+			assert.Equal(t, ino, inode(t, path))
+		})
+	}
+}
+
+// Goroutines of one process taking the lock (TryLock or a Session)
+// together all get it, sharing one flock and, for sessions, one epoch.
+func TestReentrantGoroutines(t *testing.T) {
+	const n = 8
+	store := newStore(t)
+	start := make(chan struct{})
+	type held struct {
+		release func() error
+		epoch   uint64 // a session's
+		err     error
+	}
+	got := make(chan held, n)
+	for i := range n {
+		go func() {
+			<-start
+			if i%2 == 0 {
+				h, err := writer.TryLock(store, writer.LockOptions{Command: fmt.Sprint("goroutine ", i)})
+				if err != nil {
+					got <- held{err: err}
+					return
+				}
+				got <- held{release: h.Unlock}
+				return
+			}
+			s, err := writer.OpenSession(store, writer.SessionOptions{})
+			if err != nil {
+				got <- held{err: err}
+				return
+			}
+			got <- held{release: s.Close, epoch: s.Epoch()}
+		}()
+	}
+	close(start)
+	var releases []func() error
+	epochs := map[uint64]bool{}
+	for range n {
+		h := await(t, got)
+		require.NoError(t, h.err, "no goroutine is refused by its own process")
+		releases = append(releases, h.release)
+		if h.epoch != 0 {
+			epochs[h.epoch] = true
+		}
+	}
+	t.Cleanup(func() {
+		for _, release := range releases {
+			_ = release()
+		}
+	})
+	assert.Equal(t, map[uint64]bool{1: true}, epochs, "one acquisition, one epoch")
+	assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}))
+
+	// Release all but one, concurrently.
+	var wg sync.WaitGroup
+	for _, release := range releases[1:] {
+		wg.Go(func() { assert.NoError(t, release()) })
+	}
+	wg.Wait()
+	assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "one hold remains")
+	require.NoError(t, releases[0]())
+	assertChildGets(t, store, writer.LockOptions{})
+}
+
+// Releasing a hold twice is a no-op: it must not release a hold that
+// another part of the process still relies on.
+func TestReleaseTwice(t *testing.T) {
+	tests := []struct {
+		name  string
+		inner acquire
+	}{
+		{"Hold.Unlock", viaTryLock},
+		{"Session.Close", viaSession},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			outer := tryLock(t, store, writer.LockOptions{})
+			release := tt.inner(t, store)
+			require.NoError(t, release())
+			assert.NoError(t, release(), "the second release is a no-op")
+			assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "the outer hold still holds")
+
+			again := viaTryLock(t, store)
+			require.NoError(t, outer.Unlock())
+			assert.NoError(t, outer.Unlock())
+			assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "the latest hold still holds")
+			require.NoError(t, again())
+			assertChildGets(t, store, writer.LockOptions{})
+		})
+	}
+}
+
+// The epoch is raised once per real acquisition of the lock, not per
+// nested session.
+func TestEpochOncePerAcquisition(t *testing.T) {
+	store := newStore(t)
+	journalEpoch := func() uint64 {
+		t.Helper()
+		ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+		require.NoError(t, err)
+		defer ro.Close()
+		epoch, _, err := ro.Meta()
+		require.NoError(t, err)
+		return epoch
+	}
+
+	for acquisition := uint64(1); acquisition <= 2; acquisition++ {
+		h, err := writer.TryLock(store, writer.LockOptions{})
+		require.NoError(t, err)
+		s1, err := writer.OpenSession(store, writer.SessionOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, acquisition, s1.Epoch())
+		s2, err := writer.OpenSessionWait(context.Background(), store, time.Minute, writer.SessionOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, acquisition, s2.Epoch(), "a nested session shares the epoch")
+		assert.Same(t, s1.Journal(), s2.Journal(), "and the journal")
+		require.NoError(t, s1.Close())
+		require.NoError(t, s2.Close())
+
+		// The sessions are gone, the hold is not: still the same acquisition.
+		assert.Equal(t, acquisition, journalEpoch())
+		s3, err := writer.OpenSession(store, writer.SessionOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, acquisition, s3.Epoch())
+		id, err := writer.ReadHolder(h.Path())
+		require.NoError(t, err)
+		assert.Equal(t, acquisition, id.Epoch)
+		require.NoError(t, s3.Close())
+		require.NoError(t, h.Unlock())
+		assert.Equal(t, acquisition, journalEpoch())
+	}
+}
+
+// Sessions under one hold share one journal and one store, and their
+// batches take turns: concurrent appends lose nothing.
+func TestNestedSessionsTakeTurns(t *testing.T) {
+	const perSession = 100
+	store := newStore(t)
+	sessions := []*writer.Session{
+		openSession(t, store, writer.SessionOptions{}),
+		openSession(t, store, writer.SessionOptions{}),
+	}
+	var wg sync.WaitGroup
+	var want []string
+	for i, s := range sessions {
+		for n := range perSession {
+			want = append(want, fmt.Sprintf("s%d-%03d", i, n))
+		}
+		wg.Go(func() {
+			for n := range perSession {
+				line := fmt.Sprintf("s%d-%03d", i, n)
+				res, err := s.Apply([]writer.Entry{{Job: newJob(t, store, line, appendOp("log", line+"\n"))}})
+				if assert.NoError(t, err) {
+					assertOutcome(t, res[0].Outcome, "")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got := strings.Split(strings.TrimSuffix(readFiles(t, store)["log"], "\n"), "\n")
+	sort.Strings(got)
+	assert.Equal(t, want, got, "every append, once")
+	for _, id := range want {
+		o, err := sessions[0].Journal().Outcome(id)
+		require.NoError(t, err)
+		if assert.NotNil(t, o, id) {
+			assert.Equal(t, sessions[0].Epoch(), o.Epoch)
+		}
+	}
+}
+
+// A child given the hold's descriptor and ChildEnv joins the hold: it
+// gets the lock at once, works under the parent's epoch, and its release
+// leaves the parent's hold (and the lock file) as they were.
+func TestInheritedHold(t *testing.T) {
+	store := newStore(t)
+	path := writer.DefaultLockPath(store)
+	h := tryLock(t, store, writer.LockOptions{Command: "scribe lock"})
+	// As `scribe lock` does: the epoch of this acquisition, then the
+	// journal closed for the child.
+	s, err := writer.OpenSession(store, writer.SessionOptions{})
+	require.NoError(t, err)
+	epoch := s.Epoch()
+	require.NoError(t, s.Close())
+	ino := inode(t, path)
+	identity, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	child := holdInChild(t, store, writer.LockOptions{},
+		withFiles(h.File()), withEnv(h.ChildEnv(3, epoch)...), withSession(),
+		withEnv(envAppend+"=log"),
+		// Lock/unlock cycles before: a child may take and release the
+		// inherited hold any number of times.
+		withEnv(envCycles+"=3"))
+	assert.Equal(t, uintptr(3), child.Report.FD, "the child joined the inherited descriptor")
+	assert.True(t, child.Report.CloseOnExec, "nothing the child runs inherits it further unasked")
+	assert.Equal(t, epoch, child.Report.Epoch, "the parent's epoch")
+	assert.Equal(t, epoch, child.Report.AppliedEpoch)
+
+	other := assertChildLocked(t, store, writer.LockOptions{})
+	if assert.NotNil(t, other) {
+		assert.Equal(t, os.Getpid(), other.PID, "the parent is the holder")
+	}
+	child.Stop(t)
+	assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "the child's release is not the parent's")
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, string(identity), string(after), "the parent's identity is untouched")
+	assert.Equal(t, map[string]string{"log": "child\n"}, readFiles(t, store))
+
+	require.NoError(t, h.Unlock())
+	assertChildGets(t, store, writer.LockOptions{})
+	assert.Equal(t, ino, inode(t, path))
+	ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ro.Close() })
+	last, _, err := ro.Meta()
+	require.NoError(t, err)
+	assert.Equal(t, epoch, last, "the child raised no epoch of its own")
+}
+
+// A child joins a hold only through the right descriptor for the right
+// lock file: anything else is an ordinary contender.
+func TestInheritedHoldRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		// child returns the child's options, given the parent's hold.
+		child func(tb testing.TB, h *writer.Hold) []helperOpt
+	}{
+		{"wrong lock ID", func(tb testing.TB, h *writer.Hold) []helperOpt {
+			return []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3, 1)...), withEnv(writer.EnvLockID + "=1:2")}
+		}},
+		{"another descriptor on the lock file", func(tb testing.TB, h *writer.Hold) []helperOpt {
+			f, err := os.Open(h.Path())
+			require.NoError(tb, err)
+			tb.Cleanup(func() { _ = f.Close() })
+			return []helperOpt{withFiles(f), withEnv(h.ChildEnv(3, 1)...)}
+		}},
+		{"descriptor of another file", func(tb testing.TB, h *writer.Hold) []helperOpt {
+			f, err := os.Open(writer.JournalPath(filepath.Dir(filepath.Dir(h.Path()))))
+			require.NoError(tb, err)
+			tb.Cleanup(func() { _ = f.Close() })
+			return []helperOpt{withFiles(f), withEnv(h.ChildEnv(3, 1)...)}
+		}},
+		{"no descriptor", func(tb testing.TB, h *writer.Hold) []helperOpt {
+			return []helperOpt{withEnv(h.ChildEnv(3, 1)...)}
+		}},
+		{"descriptor below 3", func(tb testing.TB, h *writer.Hold) []helperOpt {
+			return []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3, 1)...), withEnv(writer.EnvLockFD + "=0")}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			require.NoError(t, openSession(t, store, writer.SessionOptions{}).Close()) // a journal for a case to open
+			h := tryLock(t, store, writer.LockOptions{Command: "parent"})
+			before, err := os.ReadFile(h.Path())
+			require.NoError(t, err)
+
+			other := assertChildLocked(t, store, writer.LockOptions{}, tt.child(t, h)...)
+			if assert.NotNil(t, other) {
+				assert.Equal(t, os.Getpid(), other.PID)
+				assert.Equal(t, "parent", other.Command)
+			}
+			after, err := os.ReadFile(h.Path())
+			require.NoError(t, err)
+			assert.Equal(t, string(before), string(after))
+			assert.False(t, lockFree(t, h.Path()), "the parent still holds")
+		})
+	}
+}
+
+// A child that inherited a hold on one store locks another store on its
+// own, without touching the inherited descriptor.
+func TestInheritedHoldOtherStore(t *testing.T) {
+	store, other := newStore(t), newStore(t)
+	h := tryLock(t, store, writer.LockOptions{})
+	r := assertChildGets(t, other, writer.LockOptions{}, withFiles(h.File()), withEnv(h.ChildEnv(3, 0)...))
+	assert.NotEqual(t, uintptr(3), r.FD)
+	assert.False(t, lockFree(t, h.Path()), "the inherited hold is the parent's still")
+}
+
+// WithLock releases the lock on every way out of fn.
+func TestWithLockReleases(t *testing.T) {
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name      string
+		nested    bool // inside a hold of this process's, which must remain
+		fn        func() error
+		wantErr   error
+		wantPanic any
+	}{
+		{name: "returns", fn: func() error { return nil }},
+		{name: "returns an error", fn: func() error { return errBoom }, wantErr: errBoom},
+		{name: "panics", fn: func() error { panic("boom") }, wantPanic: "boom"},
+		{name: "panics inside a hold", nested: true, fn: func() error { panic(errBoom) }, wantPanic: errBoom},
+		{name: "returns an error inside a hold", nested: true, fn: func() error { return errBoom }, wantErr: errBoom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			var outer *writer.Hold
+			if tt.nested {
+				outer = tryLock(t, store, writer.LockOptions{})
+			}
+			ran := false
+			var err error
+			panicked := func() (p any) {
+				defer func() { p = recover() }()
+				err = writer.WithLock(store, writer.LockOptions{Command: "with lock"}, func(h *writer.Hold) error {
+					ran = true
+					assert.False(t, lockFree(t, h.Path()), "held inside fn")
+					return tt.fn()
+				})
+				return nil
+			}()
+			assert.True(t, ran)
+			assert.Equal(t, tt.wantPanic, panicked)
+			if tt.wantErr != nil {
+				assert.ErrorIs(t, err, tt.wantErr)
+			} else {
+				assert.NoError(t, err)
+			}
+			if outer != nil {
+				assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "the outer hold remains")
+				require.NoError(t, outer.Unlock())
+			}
+			assertChildGets(t, store, writer.LockOptions{})
+		})
+	}
+}
+
+func TestWithLockBusy(t *testing.T) {
+	store := newStore(t)
+	holdInChild(t, store, writer.LockOptions{Command: "busy"})
+	err := writer.WithLock(store, writer.LockOptions{}, func(*writer.Hold) error {
+		assert.Fail(t, "fn ran without the lock")
+		return nil
+	})
+	assert.ErrorIs(t, err, writer.ErrLocked)
+}

@@ -348,8 +348,15 @@ func (c *Client) Apply(ctx context.Context, job *queue.Job) (*queue.Outcome, err
 			lookupNow = true
 		}
 		if lookupNow {
-			if l, err := c.lookup(ctx, job.ID); err == nil && l.Found {
+			// Bounded: on a dead connection a request would wait for ever.
+			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			l, err := c.lookup(lctx, job.ID)
+			cancel()
+			if err == nil && l.Found {
 				return l.Outcome, nil
+			}
+			if !nc.IsConnected() {
+				c.redial(ctx)
 			}
 		}
 		wait, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -357,7 +364,13 @@ func (c *Client) Apply(ctx context.Context, job *queue.Job) (*queue.Outcome, err
 		cancel()
 		switch {
 		case err == nil:
-			return queue.DecodeOutcome(m.Data)
+			// Anyone who may submit can make the server publish here (a
+			// publish's reply subject is the publisher's choice): only this
+			// job's outcome counts; anything else means "ask the journal".
+			if o, derr := queue.DecodeOutcome(m.Data); derr == nil && o.ID == job.ID {
+				return o, nil
+			}
+			lookupNow = true
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, ctx.Err())
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubscription):

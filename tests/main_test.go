@@ -27,6 +27,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv("SCRIBE_TEST_HELPER"); mode != "" {
+		os.Exit(runHelper(mode))
+	}
 	dir, err := os.MkdirTemp("", "scribe-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -4,15 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"scribe/writer"
 )
+
+// warnNetworkFS warns that flock cannot be trusted on a network filesystem.
+func warnNetworkFS(w io.Writer, store string) {
+	if fs := writer.NetworkFilesystem(store); fs != "" {
+		fmt.Fprintf(w, "scribe: warning: %s is on %s, where flock(2) may not exclude other machines' writers; keep stores on a local disk\n", store, fs)
+	}
+}
 
 // LockCommand runs a command holding the store lock, like flock(1): a
 // direct writer for tools that change the store's files themselves.
@@ -35,20 +42,40 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 	if len(argv) == 0 {
 		return usageError("want a command after --")
 	}
-	s, err := writer.OpenSessionWait(ctx, *store, *wait, writer.SessionOptions{
-		LockPath: *lockFile, Mode: writer.ModeDirect, Command: strings.Join(argv, " "),
-	})
+	lockOpts := writer.LockOptions{LockPath: *lockFile, Mode: writer.ModeDirect, Command: strings.Join(argv, " ")}
+	var hold *writer.Hold
+	var err error
+	if *wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, *wait)
+		hold, err = writer.Lock(wctx, *store, lockOpts)
+		cancel()
+	} else {
+		hold, err = writer.TryLock(*store, lockOpts)
+	}
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer hold.Unlock()
+	warnNetworkFS(c.Stderr, *store)
+
+	// Raise the epoch and finish any batch a crashed writer left, then
+	// close the journal: CMD, or scribe commands it runs, may open it.
+	s, err := writer.OpenSession(*store, writer.SessionOptions{LockPath: *lockFile, Command: lockOpts.Command})
+	if err != nil {
+		return err
+	}
+	epoch := s.Epoch()
+	if err := s.Close(); err != nil {
+		return err
+	}
 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
-	cmd.Env = append(os.Environ(),
-		"SCRIBE_STORE="+s.Store(),
-		"SCRIBE_EPOCH="+strconv.FormatUint(s.Epoch(), 10),
-	)
+	// The hold is handed to CMD as descriptor 3, so that scribe commands it
+	// runs join it instead of waiting on their parent (docs/locking.md).
+	cmd.ExtraFiles = []*os.File{hold.File()}
+	cmd.Env = append(os.Environ(), "SCRIBE_STORE="+s.Store())
+	cmd.Env = append(cmd.Env, hold.ChildEnv(3, epoch)...)
 	// On SIGINT/SIGTERM, pass the signal on and give the command time to
 	// finish its critical section before it is killed.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }

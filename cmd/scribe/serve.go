@@ -26,6 +26,8 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	lockFile := fs.String("lock-file", "", "store lock `file` (default <store>/.scribe/lock); share an existing tool's lock")
 	batch := fs.Int("batch", writer.DefaultBatchSize, "most `jobs` per batch")
 	idle := fs.Duration("idle-release", writer.DefaultIdleRelease, "release the store lock after this long `idle`")
+	grace := fs.Duration("hand-off-grace", writer.DefaultHandOffGrace, "stay away this `long` after letting a waiting direct writer in")
+	warnAfter := fs.Duration("warn-after", writer.DefaultWarnAfter, "warn when another holder has kept the store this `long`")
 	maxJobs := fs.Int64("max-jobs", queue.DefaultMaxJobs, "most `jobs` queued per store")
 	maxBytes := fs.Int64("max-bytes", queue.DefaultMaxBytes, "most `bytes` queued per store")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
@@ -50,6 +52,14 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A daemon outlives whatever started it: it must never join a store
+	// lock hold handed down by a `scribe lock` parent.
+	for _, v := range []string{writer.EnvLockFD, writer.EnvLockID, writer.EnvLockFile, writer.EnvEpoch} {
+		os.Unsetenv(v)
+	}
+	if fsName := writer.NetworkFilesystem(*store); fsName != "" {
+		log.Warn("the store is on a network filesystem, where flock(2) may not exclude writers on other machines; keep stores on a local disk", "store", *store, "fs", fsName)
+	}
 	srv, err := embednats.Start(ctx, embednats.Config{
 		Store: *store, Host: *host, Port: *port, SyncInterval: syncInterval, Version: Version, Logger: log,
 	})
@@ -59,6 +69,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	defer srv.Close()
 	w, err := writer.New(ctx, writer.Config{
 		Store: *store, LockPath: *lockFile, Conn: srv.Conn(), BatchSize: *batch, IdleRelease: *idle,
+		HandOffGrace: *grace, WarnAfter: *warnAfter,
 		Limits:  queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes},
 		Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
 	})
@@ -68,6 +79,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
+	defer w.Close() // on every early return; a second Close is a no-op
 	if err := srv.Announce(); err != nil {
 		return err
 	}

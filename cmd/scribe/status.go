@@ -91,6 +91,9 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 		if r.Waiting != "" {
 			fmt.Fprintf(c.Stdout, "writer waiting: %s\n", r.Waiting)
 		}
+		if r.Fault != "" {
+			fmt.Fprintf(c.Stdout, "writer failing, retrying: %s\n", r.Fault)
+		}
 		return nil
 	}
 	real, err := queue.ResolveStore(store)

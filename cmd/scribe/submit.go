@@ -156,8 +156,8 @@ func (c *SubmitCommand) buildJob(args []string, jobFile, ifMatch string) (*queue
 		if err := dec.Decode(&job); err != nil {
 			return nil, queue.Reject(queue.ReasonBadInput, "job file is not a valid job: %v", err)
 		}
-		if job.V == 0 {
-			job.V = queue.Version
+		if dec.More() {
+			return nil, queue.Reject(queue.ReasonBadInput, "job file has more after the job")
 		}
 		return &job, nil
 	}

@@ -1,0 +1,72 @@
+package tests
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"scribe/writer"
+)
+
+// runHelper is the test binary acting as another process that uses the
+// writer library directly (SCRIBE_TEST_HELPER=mode:args). It returns the
+// exit code.
+func runHelper(spec string) int {
+	mode, arg, _ := strings.Cut(spec, ":")
+	switch mode {
+	case "race": // race:<store>:<trace>:<n> — acquire n times, tracing enter/leave
+		parts := strings.Split(arg, ":")
+		n, _ := strconv.Atoi(parts[2])
+		return helperRace(parts[0], parts[1], n)
+	case "panic": // panic:<store> — panic inside WithLock, recover, then idle
+		func() {
+			defer func() { _ = recover() }()
+			_ = writer.WithLock(arg, writer.LockOptions{Command: "panicking helper"}, func(*writer.Hold) error {
+				panic("boom")
+			})
+		}()
+		fmt.Println("recovered")
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // stay alive until the test is done
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
+	return 2
+}
+
+// helperRace takes the store lock n times, as fast as it can, appending
+// "pid enter i inode" and "pid leave i" to the trace (O_APPEND: each line
+// lands whole), so that the test can look for any overlap.
+func helperRace(store, trace string, n int) int {
+	f, err := os.OpenFile(trace, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer f.Close()
+	pid := os.Getpid()
+	lockPath := writer.DefaultLockPath(store)
+	for i := 0; i < n; {
+		h, err := writer.TryLock(store, writer.LockOptions{Command: "race helper"})
+		if errors.Is(err, writer.ErrLocked) {
+			continue // contention is the point: try again at once
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		var st syscall.Stat_t
+		_ = syscall.Stat(lockPath, &st)
+		fmt.Fprintf(f, "%d enter %d %d\n", pid, i, st.Ino)
+		fmt.Fprintf(f, "%d leave %d\n", pid, i)
+		if err := h.Unlock(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		i++
+	}
+	return 0
+}

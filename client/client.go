@@ -174,7 +174,10 @@ func (c *Client) connect(ctx context.Context) error {
 
 func dial(d *queue.Discovery) (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := nats.Connect(d.URL, nats.UserInfo(d.User, d.Password), nats.Timeout(2*time.Second),
-		nats.Name("scribe-client"), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		nats.Name("scribe-client"), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+		// While disconnected, fail a publish at once (it is retried, or
+		// redialled to a restarted daemon) rather than buffer it.
+		nats.ReconnectBufSize(-1))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -450,6 +453,23 @@ func (c *Client) Report(ctx context.Context) (*queue.StatusReport, error) {
 	}
 	var r queue.StatusReport
 	return &r, c.request(ctx, nil, &r)
+}
+
+// DeadLetters asks the daemon for the messages its queue received without
+// a readable job ID (newest first). Without a daemon it returns
+// ErrNoDaemon.
+func (c *Client) DeadLetters(ctx context.Context) (*queue.DeadLetters, error) {
+	if nc, _ := c.conn(); nc == nil {
+		return nil, ErrNoDaemon
+	}
+	var d queue.DeadLetters
+	if err := c.request(ctx, []byte(queue.DeadLettersRequest), &d); err != nil {
+		return nil, err
+	}
+	if d.Error != "" {
+		return nil, errors.New(d.Error)
+	}
+	return &d, nil
 }
 
 func (c *Client) request(ctx context.Context, body []byte, v any) error {

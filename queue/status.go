@@ -40,4 +40,31 @@ type StatusReport struct {
 	Holder   *Holder   `json:"holder,omitempty"`  // who holds the store lock, if anyone
 	Waiting  string    `json:"waiting,omitempty"` // why the writer is waiting, if it is
 	Fault    string    `json:"fault,omitempty"`   // the I/O fault the writer is retrying on, if any
+	Dead     uint64    `json:"dead_letters"`      // dead letters kept in the journal
 }
+
+// DeadLetter is a message that reached a store's queue but carried no
+// readable job ID, so no outcome could be recorded for anyone to find: it
+// is acked (it never blocks the queue) and kept here for inspection.
+type DeadLetter struct {
+	Seq    uint64    `json:"seq"`
+	At     time.Time `json:"at"`
+	Reason Reason    `json:"reason"`
+	Detail string    `json:"detail"`
+	// Data is the start of the message (at most DeadLetterBytes).
+	Data []byte `json:"data"`
+}
+
+// DeadLetters is the status service's answer to DeadLettersRequest.
+type DeadLetters struct {
+	Total   int          `json:"total"`   // how many the journal keeps
+	Letters []DeadLetter `json:"letters"` // the most recent, newest first
+	Error   string       `json:"error,omitempty"`
+}
+
+// DeadLetterBytes is how much of a dead letter's message is kept.
+const DeadLetterBytes = 4096
+
+// DeadLettersRequest is the status request body that asks for the most
+// recent dead letters instead of a job ID (which can never start with !).
+const DeadLettersRequest = "!dead"

@@ -108,8 +108,15 @@ type daemon struct {
 // its discovery file is written and names its pid.
 func startDaemon(t testing.TB, store string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonEnv(t, store, nil, extra...)
+}
+
+// startDaemonEnv is startDaemon with extra environment (fault hooks).
+func startDaemonEnv(t testing.TB, store string, env []string, extra ...string) *daemon {
+	t.Helper()
 	args := append([]string{"serve", "--store", store, "--log-level", "debug"}, extra...)
 	d := &daemon{cmd: exec.Command(scribeBin, args...), store: store, log: &syncBuffer{}, exited: make(chan struct{})}
+	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	require.NoError(t, d.cmd.Start())
 	go func() { d.err = d.cmd.Wait(); close(d.exited) }()

@@ -83,6 +83,7 @@ func materialize(root *os.Root, changes []fileChange) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", c.Kind, c.Path, err)
 		}
+		crashPoint("file")
 		dirs[path.Dir(c.Path)] = true
 	}
 	for dir := range dirs {

@@ -16,6 +16,7 @@ var (
 	bucketOutcomes = []byte("outcomes") // job ID → Outcome JSON
 	bucketMeta     = []byte("meta")     // keyEpoch, keyLastSeq
 	bucketIntent   = []byte("intent")   // keyIntent → intent JSON, present only mid-batch
+	bucketDead     = []byte("dead")     // stream seq → DeadLetter JSON
 	keyEpoch       = []byte("epoch")
 	keyLastSeq     = []byte("last_seq")
 	keyIntent      = []byte("batch")
@@ -46,7 +47,7 @@ func OpenJournal(path string) (*Journal, error) {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketOutcomes, bucketMeta, bucketIntent} {
+		for _, b := range [][]byte{bucketOutcomes, bucketMeta, bucketIntent, bucketDead} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -143,10 +144,20 @@ func (j *Journal) pendingIntent() (*intent, error) {
 	return in, err
 }
 
-// commit records a batch's outcomes and last sequence and drops its intent,
-// all in one transaction. Outcomes already recorded are never overwritten.
-func (j *Journal) commit(outs []*queue.Outcome, lastSeq uint64) error {
+// commit records a batch's outcomes, dead letters and last sequence and
+// drops its intent, all in one transaction. Outcomes already recorded are
+// never overwritten.
+func (j *Journal) commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
+		for _, d := range dead {
+			v, err := json.Marshal(d)
+			if err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketDead).Put(putUint(d.Seq), v); err != nil {
+				return err
+			}
+		}
 		b := tx.Bucket(bucketOutcomes)
 		for _, o := range outs {
 			if o.ID == "" || b.Get([]byte(o.ID)) != nil {
@@ -180,4 +191,26 @@ func getUint(b *bolt.Bucket, k []byte) uint64 {
 
 func putUint(v uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, v)
+}
+
+// DeadLetters returns up to limit dead letters, newest first, and how many
+// the journal keeps in all.
+func (j *Journal) DeadLetters(limit int) (out []queue.DeadLetter, total int, err error) {
+	err = j.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketDead)
+		if b == nil {
+			return nil
+		}
+		total = b.Stats().KeyN
+		c := b.Cursor()
+		for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
+			var d queue.DeadLetter
+			if err := json.Unmarshal(v, &d); err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, total, err
 }

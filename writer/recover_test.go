@@ -185,9 +185,9 @@ func TestCommitKeepsRecordedOutcome(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	first := &queue.Outcome{V: queue.Version, ID: "j", Status: queue.StatusApplied, Epoch: 1}
-	require.NoError(t, s.st.journal.commit([]*queue.Outcome{first}, 3))
+	require.NoError(t, s.st.journal.commit([]*queue.Outcome{first}, nil, 3))
 	later := &queue.Outcome{V: queue.Version, ID: "j", Status: queue.StatusRejected, Reason: queue.ReasonInternal, Epoch: 2}
-	require.NoError(t, s.st.journal.commit([]*queue.Outcome{later}, 2))
+	require.NoError(t, s.st.journal.commit([]*queue.Outcome{later}, nil, 2))
 
 	got, err := s.Journal().Outcome("j")
 	require.NoError(t, err)

@@ -162,7 +162,7 @@ func (s *shared) recover() error {
 	if err := materialize(s.root, in.Changes); err != nil {
 		return fmt.Errorf("recover interrupted batch: %w", err)
 	}
-	if err := s.journal.commit(in.Outcomes, in.LastSeq); err != nil {
+	if err := s.journal.commit(in.Outcomes, nil, in.LastSeq); err != nil {
 		return fmt.Errorf("recover interrupted batch: %w", err)
 	}
 	return nil
@@ -190,6 +190,9 @@ type Entry struct {
 	Err error
 	// Seq is the job's stream sequence (0 for direct writes).
 	Seq uint64
+	// Raw is the job as received, kept as a dead letter if no ID can be
+	// read from it.
+	Raw []byte
 }
 
 // Result is the outcome of one Entry.
@@ -276,14 +279,32 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 		if err := journal.writeIntent(in); err != nil {
 			return nil, fmt.Errorf("record intent: %w", err)
 		}
+		crashPoint("intent")
 		if err := materialize(root, changes); err != nil {
 			return nil, err
 		}
+		crashPoint("files")
 	}
-	if err := journal.commit(decided, lastSeq); err != nil {
+	if err := journal.commit(decided, deadLetters(entries, results), lastSeq); err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	return results, nil
+}
+
+// deadLetters are the entries decided without a readable ID: nobody can
+// ask for their outcome, so the journal keeps them for inspection.
+func deadLetters(entries []Entry, results []Result) []queue.DeadLetter {
+	var dead []queue.DeadLetter
+	for i, r := range results {
+		if o := r.Outcome; o.ID == "" {
+			raw := entries[i].Raw
+			dead = append(dead, queue.DeadLetter{
+				Seq: entries[i].Seq, At: o.At, Reason: o.Reason, Detail: o.Detail,
+				Data: raw[:min(len(raw), queue.DeadLetterBytes)],
+			})
+		}
+	}
+	return dead
 }
 
 // Close releases the session: journal, root, then the store lock. It is

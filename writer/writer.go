@@ -223,10 +223,11 @@ func (w *Writer) run(ctx context.Context) {
 // false if ctx ended while it was waiting for the store, leaving the batch
 // unacked in the queue.
 func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
+	crashPoint("fetched")
 	entries := make([]Entry, len(batch))
 	for i, m := range batch {
 		job, err := queue.Decode(m.Data())
-		entries[i] = Entry{Job: job, Err: err}
+		entries[i] = Entry{Job: job, Err: err, Raw: m.Data()}
 		if md, err := m.Metadata(); err == nil {
 			entries[i].Seq = md.Sequence.Stream
 		}
@@ -280,16 +281,24 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 		}
 	}
 	w.mu.Unlock()
+	crashPoint("commit")
+	// The journal has every outcome: now the queue may forget the jobs.
 	for i, m := range batch {
 		if err := m.Ack(); err != nil {
 			w.log.Warn("ack", "err", err) // redelivery is harmless: the journal has the outcome
 		}
-		o := results[i].Outcome
+		if i == 0 {
+			crashPoint("ack")
+		}
+	}
+	crashPoint("acked")
+	for i, r := range results {
+		o := r.Outcome
 		if o.ID == "" {
-			w.log.Warn("dropped a job with no readable ID", "seq", entries[i].Seq, "reason", o.Reason, "detail", o.Detail)
+			w.log.Warn("dead-lettered a job with no readable ID", "seq", entries[i].Seq, "reason", o.Reason, "detail", o.Detail)
 			continue
 		}
-		if o.Status == queue.StatusRejected && !results[i].Duplicate {
+		if o.Status == queue.StatusRejected && !r.Duplicate {
 			w.log.Info("job rejected", "id", o.ID, "reason", o.Reason, "detail", o.Detail)
 		}
 		if b, err := queue.EncodeOutcome(o); err == nil {
@@ -298,6 +307,7 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 			}
 		}
 	}
+	crashPoint("published")
 	return true
 }
 
@@ -367,34 +377,60 @@ func (w *Writer) release() {
 	w.session = nil
 }
 
-// Lookup returns the recorded outcome of a job, reading the journal through
-// the writer's session when it holds the store, or read-only otherwise.
-func (w *Writer) Lookup(id string) queue.Lookup {
+// withJournal runs fn on the store's journal: the writer's session's when
+// it holds the store, else a read-only open (which fails after a moment
+// while a direct writer has it). fn gets nil if there is no journal yet.
+func (w *Writer) withJournal(fn func(*Journal) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	j := (*Journal)(nil)
 	if w.session != nil {
-		j = w.session.Journal()
-	} else {
-		ro, err := OpenJournalReadOnly(JournalPath(w.store), 500*time.Millisecond)
-		if errors.Is(err, fs.ErrNotExist) {
-			return queue.Lookup{} // nothing was ever applied to this store
-		}
-		if err != nil {
-			return queue.Lookup{Error: err.Error()}
-		}
-		defer ro.Close()
-		j = ro
+		return fn(w.session.Journal())
 	}
-	o, err := j.Outcome(id)
+	ro, err := OpenJournalReadOnly(JournalPath(w.store), 500*time.Millisecond)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fn(nil) // nothing was ever applied to this store
+	}
+	if err != nil {
+		return err
+	}
+	defer ro.Close()
+	return fn(ro)
+}
+
+// Lookup returns the recorded outcome of a job.
+func (w *Writer) Lookup(id string) queue.Lookup {
+	var l queue.Lookup
+	err := w.withJournal(func(j *Journal) error {
+		if j == nil {
+			return nil
+		}
+		o, err := j.Outcome(id)
+		l.Found, l.Outcome = o != nil, o
+		return err
+	})
 	if err != nil {
 		return queue.Lookup{Error: err.Error()}
 	}
-	return queue.Lookup{Found: o != nil, Outcome: o}
+	return l
+}
+
+// DeadLetters returns the most recent dead letters (at most 100).
+func (w *Writer) DeadLetters() (queue.DeadLetters, error) {
+	var d queue.DeadLetters
+	err := w.withJournal(func(j *Journal) error {
+		if j == nil {
+			return nil
+		}
+		var err error
+		d.Letters, d.Total, err = j.DeadLetters(100)
+		return err
+	})
+	return d, err
 }
 
 // serveStatus answers status requests on the store's status subject: an
-// empty request gets a StatusReport, a job ID gets a Lookup.
+// empty request gets a StatusReport, DeadLettersRequest gets DeadLetters,
+// a job ID gets a Lookup.
 func (w *Writer) serveStatus() (micro.Service, error) {
 	return micro.AddService(w.cfg.Conn, micro.Config{
 		Name:        "scribe",
@@ -411,12 +447,19 @@ func (w *Writer) serveStatus() (micro.Service, error) {
 					return
 				}
 				var v any
-				if id := string(req.Data()); id != "" {
-					v = w.Lookup(id)
-				} else {
+				switch body := string(req.Data()); body {
+				case "":
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 					defer cancel()
 					v = w.Report(ctx)
+				case queue.DeadLettersRequest:
+					d, err := w.DeadLetters()
+					if err != nil {
+						d.Error = err.Error()
+					}
+					v = d
+				default:
+					v = w.Lookup(body)
 				}
 				_ = req.RespondJSON(v)
 			}),
@@ -436,6 +479,9 @@ func (w *Writer) Report(ctx context.Context) *queue.StatusReport {
 	}
 	if h, err := ReadHolder(lockPathOf(w.store, w.cfg.LockPath)); err == nil {
 		r.Holder = h
+	}
+	if d, err := w.DeadLetters(); err == nil {
+		r.Dead = uint64(d.Total)
 	}
 	return r
 }

@@ -21,6 +21,7 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	store := storeFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	lockFile := fs.String("lock-file", "", "store lock `file` (default <store>/.scribe/lock)")
+	dead := fs.Bool("dead", false, "list the dead letters: queued messages without a readable job ID")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -37,6 +38,9 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
+	if *dead {
+		return c.deadLetters(ctx, cl, *asJSON)
+	}
 	if fs.NArg() == 1 {
 		return c.job(ctx, cl, fs.Arg(0), *asJSON)
 	}
@@ -65,6 +69,32 @@ func (c *StatusCommand) job(ctx context.Context, cl *client.Client, id string, a
 	return nil
 }
 
+func (c *StatusCommand) deadLetters(ctx context.Context, cl *client.Client, asJSON bool) error {
+	d, err := cl.DeadLetters(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(c.Stdout, d)
+	}
+	fmt.Fprintf(c.Stdout, "%d dead letters", d.Total)
+	if len(d.Letters) < d.Total {
+		fmt.Fprintf(c.Stdout, " (the newest %d)", len(d.Letters))
+	}
+	fmt.Fprintln(c.Stdout)
+	for _, l := range d.Letters {
+		fmt.Fprintf(c.Stdout, "  seq %d at %s: %s: %s\n    %q\n", l.Seq, l.At.Format(time.RFC3339), l.Reason, l.Detail, truncateBytes(l.Data, 120))
+	}
+	return nil
+}
+
+func truncateBytes(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "…"
+}
+
 // storeStatus is what `status` reports without a daemon.
 type storeStatus struct {
 	Store   string        `json:"store"`
@@ -85,8 +115,8 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 		if asJSON {
 			return writeJSON(c.Stdout, r)
 		}
-		fmt.Fprintf(c.Stdout, "store %s (%s)\ndaemon pid %d, version %s, up %s\nqueued %d, applied %d, rejected %d since start\n",
-			r.Store, r.StoreID, r.PID, r.Version, time.Since(r.Started).Round(time.Second), r.Queued, r.Applied, r.Rejected)
+		fmt.Fprintf(c.Stdout, "store %s (%s)\ndaemon pid %d, version %s, up %s\nqueued %d, applied %d, rejected %d since start; %d dead letters\n",
+			r.Store, r.StoreID, r.PID, r.Version, time.Since(r.Started).Round(time.Second), r.Queued, r.Applied, r.Rejected, r.Dead)
 		printHolder(c, r.Holder)
 		if r.Waiting != "" {
 			fmt.Fprintf(c.Stdout, "writer waiting: %s\n", r.Waiting)

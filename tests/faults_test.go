@@ -1,0 +1,323 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"scribe/queue"
+)
+
+// crashJob is one job of the crash workload: CLI arguments after
+// `submit --store S --id ID`.
+type crashJob struct {
+	id   string
+	args []string
+}
+
+// crashWorkload mixes multi-op jobs, appends, puts and merges. Job 0 is
+// multi-op, so a crash between its files ("file" step) leaves a batch half
+// on disk.
+func crashWorkload(t *testing.T) []crashJob {
+	t.Helper()
+	var jobs []crashJob
+	dir := t.TempDir()
+	for i := range 12 {
+		id := fmt.Sprintf("job-%02d", i)
+		switch i % 4 {
+		case 0:
+			job := fmt.Sprintf(`{"id":%q,"ops":[
+				{"op":"append","path":"multi.txt","data":"m %d\n"},
+				{"op":"merge","path":"state.json","data":"{\"m%d\": %d}"},
+				{"op":"put","path":"sub/last.txt","data":"last %d"}]}`, id, i, i, i, i)
+			f := filepath.Join(dir, id+".json")
+			require.NoError(t, os.WriteFile(f, []byte(job), 0o644))
+			jobs = append(jobs, crashJob{id, []string{"--job", f}})
+		case 1:
+			jobs = append(jobs, crashJob{id, []string{"append", "log.txt", fmt.Sprintf("a %d\n", i)}})
+		case 2:
+			jobs = append(jobs, crashJob{id, []string{"put", "put.txt", fmt.Sprintf("v %d", i)}})
+		case 3:
+			jobs = append(jobs, crashJob{id, []string{"merge", "state.json", fmt.Sprintf(`{"k%d": %d}`, i, i)}})
+		}
+	}
+	return jobs
+}
+
+// checkCrashWorkload checks the store after the workload: every job applied
+// exactly once, in order, no torn file.
+func checkCrashWorkload(t *testing.T, store string, jobs []crashJob) {
+	t.Helper()
+	for _, j := range jobs {
+		var out queue.Outcome
+		require.Eventually(t, func() bool {
+			r := scribe(t, "", "status", "--store", store, "--json", j.id)
+			return r.code == 0 && json.Unmarshal([]byte(r.stdout), &out) == nil
+		}, 30*time.Second, 20*time.Millisecond, "outcome of %s", j.id)
+		assert.Equal(t, queue.StatusApplied, out.Status, "%s: %s", j.id, out.Detail)
+	}
+	var wantLog, wantMulti string
+	wantState := map[string]int{}
+	for i := range jobs {
+		switch i % 4 {
+		case 0:
+			wantMulti += fmt.Sprintf("m %d\n", i)
+			wantState[fmt.Sprintf("m%d", i)] = i
+		case 1:
+			wantLog += fmt.Sprintf("a %d\n", i)
+		case 3:
+			wantState[fmt.Sprintf("k%d", i)] = i
+		}
+	}
+	assert.Equal(t, wantLog, readFile(t, filepath.Join(store, "log.txt")), "appends once each, in order")
+	assert.Equal(t, wantMulti, readFile(t, filepath.Join(store, "multi.txt")), "multi-op appends once each, in order")
+	assert.Equal(t, fmt.Sprintf("v %d", 10), readFile(t, filepath.Join(store, "put.txt")), "the last put wins, whole")
+	assert.Equal(t, fmt.Sprintf("last %d", 8), readFile(t, filepath.Join(store, "sub", "last.txt")))
+	var state map[string]int
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, filepath.Join(store, "state.json"))), &state), "state.json parses")
+	assert.Equal(t, wantState, state)
+}
+
+// Issue 4, must show 2: the daemon dies (SIGKILL, by the SCRIBE_CRASH_AT
+// hook) at each step of the batch pipeline in turn; after a restart every
+// job is applied exactly once and no file is torn.
+func TestCrashAtEachStep(t *testing.T) {
+	for _, step := range []string{"fetched", "intent", "file", "files", "commit", "ack", "acked", "published"} {
+		t.Run(step, func(t *testing.T) {
+			store := newStore(t)
+			jobs := crashWorkload(t)
+			d := startDaemonEnv(t, store, []string{"SCRIBE_CRASH_AT=" + step + ":2"})
+			first, crashed := d, d.exited
+			for _, j := range jobs {
+				args := append([]string{"submit", "--store", store, "--route", "require", "--id", j.id}, j.args...)
+				for try := 0; ; try++ {
+					// A submit in flight when the daemon dies waits for a
+					// daemon to come back: restart it meanwhile.
+					done := make(chan result, 1)
+					go func() { done <- scribe(t, "", args...) }()
+					var r result
+				wait:
+					for {
+						select {
+						case r = <-done:
+							break wait
+						case <-crashed: // the fault fired: restart without it
+							crashed = nil
+							d = startDaemon(t, store)
+						}
+					}
+					if r.code == 0 {
+						break
+					}
+					require.Less(t, try, 50, "%s never queued: %s", j.id, r.stderr)
+				}
+			}
+			// The fault fires on the second batch at the latest.
+			select {
+			case <-first.exited:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the daemon never reached step %q twice", step)
+			}
+			first.killed = true
+			var ee *exec.ExitError
+			require.ErrorAs(t, first.err, &ee)
+			assert.Equal(t, syscall.SIGKILL, ee.Sys().(syscall.WaitStatus).Signal(), "died by the hook")
+			if d == first {
+				d = startDaemon(t, store)
+			}
+			checkCrashWorkload(t, store, jobs)
+			if step == "intent" || step == "file" || step == "files" {
+				assert.Contains(t, d.log.String(), "redoing an interrupted batch", "the restarted daemon finished the batch the crash cut")
+			}
+		})
+	}
+}
+
+// Must show 3: producers SIGKILLed mid-submit and retried with the same ID
+// never double a job.
+func TestKilledSubmittersRetrySameID(t *testing.T) {
+	store := newStore(t)
+	startDaemon(t, store)
+	const n = 30
+	var wg sync.WaitGroup
+	for p := range 3 {
+		wg.Go(func() {
+			for i := range n {
+				id := fmt.Sprintf("p%d-%d", p, i)
+				args := []string{"submit", "--store", store, "--wait", "--id", id, "append", "log.txt", id + "\n"}
+				// First attempt killed after a random instant, then retried.
+				cmd := exec.Command(scribeBin, args...)
+				require.NoError(t, cmd.Start())
+				time.Sleep(time.Duration(i%7) * 3 * time.Millisecond) // a spread of kill instants, not a synchronisation
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				r := scribe(t, "", args...)
+				assert.Equal(t, 0, r.code, r.stderr)
+			}
+		})
+	}
+	wg.Wait()
+	lines := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(store, "log.txt"))), "\n")
+	assert.Len(t, lines, 3*n, "each job once")
+	count := map[string]int{}
+	for _, l := range lines {
+		count[l]++
+	}
+	for l, c := range count {
+		assert.Equal(t, 1, c, "%s applied %d times", l, c)
+	}
+}
+
+// Must show 4: garbage, an unknown version and a job that panics the
+// applier, published raw between valid jobs: the valid ones apply, the
+// daemon stays up, the bad ones are rejected or dead-lettered, visibly.
+func TestPoisonMessages(t *testing.T) {
+	store := newStore(t)
+	d := startDaemonEnv(t, store, []string{"SCRIBE_PANIC_ON=boom.txt"})
+	disc, err := queue.ReadDiscovery(store)
+	require.NoError(t, err)
+	nc, err := nats.Connect(disc.URL, nats.UserInfo(disc.User, disc.Password))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	sid := disc.StoreID
+	good := func(i int) string {
+		return fmt.Sprintf(`{"v":1,"id":"good-%d","store":%q,"ops":[{"op":"append","path":"ok.txt","data":"%d\n"}]}`, i, sid, i)
+	}
+	msgs := []struct{ id, body string }{
+		{"good-0", good(0)},
+		{"garbage-1", "\x00\xffnot json at all"},
+		{"good-1", good(1)},
+		{"v9", fmt.Sprintf(`{"v":9,"id":"v9","store":%q,"ops":[]}`, sid)},
+		{"good-2", good(2)},
+		{"boom", fmt.Sprintf(`{"v":1,"id":"boom","store":%q,"ops":[{"op":"put","path":"boom.txt","data":"x"}]}`, sid)},
+		{"good-3", good(3)},
+		{"garbage-2", `["an","array"]`},
+		{"good-4", good(4)},
+	}
+	for _, m := range msgs {
+		_, err := queue.Publish(t.Context(), js, sid, m.id, []byte(m.body))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		return readFile(t, filepath.Join(store, "ok.txt")) == "0\n1\n2\n3\n4\n"
+	}, 20*time.Second, 20*time.Millisecond, "the valid jobs apply in order")
+	assert.NoFileExists(t, filepath.Join(store, "boom.txt"))
+
+	for id, reason := range map[string]queue.Reason{"v9": queue.ReasonBadVersion, "boom": queue.ReasonInternal} {
+		r := scribe(t, "", "status", "--store", store, "--json", id)
+		require.Equal(t, 0, r.code, r.stderr)
+		var o queue.Outcome
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &o))
+		assert.Equal(t, queue.StatusRejected, o.Status)
+		assert.Equal(t, reason, o.Reason, o.Detail)
+	}
+	r := scribe(t, "", "status", "--store", store, "--dead", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var dead queue.DeadLetters
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &dead))
+	assert.Equal(t, 2, dead.Total)
+	if assert.Len(t, dead.Letters, 2) {
+		assert.Equal(t, `["an","array"]`, string(dead.Letters[0].Data), "newest first")
+		assert.Equal(t, "\x00\xffnot json at all", string(dead.Letters[1].Data))
+	}
+	select {
+	case <-d.exited:
+		t.Fatal("the daemon died")
+	default:
+	}
+	ok := scribe(t, "", "submit", "--store", store, "--wait", "append", "ok.txt", "after\n")
+	assert.Equal(t, 0, ok.code, ok.stderr)
+}
+
+// Must show 6: a full queue refuses new jobs at once with a clear error
+// (exit 75) and drops nothing; after draining, submits work again and the
+// jobs applied are exactly the jobs accepted.
+func TestQueueFull(t *testing.T) {
+	store := newStore(t)
+	startDaemon(t, store, "--max-jobs", "5")
+	release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock"))
+	accepted := 0
+	var refused result
+	for i := range 8 {
+		r := scribe(t, "", "submit", "--store", store, "append", "log.txt", fmt.Sprintf("%d\n", i))
+		if r.code == 0 {
+			accepted++
+			continue
+		}
+		refused = r
+		break
+	}
+	// The writer holds up to a batch in hand; the stream's limit is 5.
+	assert.Equal(t, 75, refused.code, refused.stderr)
+	assert.Contains(t, refused.stderr, "queue full")
+	assert.Less(t, refused.duration, 5*time.Second)
+	release()
+	require.Eventually(t, func() bool {
+		return strings.Count(readFile(t, filepath.Join(store, "log.txt")), "\n") == accepted
+	}, 20*time.Second, 20*time.Millisecond)
+	r := scribe(t, "", "submit", "--store", store, "--wait", "append", "log.txt", "after\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, accepted+1, strings.Count(readFile(t, filepath.Join(store, "log.txt")), "\n"))
+}
+
+// Must show 7: SIGTERM under load exits 0 and releases the lock; nothing
+// accepted is lost (a restart drains the rest).
+func TestSIGTERMUnderLoad(t *testing.T) {
+	store := newStore(t)
+	d := startDaemon(t, store)
+	var mu sync.Mutex
+	var accepted []string
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for p := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("p%d-%d", p, i)
+				r := scribe(t, "", "submit", "--store", store, "--route", "require", "--id", id, "append", "log.txt", id+"\n")
+				if r.code == 0 {
+					mu.Lock()
+					accepted = append(accepted, id)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(accepted) >= 40 }, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-d.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit within 20s of SIGTERM")
+	}
+	assert.NoError(t, d.err, "exit 0 on SIGTERM")
+	close(stop)
+	wg.Wait()
+	r := scribe(t, "", "lock", "--store", store, "--", "true")
+	assert.Equal(t, 0, r.code, "the lock is free: %s", r.stderr)
+
+	startDaemon(t, store)
+	require.Eventually(t, func() bool {
+		return strings.Count(readFile(t, filepath.Join(store, "log.txt")), "\n") >= len(accepted)
+	}, 30*time.Second, 20*time.Millisecond)
+	lines := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(store, "log.txt"))), "\n")
+	assert.ElementsMatch(t, accepted, lines, "every accepted job applied exactly once")
+}

@@ -1,0 +1,117 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"scribe/queue"
+)
+
+// mountTmpfs mounts a small tmpfs at dir (root only), unmounted at cleanup.
+func mountTmpfs(t *testing.T, dir, size string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s); this test needs root", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+}
+
+func remount(t *testing.T, dir, mode string) {
+	t.Helper()
+	out, err := exec.Command("mount", "-o", "remount,"+mode, dir).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+// daemonFault returns the I/O fault the daemon reports, "" if none.
+func daemonFault(t *testing.T, store string) string {
+	t.Helper()
+	r := scribe(t, "", "status", "--store", store, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep queue.StatusReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	return rep.Fault
+}
+
+// Issue 4, must show 5: the store's disk turns read-only, or fills up,
+// under load. Nothing is recorded as applied that is not on disk; status
+// shows the fault; when it clears, every queued job applies exactly once.
+func TestStoreFaults(t *testing.T) {
+	tests := []struct {
+		name   string
+		size   string
+		break_ func(t *testing.T, data string)
+		mend   func(t *testing.T, data string)
+		fault  string
+	}{
+		{"read-only", "1m",
+			func(t *testing.T, data string) { remount(t, data, "ro") },
+			func(t *testing.T, data string) { remount(t, data, "rw") },
+			"read-only file system"},
+		{"full", "128k",
+			func(t *testing.T, data string) {
+				// Fill it: dd stops with "No space left on device".
+				_ = exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(data, "filler"), "bs=4k").Run()
+			},
+			func(t *testing.T, data string) { require.NoError(t, os.Remove(filepath.Join(data, "filler"))) },
+			"no space left on device"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			data := filepath.Join(store, "data")
+			mountTmpfs(t, data, tt.size)
+			startDaemon(t, store)
+			log := filepath.Join(data, "log.txt")
+			// Lines over a page long: each append needs new space.
+			line := func(i int) string { return fmt.Sprintf("%03d %s\n", i, strings.Repeat("x", 5000)) }
+			for i := range 3 {
+				r := scribe(t, "", "submit", "--store", store, "--wait", "--id", fmt.Sprintf("j%d", i), "append", "data/log.txt", line(i))
+				require.Equal(t, 0, r.code, r.stderr)
+			}
+
+			tt.break_(t, data)
+			for i := 3; i < 10; i++ {
+				r := scribe(t, "", "submit", "--store", store, "--id", fmt.Sprintf("j%d", i), "append", "data/log.txt", line(i))
+				require.Equal(t, 0, r.code, "queued despite the fault: %s", r.stderr)
+			}
+			require.Eventually(t, func() bool {
+				return strings.Contains(strings.ToLower(daemonFault(t, store)), tt.fault)
+			}, 20*time.Second, 20*time.Millisecond, "status shows the fault")
+			got := readFile(t, log)
+			assert.True(t, strings.HasPrefix(got, line(0)+line(1)+line(2)), "what was applied is intact")
+			stuck := 0
+			for i := 3; i < 10; i++ {
+				r := scribe(t, "", "status", "--store", store, fmt.Sprintf("j%d", i))
+				if r.code == 0 {
+					assert.Contains(t, got, line(i), "j%d is recorded applied, so it must be on disk", i)
+				} else {
+					stuck++
+				}
+			}
+			assert.Positive(t, stuck, "the fault held jobs back")
+
+			tt.mend(t, data)
+			want := ""
+			for i := range 10 {
+				want += line(i)
+			}
+			require.Eventually(t, func() bool { return readFile(t, log) == want }, 30*time.Second, 20*time.Millisecond,
+				"every queued job applied exactly once after the fault cleared")
+			require.Eventually(t, func() bool { return daemonFault(t, store) == "" }, 10*time.Second, 20*time.Millisecond)
+			for i := range 10 {
+				r := scribe(t, "", "status", "--store", store, fmt.Sprintf("j%d", i))
+				assert.Equal(t, 0, r.code, "j%d recorded: %s", i, r.stderr)
+			}
+		})
+	}
+}

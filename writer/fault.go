@@ -1,0 +1,46 @@
+package writer
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+)
+
+// EnvCrashAt names the fault-injection hook the crash tests use:
+// SCRIBE_CRASH_AT=<step>[:<n>] makes the process kill itself with SIGKILL
+// the n-th time (default 1st) it reaches that step of the batch pipeline.
+// The steps, in order (docs/recovery.md): fetched, intent, file (after each
+// file written), files, commit, ack (after the first ack), acked,
+// published. Unset, it costs one comparison per step.
+const EnvCrashAt = "SCRIBE_CRASH_AT"
+
+// EnvPanicOn names the hook that makes the applier panic on an op whose
+// path is its value, to test that a panicking job is isolated.
+const EnvPanicOn = "SCRIBE_PANIC_ON"
+
+var (
+	crashStep, crashN = parseCrashAt(os.Getenv(EnvCrashAt))
+	crashCount        atomic.Int64
+	panicOn           = os.Getenv(EnvPanicOn)
+)
+
+func parseCrashAt(s string) (string, int64) {
+	step, n, _ := strings.Cut(s, ":")
+	count, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || count < 1 {
+		count = 1
+	}
+	return step, count
+}
+
+// crashPoint dies hard at the configured step, as SIGKILL would at that
+// instant: no deferred function runs, nothing is flushed.
+func crashPoint(step string) {
+	if crashStep != step || crashCount.Add(1) != crashN {
+		return
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
+}

@@ -409,14 +409,10 @@ func (c *Client) publish(ctx context.Context, id string, data []byte) (dup bool,
 	}
 }
 
-// Status returns the recorded outcome of a job ID, or nil if the journal
-// has none (yet).
-func (c *Client) Status(ctx context.Context, id string) (*queue.Outcome, error) {
-	l, err := c.lookup(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return l.Outcome, nil
+// Status looks a job ID up in the journal: its recorded outcome, or, when
+// there is none (yet), whether older outcomes have been pruned.
+func (c *Client) Status(ctx context.Context, id string) (*queue.Lookup, error) {
+	return c.lookup(ctx, id)
 }
 
 func (c *Client) lookup(ctx context.Context, id string) (*queue.Lookup, error) {
@@ -433,8 +429,8 @@ func (c *Client) lookup(ctx context.Context, id string) (*queue.Lookup, error) {
 			return nil, err
 		}
 		defer j.Close()
-		o, err := j.Outcome(id)
-		return &queue.Lookup{Found: o != nil, Outcome: o}, err
+		l, err := j.Lookup(id)
+		return &l, err
 	}
 	if err := c.request(ctx, []byte(id), &l); err != nil {
 		return nil, err

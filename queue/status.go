@@ -8,6 +8,9 @@ type Lookup struct {
 	Found bool `json:"found"`
 	// Outcome is the recorded outcome when Found.
 	Outcome *Outcome `json:"outcome,omitempty"`
+	// PrunedBefore, when not found, is the journal's prune cutoff: an
+	// outcome recorded before it may have existed and been removed.
+	PrunedBefore time.Time `json:"pruned_before,omitzero"`
 	// Error is set when the journal could not be read (for example while a
 	// direct writer holds the store).
 	Error string `json:"error,omitempty"`

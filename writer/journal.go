@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -17,8 +18,10 @@ var (
 	bucketMeta     = []byte("meta")     // keyEpoch, keyLastSeq
 	bucketIntent   = []byte("intent")   // keyIntent → intent JSON, present only mid-batch
 	bucketDead     = []byte("dead")     // stream seq → DeadLetter JSON
+	bucketByTime   = []byte("by_time")  // recorded-at (8 bytes) + job ID → nil: the pruning order
 	keyEpoch       = []byte("epoch")
 	keyLastSeq     = []byte("last_seq")
+	keyPruned      = []byte("pruned_before") // unix nanos: outcomes recorded before it may be gone
 	keyIntent      = []byte("batch")
 )
 
@@ -47,7 +50,7 @@ func OpenJournal(path string) (*Journal, error) {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketOutcomes, bucketMeta, bucketIntent, bucketDead} {
+		for _, b := range [][]byte{bucketOutcomes, bucketMeta, bucketIntent, bucketDead, bucketByTime} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -118,6 +121,17 @@ func (j *Journal) Outcome(id string) (*queue.Outcome, error) {
 	return out, err
 }
 
+// Lookup returns the outcome of a job or, if there is none, the journal's
+// prune cutoff.
+func (j *Journal) Lookup(id string) (queue.Lookup, error) {
+	o, err := j.Outcome(id)
+	if err != nil || o != nil {
+		return queue.Lookup{Found: o != nil, Outcome: o}, err
+	}
+	pruned, err := j.PrunedBefore()
+	return queue.Lookup{PrunedBefore: pruned}, err
+}
+
 // writeIntent records a batch's intent in one transaction, before any file
 // of the batch changes.
 func (j *Journal) writeIntent(in *intent) error {
@@ -170,6 +184,9 @@ func (j *Journal) commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq
 			if err := b.Put([]byte(o.ID), v); err != nil {
 				return err
 			}
+			if err := tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil); err != nil {
+				return err
+			}
 		}
 		m := tx.Bucket(bucketMeta)
 		if lastSeq > getUint(m, keyLastSeq) {
@@ -179,6 +196,66 @@ func (j *Journal) commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq
 		}
 		return tx.Bucket(bucketIntent).Delete(keyIntent)
 	})
+}
+
+func timeKey(t time.Time, id string) []byte {
+	return append(putUint(uint64(t.UnixNano())), id...)
+}
+
+// pruneLimit bounds the outcomes one prune removes, so that a prune is
+// one short transaction; the next one carries on.
+const pruneLimit = 10_000
+
+// Prune removes outcomes recorded before cutoff (at most pruneLimit of
+// them) and their dead letters, and remembers the cutoff so that a
+// look-up of a pruned ID can say so. It returns how many it removed.
+func (j *Journal) Prune(cutoff time.Time) (int, error) {
+	n := 0
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		idx, outs := tx.Bucket(bucketByTime), tx.Bucket(bucketOutcomes)
+		c := idx.Cursor()
+		limit := putUint(uint64(cutoff.UnixNano()))
+		for k, _ := c.First(); k != nil && bytes.Compare(k[:8], limit) < 0 && n < pruneLimit; k, _ = c.First() {
+			if err := outs.Delete(k[8:]); err != nil {
+				return err
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			n++
+		}
+		dc := tx.Bucket(bucketDead).Cursor()
+		for k, v := dc.First(); k != nil; k, v = dc.Next() {
+			var d queue.DeadLetter
+			if json.Unmarshal(v, &d) == nil && d.At.After(cutoff) {
+				break
+			}
+			if err := dc.Delete(); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket(bucketMeta)
+		if uint64(cutoff.UnixNano()) > getUint(m, keyPruned) {
+			return m.Put(keyPruned, putUint(uint64(cutoff.UnixNano())))
+		}
+		return nil
+	})
+	return n, err
+}
+
+// PrunedBefore is the latest prune cutoff: outcomes recorded before it may
+// have been removed. Zero if the journal was never pruned.
+func (j *Journal) PrunedBefore() (time.Time, error) {
+	var t time.Time
+	err := j.db.View(func(tx *bolt.Tx) error {
+		if m := tx.Bucket(bucketMeta); m != nil {
+			if v := getUint(m, keyPruned); v != 0 {
+				t = time.Unix(0, int64(v)).UTC()
+			}
+		}
+		return nil
+	})
+	return t, err
 }
 
 func getUint(b *bolt.Bucket, k []byte) uint64 {

@@ -31,9 +31,19 @@ type SessionOptions struct {
 	// MaxFileBytes limits the size of a file after an op; 0 means
 	// DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// Retention is how long outcomes are kept in the journal; 0 means
+	// DefaultRetention. A job resubmitted with the ID of a pruned outcome
+	// would be applied again: keep it longer than any client retries.
+	Retention time.Duration
 	// Logger receives recovery messages; nil discards them.
 	Logger *slog.Logger
 }
+
+// DefaultRetention is how long the journal keeps outcomes by default.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// pruneEvery is how often, at most, a session prunes the journal.
+const pruneEvery = time.Hour
 
 // Session is a held store: its lock, its journal and an os.Root on its
 // folder. The daemon's Writer and direct writers both apply jobs through a
@@ -62,6 +72,8 @@ type shared struct {
 	protected []os.FileInfo // see overlay.protected
 	sessions  int
 	log       *slog.Logger
+	retention time.Duration
+	lastPrune time.Time
 }
 
 // OpenSession takes the store lock without waiting (a busy store returns a
@@ -81,6 +93,9 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
 	l, err := TryLock(real, LockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
 	if err != nil {
 		return nil, err
@@ -89,7 +104,7 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.state == nil {
-		if ls.state, err = openShared(real, ls, o.Logger); err != nil {
+		if ls.state, err = openShared(real, ls, o.Logger, o.Retention); err != nil {
 			l.Unlock()
 			return nil, err
 		}
@@ -101,8 +116,8 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 // openShared opens the journal and root under a fresh hold, raises the
 // epoch if this hold has none yet (an inherited hold has its parent's),
 // and redoes an interrupted batch.
-func openShared(real string, ls *lockState, log *slog.Logger) (_ *shared, err error) {
-	st := &shared{log: log}
+func openShared(real string, ls *lockState, log *slog.Logger, retention time.Duration) (_ *shared, err error) {
+	st := &shared{log: log, retention: retention}
 	defer func() {
 		if err != nil {
 			st.close()
@@ -137,6 +152,23 @@ func openShared(real string, ls *lockState, log *slog.Logger) (_ *shared, err er
 		return nil, err
 	}
 	return st, nil
+}
+
+// maybePrune drops outcomes older than the retention period, at most once
+// per pruneEvery and pruneLimit outcomes at a time, so the journal stays
+// bounded under continuous load. A failure only delays it.
+func (st *shared) maybePrune() {
+	if time.Since(st.lastPrune) < pruneEvery {
+		return
+	}
+	st.lastPrune = time.Now()
+	n, err := st.journal.Prune(time.Now().Add(-st.retention))
+	switch {
+	case err != nil:
+		st.log.Warn("prune journal", "err", err)
+	case n > 0:
+		st.log.Info("pruned old outcomes from the journal", "outcomes", n, "retention", st.retention)
+	}
 }
 
 func (st *shared) close() error {
@@ -221,6 +253,7 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	if err := s.st.recover(); err != nil {
 		return nil, err
 	}
+	s.st.maybePrune()
 	journal, root := s.st.journal, s.st.root
 	results := make([]Result, len(entries))
 	ov := newOverlay(root, s.maxFile)

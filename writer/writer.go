@@ -57,6 +57,8 @@ type Config struct {
 	MaxFileBytes int64
 	// Limits bounds the store's queue.
 	Limits queue.Limits
+	// Retention is how long outcomes are kept; 0 means DefaultRetention.
+	Retention time.Duration
 	// Command describes the daemon in the lock file.
 	Command string
 	// Version is reported by the status service.
@@ -323,7 +325,7 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 	for attempt := 0; ; attempt++ {
 		s, err := OpenSession(w.store, SessionOptions{
 			LockPath: w.cfg.LockPath, Mode: ModeDaemon, Command: w.cfg.Command,
-			MaxFileBytes: w.cfg.MaxFileBytes, Logger: w.log,
+			MaxFileBytes: w.cfg.MaxFileBytes, Retention: w.cfg.Retention, Logger: w.log,
 		})
 		if err == nil {
 			w.mu.Lock()
@@ -404,8 +406,8 @@ func (w *Writer) Lookup(id string) queue.Lookup {
 		if j == nil {
 			return nil
 		}
-		o, err := j.Outcome(id)
-		l.Found, l.Outcome = o != nil, o
+		var err error
+		l, err = j.Lookup(id)
 		return err
 	})
 	if err != nil {

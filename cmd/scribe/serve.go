@@ -30,6 +30,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	warnAfter := fs.Duration("warn-after", writer.DefaultWarnAfter, "warn when another holder has kept the store this `long`")
 	maxJobs := fs.Int64("max-jobs", queue.DefaultMaxJobs, "most `jobs` queued per store")
 	maxBytes := fs.Int64("max-bytes", queue.DefaultMaxBytes, "most `bytes` queued per store")
+	retention := fs.Duration("retention", writer.DefaultRetention, "keep job outcomes this `long` (a resubmitted ID older than this would apply again)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -70,7 +71,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	w, err := writer.New(ctx, writer.Config{
 		Store: *store, LockPath: *lockFile, Conn: srv.Conn(), BatchSize: *batch, IdleRelease: *idle,
 		HandOffGrace: *grace, WarnAfter: *warnAfter,
-		Limits:  queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes},
+		Limits: queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes}, Retention: *retention,
 		Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
 	})
 	if err != nil {

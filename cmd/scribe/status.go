@@ -48,13 +48,17 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 }
 
 func (c *StatusCommand) job(ctx context.Context, cl *client.Client, id string, asJSON bool) error {
-	out, err := cl.Status(ctx, id)
+	l, err := cl.Status(ctx, id)
 	if err != nil {
 		return err
 	}
+	out := l.Outcome
 	if out == nil {
 		if asJSON {
-			_ = writeJSON(c.Stdout, queue.Lookup{})
+			_ = writeJSON(c.Stdout, l)
+		}
+		if !l.PrunedBefore.IsZero() {
+			return fmt.Errorf("job %s: no outcome recorded: still queued, unknown, or recorded before %s and pruned", id, l.PrunedBefore.Format(time.RFC3339))
 		}
 		return fmt.Errorf("job %s: no outcome recorded (unknown, or still queued)", id)
 	}

@@ -321,3 +321,44 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(store, "log.txt"))), "\n")
 	assert.ElementsMatch(t, accepted, lines, "every accepted job applied exactly once")
 }
+
+// Poison that kills the daemon outright (not a recoverable panic) never
+// loops for ever: after it has killed the writer three times it is
+// rejected, and the jobs around it apply.
+func TestPoisonThatKillsTheWriter(t *testing.T) {
+	store := newStore(t)
+	env := []string{"SCRIBE_CRASH_ON=poison.txt"}
+	d := startDaemonEnv(t, store, env)
+	release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock")) // queue all three first
+	for _, args := range [][]string{
+		{"--id", "before", "append", "ok.txt", "before\n"},
+		{"--id", "poison", "put", "poison.txt", "x"},
+		{"--id", "after", "append", "ok.txt", "after\n"},
+	} {
+		r := scribe(t, "", append([]string{"submit", "--store", store, "--route", "require"}, args...)...)
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	release()
+	deaths := 0
+	deadline := time.After(60 * time.Second)
+	for readFile(t, filepath.Join(store, "ok.txt")) != "before\nafter\n" {
+		select {
+		case <-deadline:
+			t.Fatalf("the jobs around the poison never applied (%d deaths)", deaths)
+		case <-d.exited:
+			deaths++
+			d.killed = true
+			require.LessOrEqual(t, deaths, 1+3, "the poison keeps killing the daemon")
+			d = spawnDaemon(t, store, env)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	assert.GreaterOrEqual(t, deaths, 1, "the poison did kill the daemon")
+	r := scribe(t, "", "status", "--store", store, "--json", "poison")
+	require.Equal(t, 0, r.code, r.stderr)
+	var o queue.Outcome
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &o))
+	assert.Equal(t, queue.ReasonInternal, o.Reason)
+	assert.Contains(t, o.Detail, "died 3 times")
+	assert.NoFileExists(t, filepath.Join(store, "poison.txt"))
+}

@@ -114,13 +114,7 @@ func startDaemon(t testing.TB, store string, extra ...string) *daemon {
 // startDaemonEnv is startDaemon with extra environment (fault hooks).
 func startDaemonEnv(t testing.TB, store string, env []string, extra ...string) *daemon {
 	t.Helper()
-	args := append([]string{"serve", "--store", store, "--log-level", "debug"}, extra...)
-	d := &daemon{cmd: exec.Command(scribeBin, args...), store: store, log: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd.Env = append(os.Environ(), env...)
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	require.NoError(t, d.cmd.Start())
-	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
-	t.Cleanup(func() { d.stop(t) })
+	d := spawnDaemon(t, store, env, extra...)
 	require.Eventually(t, func() bool {
 		select {
 		case <-d.exited:
@@ -135,6 +129,20 @@ func startDaemonEnv(t testing.TB, store string, env []string, extra ...string) *
 		t.Fatalf("scribe serve exited at start: %v\n%s", d.err, d.log.String())
 	default:
 	}
+	return d
+}
+
+// spawnDaemon starts `scribe serve` without waiting for it to serve (it
+// may die at once, by a fault hook).
+func spawnDaemon(t testing.TB, store string, env []string, extra ...string) *daemon {
+	t.Helper()
+	args := append([]string{"serve", "--store", store, "--log-level", "debug"}, extra...)
+	d := &daemon{cmd: exec.Command(scribeBin, args...), store: store, log: &syncBuffer{}, exited: make(chan struct{})}
+	d.cmd.Env = append(os.Environ(), env...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	require.NoError(t, d.cmd.Start())
+	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() { d.stop(t) })
 	return d
 }
 

@@ -98,9 +98,7 @@ func (ov *overlay) applyJob(job *queue.Job) (err error) {
 }
 
 func (ov *overlay) applyOp(op queue.Op) error {
-	if panicOn != "" && op.Path == panicOn {
-		panic("SCRIBE_PANIC_ON: " + op.Path)
-	}
+	opHook(op.Path)
 	st, err := ov.state(op.Path)
 	if err != nil {
 		return err

@@ -17,13 +17,18 @@ import (
 const EnvCrashAt = "SCRIBE_CRASH_AT"
 
 // EnvPanicOn names the hook that makes the applier panic on an op whose
-// path is its value, to test that a panicking job is isolated.
-const EnvPanicOn = "SCRIBE_PANIC_ON"
+// path is its value, to test that a panicking job is isolated; EnvCrashOn
+// makes it kill the process instead, to test that such poison is bounded.
+const (
+	EnvPanicOn = "SCRIBE_PANIC_ON"
+	EnvCrashOn = "SCRIBE_CRASH_ON"
+)
 
 var (
 	crashStep, crashN = parseCrashAt(os.Getenv(EnvCrashAt))
 	crashCount        atomic.Int64
 	panicOn           = os.Getenv(EnvPanicOn)
+	crashOn           = os.Getenv(EnvCrashOn)
 )
 
 func parseCrashAt(s string) (string, int64) {
@@ -33,6 +38,17 @@ func parseCrashAt(s string) (string, int64) {
 		count = 1
 	}
 	return step, count
+}
+
+// opHook runs the op-level fault hooks.
+func opHook(path string) {
+	switch {
+	case panicOn != "" && path == panicOn:
+		panic(EnvPanicOn + ": " + path)
+	case crashOn != "" && path == crashOn:
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
 }
 
 // crashPoint dies hard at the configured step, as SIGKILL would at that

@@ -22,6 +22,7 @@ var (
 	keyEpoch       = []byte("epoch")
 	keyLastSeq     = []byte("last_seq")
 	keyPruned      = []byte("pruned_before") // unix nanos: outcomes recorded before it may be gone
+	keyAttempt     = []byte("attempt")       // seq (8) + attempts (8) of the job being tried one at a time
 	keyIntent      = []byte("batch")
 )
 
@@ -194,7 +195,31 @@ func (j *Journal) commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq
 				return err
 			}
 		}
+		if err := m.Delete(keyAttempt); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketIntent).Delete(keyIntent)
+	})
+}
+
+// attempts returns how often the job at seq has been tried without its
+// batch being committed (see Writer.guardPoison).
+func (j *Journal) attempts(seq uint64) (uint64, error) {
+	var n uint64
+	err := j.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketMeta).Get(keyAttempt)
+		if len(v) == 16 && binary.BigEndian.Uint64(v) == seq {
+			n = binary.BigEndian.Uint64(v[8:])
+		}
+		return nil
+	})
+	return n, err
+}
+
+// setAttempts records that the job at seq is being tried for the n-th time.
+func (j *Journal) setAttempts(seq, n uint64) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keyAttempt, binary.BigEndian.AppendUint64(putUint(seq), n))
 	})
 }
 

@@ -83,6 +83,9 @@ type Writer struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	started time.Time
+	// cautious counts the jobs still to apply one at a time, attempts
+	// recorded, after start (see guardPoison). Only run touches it.
+	cautious int
 
 	mu       sync.Mutex // guards the fields below
 	session  *Session
@@ -119,7 +122,7 @@ func New(ctx context.Context, cfg Config) (*Writer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now()}
+	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now(), cautious: cautiousJobs}
 	if w.js, err = jetstream.New(cfg.Conn); err != nil {
 		return nil, err
 	}
@@ -205,7 +208,7 @@ func (w *Writer) run(ctx context.Context) {
 		case m := <-w.msgs:
 			batch := []jetstream.Msg{m}
 		fill:
-			for len(batch) < w.cfg.BatchSize {
+			for len(batch) < w.cfg.BatchSize && w.cautious == 0 {
 				select {
 				case m := <-w.msgs:
 					batch = append(batch, m)
@@ -248,8 +251,20 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 		if err := w.acquire(ctx, batch); err != nil {
 			return false
 		}
+		if w.cautious > 0 {
+			if err := w.guardPoison(entries); err != nil {
+				w.setFault(err.Error())
+				if !sleep(ctx, backoff(attempt)) {
+					return false
+				}
+				continue
+			}
+		}
 		var err error
 		if results, err = w.session.Apply(entries); err == nil {
+			if w.cautious > 0 {
+				w.cautious--
+			}
 			break
 		}
 		// An I/O fault (disk full, read-only, EIO): nothing of this batch
@@ -356,6 +371,37 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// Poison that kills the process (not a panic, which the applier recovers:
+// a runaway allocation, a fatal runtime error) would be redelivered after
+// every restart and kill the daemon for ever. So a starting writer is
+// cautious: it applies its first cautiousJobs jobs one at a time, each
+// after recording its sequence and attempt count in the journal. A job
+// found there with maxAttempts attempts already has killed the writer that
+// often: it is rejected instead of tried again.
+const (
+	cautiousJobs = 16
+	maxAttempts  = 3
+)
+
+// guardPoison records the attempt of a one-job batch, or turns it into a
+// rejection if it has killed the writer maxAttempts times.
+func (w *Writer) guardPoison(entries []Entry) error {
+	j := w.session.Journal()
+	seq := entries[0].Seq
+	attempts, err := j.attempts(seq)
+	if err != nil {
+		return err
+	}
+	if attempts >= maxAttempts {
+		w.log.Error("a job killed the writer repeatedly; rejecting it", "seq", seq, "attempts", attempts)
+		if entries[0].Err == nil {
+			entries[0].Err = queue.Reject(queue.ReasonInternal, "the writer died %d times applying this job", attempts)
+		}
+		return nil
+	}
+	return j.setAttempts(seq, attempts+1)
 }
 
 // setFault records the I/O fault the writer is retrying on ("" when

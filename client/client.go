@@ -65,8 +65,10 @@ var (
 	ErrQueueFull = queue.ErrQueueFull
 	// ErrRejected matches a job's rejection (a *queue.RejectError).
 	ErrRejected = queue.ErrRejected
-	// ErrUnavailable means a daemon holds the store but does not answer.
-	// Jobs must not be written directly then: the daemon may be applying.
+	// ErrUnavailable means a daemon holds the store but does not answer,
+	// or none runs while jobs may still wait in its queue. Jobs must not be
+	// written directly then by the prefer route: they would overtake (or
+	// race) the queued ones. Start the daemon, or use RouteDirect.
 	ErrUnavailable = errors.New("the store's daemon does not answer")
 )
 
@@ -239,6 +241,18 @@ func (c *Client) discover(ctx context.Context) (*queue.Discovery, error) {
 			return nil, fmt.Errorf("%w: it holds %s but has not announced itself (%v)", ErrUnavailable, queue.DaemonLockPath(c.store), err)
 		}
 	}
+}
+
+// stranded reports whether a daemon that no longer runs may have left jobs
+// in its queue: it was killed (its discovery file is still there) or it
+// stopped with jobs queued (it left the stranded marker).
+func stranded(store string) bool {
+	for _, p := range []string{queue.DiscoveryPath(store), queue.StrandedPath(store)} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // daemonAlive reports whether some process holds the store's daemon lock.
@@ -480,6 +494,9 @@ func (c *Client) request(ctx context.Context, body []byte, v any) error {
 // applyDirect applies a job as a direct writer: the store lock, fail-fast
 // unless WithWait, then the same appliers and journal as the daemon.
 func (c *Client) applyDirect(ctx context.Context, job *queue.Job) (*queue.Outcome, error) {
+	if c.route == RoutePrefer && stranded(c.store) {
+		return nil, fmt.Errorf("%w: no daemon serves %s, but jobs may still be queued by the last one (it died or stopped before draining them); start scribe serve to apply them, or write with --route direct to go past them", ErrUnavailable, c.store)
+	}
 	s, err := writer.OpenSessionWait(ctx, c.store, c.wait, writer.SessionOptions{
 		LockPath: c.lockPath, Mode: writer.ModeDirect, Command: c.command, Logger: c.log,
 	})

@@ -46,3 +46,10 @@ func ReadDiscovery(store string) (*Discovery, error) {
 	}
 	return &d, nil
 }
+
+// StrandedPath is the marker a daemon leaves when it stops with jobs still
+// in its queue: until a daemon serves the store again and drains them, a
+// direct write by the prefer route would overtake them.
+func StrandedPath(store string) string {
+	return filepath.Join(store, MetaDir, "stranded.json")
+}

@@ -362,3 +362,38 @@ func TestPoisonThatKillsTheWriter(t *testing.T) {
 	assert.Contains(t, o.Detail, "died 3 times")
 	assert.NoFileExists(t, filepath.Join(store, "poison.txt"))
 }
+
+// A daemon that stops (or dies) with jobs still queued leaves the store
+// "stranded": the prefer route must not write directly past those jobs,
+// and says what to do; --route direct still can; the next daemon drains
+// them and lifts it.
+func TestStrandedQueueBlocksPreferFallback(t *testing.T) {
+	for _, how := range []string{"SIGTERM", "SIGKILL"} {
+		t.Run(how, func(t *testing.T) {
+			store := newStore(t)
+			d := startDaemon(t, store)
+			release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock"))
+			r := scribe(t, "", "submit", "--store", store, "--id", "queued-first", "append", "log.txt", "first\n")
+			require.Equal(t, 0, r.code, r.stderr)
+			if how == "SIGKILL" {
+				d.kill(t)
+			} else {
+				d.stop(t)
+			}
+			release()
+
+			r = scribe(t, "", "submit", "--store", store, "append", "log.txt", "second\n")
+			assert.Equal(t, 75, r.code, "the prefer route must not overtake the queued job: %s", r.stderr)
+			assert.Contains(t, r.stderr, "scribe serve")
+			assert.Empty(t, readFile(t, filepath.Join(store, "log.txt")))
+			st := scribe(t, "", "status", "--store", store)
+			assert.Equal(t, 0, st.code, "status still works: %s", st.stderr)
+
+			startDaemon(t, store)
+			require.Eventually(t, func() bool { return readFile(t, filepath.Join(store, "log.txt")) == "first\n" }, 20*time.Second, 20*time.Millisecond)
+			r = scribe(t, "", "submit", "--store", store, "--wait", "append", "log.txt", "second\n")
+			require.Equal(t, 0, r.code, r.stderr)
+			assert.Equal(t, "first\nsecond\n", readFile(t, filepath.Join(store, "log.txt")))
+		})
+	}
+}

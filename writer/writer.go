@@ -515,6 +515,15 @@ func (w *Writer) serveStatus() (micro.Service, error) {
 	})
 }
 
+// Queued returns how many jobs wait in the store's stream.
+func (w *Writer) Queued(ctx context.Context) (uint64, error) {
+	info, err := w.stream.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Msgs, nil
+}
+
 // Report describes the writer and its queue.
 func (w *Writer) Report(ctx context.Context) *queue.StatusReport {
 	r := &queue.StatusReport{V: queue.Version, PID: os.Getpid(), Version: w.cfg.Version, Started: w.started}

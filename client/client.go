@@ -508,6 +508,7 @@ func (c *Client) applyDirect(ctx context.Context, job *queue.Job) (*queue.Outcom
 	if err != nil {
 		return nil, err
 	}
+	s.MaybePrune(0) // direct writes' own outcomes; rarely does anything
 	return res[0].Outcome, nil
 }
 

@@ -22,6 +22,8 @@ var (
 	keyEpoch       = []byte("epoch")
 	keyLastSeq     = []byte("last_seq")
 	keyPruned      = []byte("pruned_before") // unix nanos: outcomes recorded before it may be gone
+	keyLastPrune   = []byte("last_prune")    // unix nanos of the last prune
+	keyRetention   = []byte("retention")     // the retention the last prune used (the daemon's)
 	keyAttempt     = []byte("attempt")       // seq (8) + attempts (8) of the job being tried one at a time
 	keyIntent      = []byte("batch")
 )
@@ -231,41 +233,79 @@ func timeKey(t time.Time, id string) []byte {
 // one short transaction; the next one carries on.
 const pruneLimit = 10_000
 
-// Prune removes outcomes recorded before cutoff (at most pruneLimit of
-// them) and their dead letters, and remembers the cutoff so that a
-// look-up of a pruned ID can say so. It returns how many it removed.
-func (j *Journal) Prune(cutoff time.Time) (int, error) {
+// Prune removes outcomes recorded before cutoff whose stream sequence is
+// at most maxSeq (at most pruneLimit of them), and dead letters likewise.
+// maxSeq keeps what the queue could still redeliver: a job whose outcome
+// is gone would be applied again. Direct writes have sequence 0. Prune
+// records when it ran, the retention it used, and, if it removed any, the
+// cutoff, so that a look-up of a pruned ID can say so.
+func (j *Journal) Prune(cutoff time.Time, maxSeq uint64, retention time.Duration) (int, error) {
 	n := 0
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		idx, outs := tx.Bucket(bucketByTime), tx.Bucket(bucketOutcomes)
-		c := idx.Cursor()
 		limit := putUint(uint64(cutoff.UnixNano()))
-		for k, _ := c.First(); k != nil && bytes.Compare(k[:8], limit) < 0 && n < pruneLimit; k, _ = c.First() {
+		var drop [][]byte
+		c := idx.Cursor()
+		for k, _ := c.First(); k != nil && bytes.Compare(k[:8], limit) < 0 && len(drop) < pruneLimit; k, _ = c.Next() {
+			var o struct {
+				Seq uint64 `json:"seq"`
+			}
+			if v := outs.Get(k[8:]); v != nil && json.Unmarshal(v, &o) == nil && o.Seq > maxSeq {
+				continue // the queue may still hand it back
+			}
+			drop = append(drop, bytes.Clone(k))
+		}
+		for _, k := range drop {
 			if err := outs.Delete(k[8:]); err != nil {
 				return err
 			}
-			if err := c.Delete(); err != nil {
+			if err := idx.Delete(k); err != nil {
 				return err
 			}
-			n++
 		}
-		dc := tx.Bucket(bucketDead).Cursor()
-		for k, v := dc.First(); k != nil; k, v = dc.Next() {
+		n = len(drop)
+		var deadDrop [][]byte
+		dead := tx.Bucket(bucketDead)
+		dc := dead.Cursor()
+		for k, v := dc.First(); k != nil && binary.BigEndian.Uint64(k) <= maxSeq; k, v = dc.Next() {
 			var d queue.DeadLetter
 			if json.Unmarshal(v, &d) == nil && d.At.After(cutoff) {
 				break
 			}
-			if err := dc.Delete(); err != nil {
+			deadDrop = append(deadDrop, bytes.Clone(k))
+		}
+		for _, k := range deadDrop {
+			if err := dead.Delete(k); err != nil {
 				return err
 			}
 		}
 		m := tx.Bucket(bucketMeta)
-		if uint64(cutoff.UnixNano()) > getUint(m, keyPruned) {
+		if err := m.Put(keyLastPrune, putUint(uint64(time.Now().UnixNano()))); err != nil {
+			return err
+		}
+		if err := m.Put(keyRetention, putUint(uint64(retention))); err != nil {
+			return err
+		}
+		if n > 0 && uint64(cutoff.UnixNano()) > getUint(m, keyPruned) {
 			return m.Put(keyPruned, putUint(uint64(cutoff.UnixNano())))
 		}
 		return nil
 	})
 	return n, err
+}
+
+// pruneState returns when the journal was last pruned and with what
+// retention (zero values if never).
+func (j *Journal) pruneState() (last time.Time, retention time.Duration, err error) {
+	err = j.db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if v := getUint(m, keyLastPrune); v != 0 {
+			last = time.Unix(0, int64(v))
+		}
+		retention = time.Duration(getUint(m, keyRetention))
+		return nil
+	})
+	return last, retention, err
 }
 
 // PrunedBefore is the latest prune cutoff: outcomes recorded before it may

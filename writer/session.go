@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,9 +32,10 @@ type SessionOptions struct {
 	// MaxFileBytes limits the size of a file after an op; 0 means
 	// DefaultMaxFileBytes.
 	MaxFileBytes int64
-	// Retention is how long outcomes are kept in the journal; 0 means
-	// DefaultRetention. A job resubmitted with the ID of a pruned outcome
-	// would be applied again: keep it longer than any client retries.
+	// Retention is how long outcomes are kept in the journal; 0 means the
+	// retention the daemon last pruned with, or DefaultRetention. A job
+	// resubmitted with the ID of a pruned outcome would be applied again:
+	// keep it longer than any client retries.
 	Retention time.Duration
 	// Logger receives recovery messages; nil discards them.
 	Logger *slog.Logger
@@ -53,13 +55,14 @@ const pruneEvery = time.Hour
 // Session on a store it holds shares the first one's hold, journal and
 // root, and their batches take turns.
 type Session struct {
-	store   string
-	storeID string
-	lock    *Hold
-	st      *shared
-	epoch   uint64
-	mode    string
-	maxFile int64
+	store     string
+	storeID   string
+	lock      *Hold
+	st        *shared
+	epoch     uint64
+	mode      string
+	maxFile   int64
+	retention time.Duration
 }
 
 // shared is what the Sessions under one hold share: one journal (bbolt
@@ -72,8 +75,6 @@ type shared struct {
 	protected []os.FileInfo // see overlay.protected
 	sessions  int
 	log       *slog.Logger
-	retention time.Duration
-	lastPrune time.Time
 }
 
 // OpenSession takes the store lock without waiting (a busy store returns a
@@ -93,9 +94,6 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if o.Retention <= 0 {
-		o.Retention = DefaultRetention
-	}
 	l, err := TryLock(real, LockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
 	if err != nil {
 		return nil, err
@@ -104,20 +102,20 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.state == nil {
-		if ls.state, err = openShared(real, ls, o.Logger, o.Retention); err != nil {
+		if ls.state, err = openShared(real, ls, o.Logger); err != nil {
 			l.Unlock()
 			return nil, err
 		}
 	}
 	ls.state.sessions++
-	return &Session{store: real, storeID: queue.StoreID(real), lock: l, st: ls.state, epoch: ls.epoch, mode: o.Mode, maxFile: o.MaxFileBytes}, nil
+	return &Session{store: real, storeID: queue.StoreID(real), lock: l, st: ls.state, epoch: ls.epoch, mode: o.Mode, maxFile: o.MaxFileBytes, retention: o.Retention}, nil
 }
 
 // openShared opens the journal and root under a fresh hold, raises the
 // epoch if this hold has none yet (an inherited hold has its parent's),
 // and redoes an interrupted batch.
-func openShared(real string, ls *lockState, log *slog.Logger, retention time.Duration) (_ *shared, err error) {
-	st := &shared{log: log, retention: retention}
+func openShared(real string, ls *lockState, log *slog.Logger) (_ *shared, err error) {
+	st := &shared{log: log}
 	defer func() {
 		if err != nil {
 			st.close()
@@ -154,20 +152,31 @@ func openShared(real string, ls *lockState, log *slog.Logger, retention time.Dur
 	return st, nil
 }
 
-// maybePrune drops outcomes older than the retention period, at most once
-// per pruneEvery and pruneLimit outcomes at a time, so the journal stays
-// bounded under continuous load. A failure only delays it.
-func (st *shared) maybePrune() {
-	if time.Since(st.lastPrune) < pruneEvery {
+// MaybePrune drops outcomes older than the retention period whose stream
+// sequence is at most maxSeq (see Journal.Prune), at most once per
+// pruneEvery across all processes and pruneLimit outcomes at a time, so
+// the journal stays bounded under continuous load. A failure only delays
+// it. The daemon's writer calls it with the sequences its queue can no
+// longer redeliver; direct sessions prune direct writes (sequence 0), with
+// the retention the daemon last used.
+func (s *Session) MaybePrune(maxSeq uint64) {
+	st := s.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	last, recorded, err := st.journal.pruneState()
+	if err != nil || time.Since(last) < pruneEvery {
 		return
 	}
-	st.lastPrune = time.Now()
-	n, err := st.journal.Prune(time.Now().Add(-st.retention))
+	retention := s.retention
+	if retention == 0 {
+		retention = cmp.Or(recorded, DefaultRetention)
+	}
+	n, err := st.journal.Prune(time.Now().Add(-retention), maxSeq, retention)
 	switch {
 	case err != nil:
 		st.log.Warn("prune journal", "err", err)
 	case n > 0:
-		st.log.Info("pruned old outcomes from the journal", "outcomes", n, "retention", st.retention)
+		st.log.Info("pruned old outcomes from the journal", "outcomes", n, "retention", retention)
 	}
 }
 
@@ -253,7 +262,6 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	if err := s.st.recover(); err != nil {
 		return nil, err
 	}
-	s.st.maybePrune()
 	journal, root := s.st.journal, s.st.root
 	results := make([]Result, len(entries))
 	ov := newOverlay(root, s.maxFile)

@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,6 +87,8 @@ type Writer struct {
 	// cautious counts the jobs still to apply one at a time, attempts
 	// recorded, after start (see guardPoison). Only run touches it.
 	cautious int
+	// lastPrune is when run last considered pruning the journal.
+	lastPrune time.Time
 
 	mu       sync.Mutex // guards the fields below
 	session  *Session
@@ -239,6 +242,7 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 	}
 	var results []Result
 	var lastFaultLog time.Time
+	guarded := false
 	if w.session != nil && Demanded(w.store) {
 		// A direct writer is waiting: the batch in hand can wait for it.
 		w.log.Info("handing the store to a waiting direct writer", "grace", w.cfg.HandOffGrace)
@@ -251,7 +255,7 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 		if err := w.acquire(ctx, batch); err != nil {
 			return false
 		}
-		if w.cautious > 0 {
+		if w.cautious > 0 && !guarded { // once per batch: I/O retries are not deaths
 			if err := w.guardPoison(entries); err != nil {
 				w.setFault(err.Error())
 				if !sleep(ctx, backoff(attempt)) {
@@ -259,6 +263,7 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 				}
 				continue
 			}
+			guarded = true
 		}
 		var err error
 		if results, err = w.session.Apply(entries); err == nil {
@@ -325,7 +330,27 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 		}
 	}
 	crashPoint("published")
+	w.maybePrune(ctx)
 	return true
+}
+
+// maybePrune prunes the journal now and then, keeping every outcome the
+// queue could still redeliver: those at or after the stream's first
+// remaining sequence.
+func (w *Writer) maybePrune(ctx context.Context) {
+	if time.Since(w.lastPrune) < pruneEvery || w.session == nil {
+		return
+	}
+	w.lastPrune = time.Now()
+	info, err := w.stream.Info(ctx)
+	if err != nil {
+		return
+	}
+	floor := info.State.LastSeq
+	if info.State.Msgs > 0 {
+		floor = info.State.FirstSeq - 1
+	}
+	w.session.MaybePrune(floor)
 }
 
 // acquire makes sure the writer holds the store, waiting while someone else
@@ -340,7 +365,7 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 	for attempt := 0; ; attempt++ {
 		s, err := OpenSession(w.store, SessionOptions{
 			LockPath: w.cfg.LockPath, Mode: ModeDaemon, Command: w.cfg.Command,
-			MaxFileBytes: w.cfg.MaxFileBytes, Retention: w.cfg.Retention, Logger: w.log,
+			MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, DefaultRetention), Logger: w.log,
 		})
 		if err == nil {
 			w.mu.Lock()

@@ -64,7 +64,7 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	epoch := s.Epoch()
+	epoch, realStore := s.Epoch(), s.Store()
 	if err := s.Close(); err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 	// The hold is handed to CMD as descriptor 3, so that scribe commands it
 	// runs join it instead of waiting on their parent (docs/locking.md).
 	cmd.ExtraFiles = []*os.File{hold.File()}
-	cmd.Env = append(os.Environ(), "SCRIBE_STORE="+s.Store())
+	cmd.Env = append(os.Environ(), "SCRIBE_STORE="+realStore)
 	cmd.Env = append(cmd.Env, hold.ChildEnv(3, epoch)...)
 	// On SIGINT/SIGTERM, pass the signal on and give the command time to
 	// finish its critical section before it is killed.

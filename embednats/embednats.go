@@ -29,28 +29,6 @@ import (
 	"scribe/queue"
 )
 
-// ErrRunning means another daemon already serves the store. The error is a
-// *RunningError naming it.
-var ErrRunning = errors.New("a daemon already serves this store")
-
-// RunningError names the daemon that holds a store's daemon lock.
-type RunningError struct {
-	Store string
-	// Other is the running daemon's discovery file, nil if unreadable.
-	Other *queue.Discovery
-}
-
-func (e *RunningError) Error() string {
-	if e.Other == nil {
-		return fmt.Sprintf("a daemon already serves %s (its discovery file is unreadable)", e.Store)
-	}
-	return fmt.Sprintf("a daemon already serves %s: pid %d at %s since %s",
-		e.Store, e.Other.PID, e.Other.URL, e.Other.Started.Format(time.RFC3339))
-}
-
-// Is makes errors.Is(err, ErrRunning) true.
-func (e *RunningError) Is(target error) bool { return target == ErrRunning }
-
 // Config configures Start.
 type Config struct {
 	// Store is the store folder.
@@ -75,9 +53,17 @@ type Server struct {
 	lock      *flock.Flock
 	discovery queue.Discovery
 	path      string // discovery file
+	announced bool   // the discovery file at path is ours
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// DaemonInboxPrefix is the inbox prefix of the daemon's own connection.
+// Submitters can subscribe only to "_INBOX.>", which does not cover it.
+const DaemonInboxPrefix = "_SCRIBE_DAEMON"
+
+// jetstreamDir is the queue's folder in .scribe.
+const jetstreamDir = "jetstream"
 
 // lockSettle bounds how long Start retries a busy daemon lock. A client
 // probing the lock holds it for microseconds; a daemon holds it for its
@@ -86,16 +72,28 @@ type Server struct {
 const lockSettle = 300 * time.Millisecond
 
 // Start takes the store's daemon lock and starts the server. If another
-// daemon serves the store it returns a *RunningError at once. The server
-// is not announced to clients until Announce.
+// daemon serves the store it returns a *RunningError at once. If another
+// user could change the store's .scribe folder or a file in it that the
+// daemon trusts, it returns an *InsecureError (ErrInsecure), having
+// created at most the daemon lock file (perm.go). The server is not
+// announced to clients until Announce.
 func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	store, err := queue.ResolveStore(cfg.Store)
 	if err != nil {
 		return nil, err
 	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	meta := filepath.Join(store, queue.MetaDir)
 	if err := os.Mkdir(meta, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("create %s: %w", meta, err)
+	}
+	// Taking the daemon lock creates a file in .scribe: check the folder
+	// first, and what is in it once the lock is ours (perm.go).
+	if err := checkMetaDir(meta); err != nil {
+		return nil, err
 	}
 	s := &Server{path: queue.DiscoveryPath(store)}
 	s.lock = flock.New(queue.DaemonLockPath(store), flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(0o600))
@@ -120,6 +118,13 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 			s.Close()
 		}
 	}()
+	if err := checkMetaFiles(store); err != nil {
+		return nil, err
+	}
+	if err := tightenMetaDir(meta, logger); err != nil {
+		return nil, err
+	}
+	warnSharedStore(store, logger)
 	// A daemon killed before it could clean up left its discovery file:
 	// clients trust it while the lock is held, which is now ours, so it
 	// goes before anything else.
@@ -127,10 +132,6 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("remove stale discovery: %w", err)
 	}
 
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
 	host := cfg.Host
 	if host == "" {
 		host = "127.0.0.1"
@@ -149,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Host:         host,
 		Port:         port,
 		JetStream:    true,
-		StoreDir:     filepath.Join(meta, "jetstream"),
+		StoreDir:     filepath.Join(meta, jetstreamDir),
 		SyncAlways:   cfg.SyncInterval == 0,
 		SyncInterval: cfg.SyncInterval,
 		NoSigs:       true,
@@ -167,7 +168,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if !s.ns.ReadyForConnections(10 * time.Second) {
 		return nil, errors.New("start nats: not ready after 10s")
 	}
-	s.conn, err = nats.Connect("", nats.InProcessServer(s.ns), nats.UserInfo("daemon", daemonPass), nats.Name("scribe-daemon"))
+	// Submitters may subscribe to _INBOX.> (their replies arrive there), so
+	// the daemon's own replies, above all the jobs its pull consumer is
+	// delivered, must not: they use another prefix no submitter can read.
+	s.conn, err = nats.Connect("", nats.InProcessServer(s.ns), nats.UserInfo("daemon", daemonPass),
+		nats.Name("scribe-daemon"), nats.CustomInboxPrefix(DaemonInboxPrefix))
 	if err != nil {
 		return nil, fmt.Errorf("connect in-process: %w", err)
 	}
@@ -182,12 +187,15 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 // daemon. Call it once the store's stream and writer are ready: until
 // then clients see a held daemon lock without a discovery file and wait.
 func (s *Server) Announce() error {
+	s.announced = true // a half-written file is ours to remove too
 	return writeDiscovery(s.path, &s.discovery)
 }
 
 // clientPermissions lets submitters queue jobs for one store, receive
 // outcomes and replies, and ask the status service: nothing that could
-// delete, purge or read the queue itself.
+// delete, purge or read the queue itself. Everything else is denied,
+// JetStream's API ($JS.API.>) included; the daemon's own connection uses
+// the "daemon" user, which submitters never see (docs/security.md).
 func clientPermissions(storeID string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
@@ -238,8 +246,10 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) close() error {
-	if s.lock != nil && s.lock.Locked() {
-		_ = os.Remove(s.path) // only while the lock is ours: it may name another daemon
+	if s.announced && s.lock != nil && s.lock.Locked() {
+		// Only a file we wrote, while the lock is ours: another may name
+		// another daemon, or be the evidence that made Start refuse.
+		_ = os.Remove(s.path)
 	}
 	if s.conn != nil {
 		s.conn.Close()

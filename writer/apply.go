@@ -137,6 +137,14 @@ func (ov *overlay) applyOp(op queue.Op) error {
 		if !isJSONObject(op.Data) {
 			return queue.Reject(queue.ReasonInvalidJSON, "merge patch is not a JSON object")
 		}
+		// Merging costs the square of the nesting depth: a 60 KB patch
+		// nested 10 000 deep takes seconds, and a job holds many.
+		if d := jsonDepth(cur); d > MaxMergeDepth {
+			return queue.Reject(queue.ReasonTooLarge, "file is nested %d deep, merge limit %d", d, MaxMergeDepth)
+		}
+		if d := jsonDepth(op.Data); d > MaxMergeDepth {
+			return queue.Reject(queue.ReasonTooLarge, "merge patch is nested %d deep, limit %d", d, MaxMergeDepth)
+		}
 		merged, err := jsonpatch.MergePatch(cur, op.Data)
 		if err != nil {
 			return queue.Reject(queue.ReasonInvalidJSON, "merge: %v", err)
@@ -162,6 +170,37 @@ func concat(a, b []byte) []byte {
 func isJSONObject(b []byte) bool {
 	b = bytes.TrimSpace(b)
 	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+}
+
+// MaxMergeDepth is the deepest nesting of objects and arrays that merge
+// accepts, in the file and in the patch.
+const MaxMergeDepth = 128
+
+// jsonDepth returns how deep objects and arrays nest in b, valid JSON.
+func jsonDepth(b []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 func (ov *overlay) checkSize(n int64) error {

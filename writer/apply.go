@@ -397,9 +397,9 @@ func (ov *overlay) changes() []fileChange {
 			out = append(out, fileChange{Path: p, Kind: changeRemove})
 		case !st.exists:
 		case st.replaced:
-			out = append(out, fileChange{Path: p, Kind: changeWrite, Data: st.content, Mode: st.mode})
+			out = append(out, fileChange{Path: p, Kind: changeWrite, Data: st.content, Mode: st.mode, New: !st.origExists})
 		case len(st.tail) > 0 || !st.origExists: // an empty append still creates the file
-			out = append(out, fileChange{Path: p, Kind: changeAppend, Data: st.tail, Base: st.origSize, Mode: st.mode})
+			out = append(out, fileChange{Path: p, Kind: changeAppend, Data: st.tail, Base: st.origSize, Mode: st.mode, New: !st.origExists})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })

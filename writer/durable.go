@@ -25,6 +25,7 @@ type fileChange struct {
 	Data []byte      `json:"data,omitempty"`
 	Base int64       `json:"base,omitempty"`
 	Mode fs.FileMode `json:"mode,omitempty"` // the replaced file's mode; 0 for a new file
+	New  bool        `json:"new,omitempty"`  // the file did not exist before the batch
 }
 
 // perm is the mode a new file is created with: the replaced file's, or
@@ -61,11 +62,14 @@ func materialize(root *os.Root, changes []fileChange) error {
 			if err = mkdirParents(root, c.Path); err != nil {
 				break
 			}
-			// Every folder on the way must have its entry on disk: a redo
-			// may find a folder a crashed attempt made and never synced.
-			for d := path.Dir(c.Path); d != "."; {
-				d = path.Dir(d)
-				dirs[d] = true
+			if c.New {
+				// A new file's folders may be new too, and their entries
+				// must reach the disk as well: also on a redo, which finds
+				// folders a crashed attempt made and never synced.
+				for d := path.Dir(c.Path); d != "."; {
+					d = path.Dir(d)
+					dirs[d] = true
+				}
 			}
 			if c.Kind == changeWrite {
 				err = writeFile(root, c)
@@ -84,7 +88,11 @@ func materialize(root *os.Root, changes []fileChange) error {
 			return fmt.Errorf("%s %s: %w", c.Kind, c.Path, err)
 		}
 		crashPoint("file")
-		dirs[path.Dir(c.Path)] = true
+		// A rename, a removal or a new name changes the folder; an append
+		// to a file that was there changes only the file, synced above.
+		if c.Kind != changeAppend || c.New {
+			dirs[path.Dir(c.Path)] = true
+		}
 	}
 	for dir := range dirs {
 		if err := syncDir(root, dir); err != nil {

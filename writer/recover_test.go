@@ -81,7 +81,7 @@ var (
 	recoverChanges = []fileChange{
 		{Path: "gone.txt", Kind: changeRemove},
 		{Path: "log", Kind: changeAppend, Base: 4, Data: []byte("+more"), Mode: 0o644},
-		{Path: "new/deep/n.txt", Kind: changeAppend, Base: 0, Data: []byte("created"), Mode: 0o644},
+		{Path: "new/deep/n.txt", Kind: changeAppend, Base: 0, Data: []byte("created"), Mode: 0o644, New: true},
 		{Path: "sub/dir/w2.txt", Kind: changeWrite, Data: []byte("nested"), Mode: 0o600},
 		{Path: "w.txt", Kind: changeWrite, Data: []byte("new"), Mode: 0o644},
 	}
@@ -310,7 +310,7 @@ func TestApplyRecordsIntent(t *testing.T) {
 	require.NoError(t, ov.applyJob(job))
 	assert.Equal(t, []fileChange{
 		{Path: "log", Kind: changeAppend, Data: []byte("cd"), Base: 2, Mode: 0o644},
-		{Path: "n/new", Kind: changeWrite, Data: []byte("fresh")}, // a new file: Mode 0, created 0666 less the umask
+		{Path: "n/new", Kind: changeWrite, Data: []byte("fresh"), New: true}, // a new file: Mode 0, created 0666 less the umask
 		{Path: "old", Kind: changeRemove},
 	}, ov.changes())
 	assert.Equal(t, map[string]string{"log": "ab", "old": "x"}, storeFiles(t, store), "the overlay does not touch the disk")

@@ -240,9 +240,6 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 			entries[i].Seq = md.Sequence.Stream
 		}
 	}
-	var results []Result
-	var lastFaultLog time.Time
-	guarded := false
 	if w.session != nil && Demanded(w.store) {
 		// A direct writer is waiting: the batch in hand can wait for it.
 		w.log.Info("handing the store to a waiting direct writer", "grace", w.cfg.HandOffGrace)
@@ -251,26 +248,47 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 			return false
 		}
 	}
+	results, ok := w.apply(ctx, batch, entries)
+	if !ok {
+		return false
+	}
+	crashPoint("commit")
+	w.answer(batch, entries, results)
+	crashPoint("published")
+	w.maybePrune(ctx)
+	return true
+}
+
+// apply applies the batch under the store lock, waiting for the lock and
+// retrying through I/O faults, until it succeeds or ctx ends (false: the
+// batch stays unacked in the queue).
+func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []Entry) ([]Result, bool) {
+	var lastFaultLog time.Time
+	guarded := false
 	for attempt := 0; ; attempt++ {
 		if err := w.acquire(ctx, batch); err != nil {
-			return false
+			return nil, false
 		}
 		if w.cautious > 0 && !guarded { // once per batch: I/O retries are not deaths
 			if err := w.guardPoison(entries); err != nil {
 				w.setFault(err.Error())
 				if !sleep(ctx, backoff(attempt)) {
-					return false
+					return nil, false
 				}
 				continue
 			}
 			guarded = true
 		}
-		var err error
-		if results, err = w.session.Apply(entries); err == nil {
+		results, err := w.session.Apply(entries)
+		if err == nil {
 			if w.cautious > 0 {
 				w.cautious--
 			}
-			break
+			if w.setFault(""); !lastFaultLog.IsZero() {
+				w.log.Info("the store is writable again", "jobs", len(batch))
+			}
+			w.count(results)
+			return results, true
 		}
 		// An I/O fault (disk full, read-only, EIO): nothing of this batch
 		// is recorded as applied and nothing is acked. Keep the batch in
@@ -286,13 +304,15 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 			}
 		}
 		if !sleep(ctx, backoff(attempt)) {
-			return false
+			return nil, false
 		}
 	}
-	if w.setFault(""); lastFaultLog != (time.Time{}) {
-		w.log.Info("the store is writable again", "jobs", len(batch))
-	}
+}
+
+// count adds a batch's outcomes to the status report's counters.
+func (w *Writer) count(results []Result) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, r := range results {
 		switch {
 		case r.Duplicate:
@@ -302,8 +322,10 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 			w.rejected++
 		}
 	}
-	w.mu.Unlock()
-	crashPoint("commit")
+}
+
+// answer acks a committed batch and then publishes each job's outcome.
+func (w *Writer) answer(batch []jetstream.Msg, entries []Entry, results []Result) {
 	// The journal has every outcome: now the queue may forget the jobs.
 	for i, m := range batch {
 		if err := m.Ack(); err != nil {
@@ -329,9 +351,6 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 			}
 		}
 	}
-	crashPoint("published")
-	w.maybePrune(ctx)
-	return true
 }
 
 // maybePrune prunes the journal now and then, keeping every outcome the

@@ -16,7 +16,6 @@ import (
 
 	"scribe/client"
 	"scribe/embednats"
-	"scribe/queue"
 )
 
 // Version is the scribe version, reported by the daemon.
@@ -41,7 +40,7 @@ func main() {
 	err := m.Run(ctx, os.Args[1:])
 	stop()
 	code := exitCode(err)
-	if err != nil && !errors.Is(err, errSilent) {
+	if err != nil {
 		var ex *exitError
 		if !errors.As(err, &ex) || ex.err != nil {
 			fmt.Fprintln(os.Stderr, "scribe:", err)
@@ -120,9 +119,6 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
-// errSilent marks an error whose message was already printed.
-var errSilent = errors.New("")
-
 func usageError(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
@@ -137,17 +133,13 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ex):
 		return ex.code
-	case errors.Is(err, flag.ErrHelp):
-		return exitUsage
 	case errors.Is(err, client.ErrNoDaemon):
 		return exitNoDaemon
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrQueueFull), errors.Is(err, errWaitTimeout),
 		errors.Is(err, client.ErrUnavailable), errors.Is(err, embednats.ErrRunning):
 		return exitBusy
-	case errors.Is(err, queue.ErrRejected):
-		return exitRejected
 	}
-	return exitRejected
+	return exitRejected // a rejection (queue.ErrRejected), or any other failure
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting.

@@ -243,18 +243,6 @@ func (c *Client) discover(ctx context.Context) (*queue.Discovery, error) {
 	}
 }
 
-// stranded reports whether a daemon that no longer runs may have left jobs
-// in its queue: it was killed (its discovery file is still there) or it
-// stopped with jobs queued (it left the stranded marker).
-func stranded(store string) bool {
-	for _, p := range []string{queue.DiscoveryPath(store), queue.StrandedPath(store)} {
-		if _, err := os.Stat(p); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
 // daemonAlive reports whether some process holds the store's daemon lock.
 // The probe holds the lock for an instant at most; a daemon starting at
 // that instant retries rather than fail.
@@ -494,8 +482,8 @@ func (c *Client) request(ctx context.Context, body []byte, v any) error {
 // applyDirect applies a job as a direct writer: the store lock, fail-fast
 // unless WithWait, then the same appliers and journal as the daemon.
 func (c *Client) applyDirect(ctx context.Context, job *queue.Job) (*queue.Outcome, error) {
-	if c.route == RoutePrefer && stranded(c.store) {
-		return nil, fmt.Errorf("%w: no daemon serves %s, but jobs may still be queued by the last one (it died or stopped before draining them); start scribe serve to apply them, or write with --route direct to go past them", ErrUnavailable, c.store)
+	if why := queue.Stranded(c.store); c.route == RoutePrefer && why != "" {
+		return nil, fmt.Errorf("%w: no daemon serves %s, but jobs may still be queued (%s); start scribe serve to apply them, or write with --route direct to go past them", ErrUnavailable, c.store, why)
 	}
 	s, err := writer.OpenSessionWait(ctx, c.store, c.wait, writer.SessionOptions{
 		LockPath: c.lockPath, Mode: writer.ModeDirect, Command: c.command, Logger: c.log,

@@ -127,7 +127,15 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	warnSharedStore(store, logger)
 	// A daemon killed before it could clean up left its discovery file:
 	// clients trust it while the lock is held, which is now ours, so it
-	// goes before anything else.
+	// goes before anything else. It is also the evidence that jobs may be
+	// stranded in the queue: keep that in the marker, which only a writer
+	// that has seen the queue empty removes (so a start that fails here
+	// loses nothing).
+	if old, err := queue.ReadDiscovery(store); err == nil {
+		if err := queue.MarkStranded(store, fmt.Sprintf("daemon pid %d was killed", old.PID)); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale discovery: %w", err)
 	}

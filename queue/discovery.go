@@ -47,9 +47,44 @@ func ReadDiscovery(store string) (*Discovery, error) {
 	return &d, nil
 }
 
-// StrandedPath is the marker a daemon leaves when it stops with jobs still
-// in its queue: until a daemon serves the store again and drains them, a
-// direct write by the prefer route would overtake them.
+// StrandedPath is the marker saying that jobs may wait in the store's
+// queue while no daemon runs: a daemon stopped with jobs queued, or one
+// was killed. Until a daemon has served the store and seen its queue
+// empty, a direct write by the prefer route would overtake those jobs.
 func StrandedPath(store string) string {
 	return filepath.Join(store, MetaDir, "stranded.json")
+}
+
+// Stranded returns why the store's queue may hold jobs no daemon serves,
+// or "" if its stranded marker is absent. A killed daemon's discovery file
+// says the same until the next daemon turns it into the marker.
+func Stranded(store string) string {
+	if b, err := os.ReadFile(StrandedPath(store)); err == nil {
+		var m struct {
+			Why string `json:"why"`
+		}
+		if json.Unmarshal(b, &m) != nil || m.Why == "" {
+			return "a daemon left jobs queued"
+		}
+		return m.Why
+	}
+	if d, err := ReadDiscovery(store); err == nil {
+		return fmt.Sprintf("daemon pid %d did not shut down cleanly", d.PID)
+	}
+	return ""
+}
+
+// MarkStranded writes the stranded marker (mode 0600) with why.
+func MarkStranded(store, why string) error {
+	b, err := json.Marshal(struct {
+		Why string    `json:"why"`
+		At  time.Time `json:"at"`
+	}{why, time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(StrandedPath(store), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("mark queue stranded: %w", err)
+	}
+	return nil
 }

@@ -388,12 +388,20 @@ func TestStrandedQueueBlocksPreferFallback(t *testing.T) {
 			assert.Empty(t, readFile(t, filepath.Join(store, "log.txt")))
 			st := scribe(t, "", "status", "--store", store)
 			assert.Equal(t, 0, st.code, "status still works: %s", st.stderr)
+			assert.Contains(t, st.stdout, "jobs may be waiting in the queue")
 
-			startDaemon(t, store)
+			d = startDaemon(t, store)
 			require.Eventually(t, func() bool { return readFile(t, filepath.Join(store, "log.txt")) == "first\n" }, 20*time.Second, 20*time.Millisecond)
 			r = scribe(t, "", "submit", "--store", store, "--wait", "append", "log.txt", "second\n")
 			require.Equal(t, 0, r.code, r.stderr)
 			assert.Equal(t, "first\nsecond\n", readFile(t, filepath.Join(store, "log.txt")))
+
+			// Drained: once no daemon runs, direct writes are fine again.
+			d.stop(t)
+			assert.NoFileExists(t, queue.StrandedPath(store))
+			r = scribe(t, "", "submit", "--store", store, "append", "log.txt", "third\n")
+			assert.Equal(t, 0, r.code, r.stderr)
+			assert.Equal(t, "first\nsecond\nthird\n", readFile(t, filepath.Join(store, "log.txt")))
 		})
 	}
 }

@@ -189,13 +189,36 @@ func (w *Writer) pump(ctx context.Context, done chan<- struct{}) {
 // Close stops the writer: the batch in hand is finished, acked and
 // answered, the store lock is released, and Close waits for all of it.
 // Jobs not yet taken stay queued.
+// If jobs are left in the queue, Close leaves the stranded marker, so that
+// direct writes of the prefer route do not overtake them until a daemon
+// has drained them; if none are, it lifts the marker.
 func (w *Writer) Close() error {
 	if w.cancel == nil {
 		return nil
 	}
 	w.cancel()
 	<-w.done
-	return nil
+	w.cancel = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := w.Queued(ctx)
+	if err == nil && n == 0 {
+		w.liftStranded(ctx)
+		return nil
+	}
+	w.log.Warn("stopping with jobs still queued; they apply when a daemon serves the store again", "jobs", n, "err", err)
+	return queue.MarkStranded(w.store, fmt.Sprintf("daemon pid %d stopped with %d jobs queued", os.Getpid(), n))
+}
+
+// liftStranded removes the stranded marker once the queue is seen empty:
+// nothing is left for direct writes to overtake.
+func (w *Writer) liftStranded(ctx context.Context) {
+	if n, err := w.Queued(ctx); err != nil || n > 0 {
+		return
+	}
+	if err := os.Remove(queue.StrandedPath(w.store)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		w.log.Warn("remove stranded marker", "err", err)
+	}
 }
 
 func (w *Writer) run(ctx context.Context) {
@@ -208,6 +231,7 @@ func (w *Writer) run(ctx context.Context) {
 			return
 		case <-idle.C:
 			w.release()
+			w.liftStranded(ctx)
 		case m := <-w.msgs:
 			batch := []jetstream.Msg{m}
 		fill:
@@ -575,9 +599,7 @@ func (w *Writer) Report(ctx context.Context) *queue.StatusReport {
 	r.Holding, r.Epoch, r.Applied, r.Rejected, r.Waiting, r.Fault = w.session != nil, w.epoch, w.applied, w.rejected, w.waiting, w.fault
 	w.mu.Unlock()
 	r.Store, r.StoreID = w.store, w.storeID
-	if info, err := w.stream.Info(ctx); err == nil {
-		r.Queued = info.State.Msgs
-	}
+	r.Queued, _ = w.Queued(ctx)
 	if h, err := ReadHolder(lockPathOf(w.store, w.cfg.LockPath)); err == nil {
 		r.Holder = h
 	}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
+
 	"fmt"
 	"os"
 	"strings"
@@ -85,26 +85,12 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err := srv.Announce(); err != nil {
 		return err
 	}
-	// Whatever an earlier daemon left queued, this one drains.
-	if err := os.Remove(queue.StrandedPath(*store)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
 	d := srv.Discovery()
 	log.Info("serving", "store", d.Store, "store_id", d.StoreID, "url", d.URL, "pid", d.PID, "sync", *syncFlag)
 	<-ctx.Done()
 	log.Info("shutting down")
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("stop writer: %w", err)
-	}
-	// Jobs left in the queue must not be overtaken by direct writes of the
-	// prefer route until a daemon drains them: leave a marker saying so.
-	qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if n, err := w.Queued(qctx); err != nil || n > 0 {
-		log.Warn("stopping with jobs still queued; they apply when a daemon serves the store again", "jobs", n, "err", err)
-		if err := os.WriteFile(queue.StrandedPath(*store), fmt.Appendf(nil, "{\"jobs\": %d, \"pid\": %d}\n", n, os.Getpid()), 0o600); err != nil {
-			log.Error("write stranded-jobs marker", "err", err)
-		}
 	}
 	return srv.Close()
 }

@@ -107,7 +107,9 @@ type storeStatus struct {
 	Holder  *queue.Holder `json:"holder,omitempty"`
 	Epoch   uint64        `json:"epoch"`
 	LastSeq uint64        `json:"last_seq"`
-	Note    string        `json:"note,omitempty"`
+	// Stranded says why jobs may wait in a queue no daemon serves.
+	Stranded string `json:"stranded,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, lockFile string, asJSON bool) error {
@@ -134,7 +136,7 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 	if err != nil {
 		return err
 	}
-	st := storeStatus{Store: real, StoreID: cl.StoreID()}
+	st := storeStatus{Store: real, StoreID: cl.StoreID(), Stranded: queue.Stranded(real)}
 	if lockFile == "" {
 		lockFile = writer.DefaultLockPath(real)
 	}
@@ -150,6 +152,9 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 	}
 	fmt.Fprintf(c.Stdout, "store %s (%s)\nno daemon\nepoch %d, last queue seq %d\n", st.Store, st.StoreID, st.Epoch, st.LastSeq)
 	printHolder(c, st.Holder)
+	if st.Stranded != "" {
+		fmt.Fprintf(c.Stdout, "jobs may be waiting in the queue (%s): start scribe serve to apply them\n", st.Stranded)
+	}
 	if st.Note != "" {
 		fmt.Fprintln(c.Stdout, st.Note)
 	}

@@ -3,10 +3,13 @@ package queue
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -280,4 +283,38 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// Digest identifies what a job asks for, apart from its ID, its store and
+// when it was submitted: two jobs with one ID and the same digest are the
+// same job (a retry); with different digests they are a conflict
+// (ReasonIDConflict). It is "sha256:" and the lower-case hex SHA-256 of
+// the netstrings ("<decimal length>:<bytes>,") of, in order, "scribe-job-1",
+// each op's kind, path, if_match and data, then each meta key and value in
+// byte order of the keys (docs/protocol.md).
+func (j *Job) Digest() string {
+	h := sha256.New()
+	ns := func(b []byte) {
+		h.Write(strconv.AppendInt(nil, int64(len(b)), 10))
+		h.Write([]byte{':'})
+		h.Write(b)
+		h.Write([]byte{','})
+	}
+	ns([]byte("scribe-job-1"))
+	for _, op := range j.Ops {
+		ns([]byte(op.Kind))
+		ns([]byte(op.Path))
+		ns([]byte(op.IfMatch))
+		ns(op.Data)
+	}
+	keys := make([]string, 0, len(j.Meta))
+	for k := range j.Meta {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ns([]byte(k))
+		ns([]byte(j.Meta[k]))
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

@@ -30,6 +30,8 @@ const (
 	ReasonTooLarge           Reason = "too_large"           // job, op count or resulting file over a limit
 	ReasonWrongStore         Reason = "wrong_store"         // job names another store
 	ReasonInternal           Reason = "internal_error"      // the applier failed on this job (a bug)
+	ReasonIDConflict         Reason = "id_conflict"         // the ID was already used by a different job
+	ReasonAbandoned          Reason = "abandoned"           // an operator gave up an interrupted batch (scribe recover --abandon)
 )
 
 // Outcome is the recorded, final result of a job. Once recorded in a store's
@@ -55,6 +57,21 @@ type Outcome struct {
 	At time.Time `json:"at"`
 	// Meta is the job's caller metadata.
 	Meta map[string]string `json:"meta,omitempty"`
+	// Digest is the Digest of the job this outcome belongs to. A caller
+	// whose job has the same ID but another digest was not this job: its
+	// submission is an ID conflict. Empty in outcomes recorded before
+	// digests were kept, and for jobs that could not be decoded.
+	Digest string `json:"digest,omitempty"`
+}
+
+// Conflict returns the rejection a caller gets when its job, of digest
+// digest, reused the ID of the different job this outcome records, or nil
+// if the outcome is its own (or predates digests).
+func (o *Outcome) Conflict(digest string) *RejectError {
+	if o.Digest == "" || digest == "" || o.Digest == digest {
+		return nil
+	}
+	return Reject(ReasonIDConflict, "job id %s was already used by a different job (recorded %s, status %s); give this job a new ID", o.ID, o.At.Format(time.RFC3339), o.Status)
 }
 
 // Applied reports whether the job's ops took effect.

@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // MetaDir is the store's private folder (lock, journal, queue, discovery).
@@ -14,12 +15,17 @@ const MetaDir = ".scribe"
 // Ops may not name such a file.
 const tmpSuffix = ".scribe-tmp"
 
+// MaxNameLen is the longest name a path segment may have: 255 bytes (the
+// limit of Linux filesystems) less what the writer's temporary name adds
+// ("." and tmpSuffix), so that every file scribe writes can be replaced.
+const MaxNameLen = 255 - 1 - len(tmpSuffix)
+
 // CheckPath applies the lexical rules for an op path: relative,
 // slash-separated, clean (no ".", ".." or empty segments), not inside
 // MetaDir, no name ending in ".scribe-tmp" (the writer's temporary files),
-// no NUL or control characters, at most MaxPathLen bytes. The
-// writer additionally resolves every path through os.Root, which refuses
-// symlinks that leave the store.
+// no NUL or control characters, valid UTF-8, names of at most MaxNameLen
+// bytes, at most MaxPathLen bytes in all. The writer additionally refuses
+// any path through a symlink when it decides a job and when it writes.
 func CheckPath(p string) error {
 	switch {
 	case p == "":
@@ -30,6 +36,9 @@ func CheckPath(p string) error {
 		return fmt.Errorf("path %q is absolute", p)
 	case strings.ContainsRune(p, '\\'):
 		return fmt.Errorf("path %q contains a backslash", p)
+	}
+	if !utf8.ValidString(p) {
+		return fmt.Errorf("path %q is not valid UTF-8", p)
 	}
 	for _, r := range p {
 		if r < 0x20 || r == 0x7f {
@@ -43,8 +52,8 @@ func CheckPath(p string) error {
 		case ".", "..":
 			return fmt.Errorf("path %q has a %q segment", p, seg)
 		}
-		if len(seg) > 255 {
-			return fmt.Errorf("path %q has a name over 255 bytes", p)
+		if len(seg) > MaxNameLen {
+			return fmt.Errorf("path has a name of %d bytes, limit %d (%.40q…)", len(seg), MaxNameLen, seg)
 		}
 		// A name the writer uses for a temporary file would collide with
 		// it (and a folder of that name would wedge later writes).

@@ -42,19 +42,54 @@ func (f *fileState) size() int64 {
 }
 
 // overlay applies jobs to an in-memory view of the store, one job at a
-// time, all or nothing, so that a batch touches each file once.
+// time, all or nothing, so that a batch touches each file once. Everything
+// that could make carrying the batch out fail because of what a job asks
+// (a path that is a file here and a folder there, a symlink, a name too
+// long, a file the writer may not write) is found here, and rejects that
+// job alone: a decided batch must never be impossible to carry out.
 type overlay struct {
-	root    *os.Root
+	tree    *tree
 	maxFile int64
 	files   map[string]*fileState
-	// protected are scribe's own folder and files (the .scribe folder, the
-	// lock file, the journal). No op may reach them, whatever symlinks or
-	// hard links inside the store lead there.
-	protected []os.FileInfo
+	// folders are the folders the batch's files need: once an op creates a
+	// file, the folders above it exist, as they would on disk (scribe never
+	// removes a folder), even if a later op deletes the file.
+	folders map[string]bool
+	// jobFolders are the folders the current job added, forgotten if it is
+	// rejected.
+	jobFolders []string
 }
 
-func newOverlay(root *os.Root, maxFile int64) *overlay {
-	return &overlay{root: root, maxFile: maxFile, files: map[string]*fileState{}}
+func newOverlay(t *tree, maxFile int64) *overlay {
+	return &overlay{tree: t, maxFile: maxFile, files: map[string]*fileState{}, folders: map[string]bool{}}
+}
+
+// setExists records whether p exists after the op, and the folders above
+// a file that now exists.
+func (ov *overlay) setExists(p string, st *fileState, exists bool) {
+	st.exists = exists
+	if !exists {
+		return
+	}
+	for d := path.Dir(p); d != "." && !ov.folders[d]; d = path.Dir(d) {
+		ov.folders[d] = true
+		ov.jobFolders = append(ov.jobFolders, d)
+	}
+}
+
+// checkShape makes sure p can be a file after the ops so far: it is not a
+// folder the batch needs, and no folder above it is a file of the batch.
+// What the disk holds was checked when p was first seen (state).
+func (ov *overlay) checkShape(p string) error {
+	if ov.folders[p] {
+		return queue.Reject(queue.ReasonNotRegular, "%s is a folder (an earlier op of this batch created a file in it)", p)
+	}
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if st, ok := ov.files[d]; ok && st.exists {
+			return queue.Reject(queue.ReasonNotRegular, "%s is a file; %s needs it to be a folder", d, p)
+		}
+	}
+	return nil
 }
 
 // applyJob applies all of a job's ops or, if one is rejected, none of them.
@@ -62,12 +97,16 @@ func newOverlay(root *os.Root, maxFile int64) *overlay {
 // the store and fails the batch.
 func (ov *overlay) applyJob(job *queue.Job) (err error) {
 	saved := map[string]*fileState{}
+	ov.jobFolders = ov.jobFolders[:0]
 	defer func() {
 		if r := recover(); r != nil {
 			err = queue.Reject(queue.ReasonInternal, "applier panicked: %v\n%s", r, debug.Stack())
 		}
 		if err == nil {
 			return
+		}
+		for _, d := range ov.jobFolders {
+			delete(ov.folders, d)
 		}
 		for p, st := range saved {
 			if st == nil {
@@ -108,12 +147,16 @@ func (ov *overlay) applyOp(op queue.Op) error {
 			return err
 		}
 	}
+	if err := ov.checkShape(op.Path); err != nil {
+		return err
+	}
 	switch op.Kind {
 	case queue.OpPut:
 		if err := ov.checkSize(int64(len(op.Data))); err != nil {
 			return err
 		}
-		st.exists, st.replaced, st.content, st.tail = true, true, op.Data, nil
+		ov.setExists(op.Path, st, true)
+		st.replaced, st.content, st.tail = true, op.Data, nil
 	case queue.OpAppend:
 		if err := ov.checkSize(st.size() + int64(len(op.Data))); err != nil {
 			return err
@@ -123,7 +166,7 @@ func (ov *overlay) applyOp(op queue.Op) error {
 		} else {
 			st.tail = concat(st.tail, op.Data)
 		}
-		st.exists = true
+		ov.setExists(op.Path, st, true)
 	case queue.OpMerge:
 		cur := []byte("{}")
 		if st.exists {
@@ -153,9 +196,11 @@ func (ov *overlay) applyOp(op queue.Op) error {
 		if err := ov.checkSize(int64(len(merged))); err != nil {
 			return err
 		}
-		st.exists, st.replaced, st.content, st.tail = true, true, merged, nil
+		ov.setExists(op.Path, st, true)
+		st.replaced, st.content, st.tail = true, merged, nil
 	case queue.OpDelete:
-		st.exists, st.replaced, st.content, st.tail = false, true, nil, nil
+		ov.setExists(op.Path, st, false)
+		st.replaced, st.content, st.tail = true, nil, nil
 	default:
 		return queue.Reject(queue.ReasonUnknownOp, "unknown op %q", op.Kind)
 	}
@@ -238,7 +283,7 @@ func (ov *overlay) read(p string, st *fileState) ([]byte, error) {
 	if !st.origExists {
 		return st.tail, nil
 	}
-	b, err := ov.root.ReadFile(p)
+	b, err := ov.tree.readFile(p)
 	if err != nil {
 		return nil, classify(p, err)
 	}
@@ -254,27 +299,31 @@ func (ov *overlay) state(p string) (*fileState, error) {
 	if st, ok := ov.files[p]; ok {
 		return st, nil
 	}
-	if err := ov.checkParents(p); err != nil {
+	under, err := ov.checkParents(p)
+	if err != nil {
 		return nil, err
 	}
 	st := &fileState{}
-	fi, err := ov.root.Lstat(p)
+	e, err := ov.tree.lstat(p)
+	if under != "" {
+		err = fs.ErrNotExist // the file above is removed before p is made
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return nil, classify(p, err)
-	case fi.Mode()&fs.ModeSymlink != 0:
+	case e.mode&fs.ModeSymlink != 0:
 		return nil, queue.Reject(queue.ReasonNotRegular, "%s is a symlink", p)
-	case !fi.Mode().IsRegular():
-		return nil, queue.Reject(queue.ReasonNotRegular, "%s is a %s", p, describeMode(fi.Mode()))
-	case ov.isProtected(fi):
+	case !e.mode.IsRegular():
+		return nil, queue.Reject(queue.ReasonNotRegular, "%s is a %s", p, describeMode(e.mode))
+	case ov.tree.isProtected(e.key):
 		return nil, queue.Reject(queue.ReasonPathEscapes, "%s is one of scribe's own files", p)
-	case hardLinks(fi) > 1:
+	case e.nlink > 1:
 		// Replacing it would split it from its other names, and changes
 		// through two names in one batch would overwrite each other.
-		return nil, queue.Reject(queue.ReasonNotRegular, "%s has %d hard links; scribe writes only files with one name", p, hardLinks(fi))
+		return nil, queue.Reject(queue.ReasonNotRegular, "%s has %d hard links; scribe writes only files with one name", p, e.nlink)
 	default:
-		st.origExists, st.exists, st.origSize, st.mode = true, true, fi.Size(), fi.Mode().Perm()
+		st.origExists, st.exists, st.origSize, st.mode = true, true, e.size, e.mode.Perm()
 	}
 	if err := ov.checkWritable(p, st.origExists); err != nil {
 		return nil, err
@@ -283,58 +332,59 @@ func (ov *overlay) state(p string) (*fileState, error) {
 	return st, nil
 }
 
-func hardLinks(fi os.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Nlink)
-	}
-	return 1
-}
-
-func (ov *overlay) isProtected(fi os.FileInfo) bool {
-	for _, q := range ov.protected {
-		if os.SameFile(fi, q) {
-			return true
-		}
-	}
-	return false
-}
-
-// checkParents makes sure every existing folder above p is a real folder
-// of the store: not a symlink (a file must have one name only, or two
-// names in one batch would overwrite each other's changes) and not
-// scribe's own. Creating p later then cannot fail or escape.
-func (ov *overlay) checkParents(p string) error {
+// checkParents makes sure every folder above p is a real folder of the
+// store or absent: not a symlink (a file must have one name only, or two
+// names in one batch would overwrite each other's changes), not a file
+// (unless the batch removes it first: then it returns that file's path),
+// not scribe's own. Creating p later then cannot fail or escape.
+func (ov *overlay) checkParents(p string) (removed string, err error) {
 	dir := ""
 	for seg := range strings.SplitSeq(path.Dir(p), "/") {
 		if seg == "." {
 			break
 		}
 		dir = path.Join(dir, seg)
-		fi, err := ov.root.Lstat(dir)
+		if st, ok := ov.files[dir]; ok {
+			if st.exists {
+				return "", queue.Reject(queue.ReasonNotRegular, "%s is a file; %s needs it to be a folder", dir, p)
+			}
+			if st.origExists {
+				return dir, nil // a file the batch removes: nothing is under it
+			}
+			return "", nil // never there: nothing deeper exists either
+		}
+		e, err := ov.tree.lstat(dir)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil // nothing deeper exists either
+			return "", nil // nothing deeper exists either
 		}
 		if err != nil {
-			return classify(dir, err)
+			return "", classify(dir, err)
 		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, err := ov.root.Stat(dir)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return classify(dir, err)
-			}
-			if err == nil && ov.isProtected(target) {
-				return queue.Reject(queue.ReasonPathEscapes, "%s leads into scribe's own folder", dir)
-			}
-			return queue.Reject(queue.ReasonNotRegular, "%s is a symlink; paths may not go through symlinks", dir)
-		}
-		if !fi.IsDir() {
-			return queue.Reject(queue.ReasonNotRegular, "%s is not a folder", dir)
-		}
-		if ov.isProtected(fi) {
-			return queue.Reject(queue.ReasonPathEscapes, "%s is scribe's own folder", dir)
+		switch {
+		case e.mode&fs.ModeSymlink != 0:
+			return "", ov.symlinkRejection(dir)
+		case !e.mode.IsDir():
+			return "", queue.Reject(queue.ReasonNotRegular, "%s is not a folder", dir)
+		case ov.tree.isProtected(e.key):
+			return "", queue.Reject(queue.ReasonPathEscapes, "%s is scribe's own folder", dir)
 		}
 	}
-	return nil
+	return "", nil
+}
+
+// symlinkRejection rejects a path through the symlink dir, saying where it
+// leads when that is out of the store or into scribe's own folder.
+func (ov *overlay) symlinkRejection(dir string) error {
+	root := ov.tree.Name()
+	if real, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(dir))); err == nil {
+		if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return queue.Reject(queue.ReasonPathEscapes, "%s is a symlink out of the store", dir)
+		}
+		if fi, err := os.Stat(real); err == nil && ov.tree.isProtected(keyOfInfo(fi)) {
+			return queue.Reject(queue.ReasonPathEscapes, "%s leads into scribe's own folder", dir)
+		}
+	}
+	return queue.Reject(queue.ReasonNotRegular, "%s is a symlink; paths may not go through symlinks", dir)
 }
 
 // checkWritable rejects, before anything changes, a path this process may
@@ -344,26 +394,27 @@ func (ov *overlay) checkParents(p string) error {
 // the queue behind it. A read-only filesystem is not the job's fault: it
 // is left to fail the batch, which is retried until it clears.
 func (ov *overlay) checkWritable(p string, exists bool) error {
-	abs := filepath.Join(ov.root.Name(), filepath.FromSlash(p))
-	check := func(path string, mode uint32) error {
-		err := unix.Access(path, mode)
+	check := func(target string, mode uint32) error {
+		err := ov.tree.access(target, mode)
 		switch {
 		case err == nil, errors.Is(err, unix.EROFS):
 			return nil
 		case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 			return queue.Reject(queue.ReasonNotPermitted, "%s is not writable by the writer (uid %d)", p, os.Geteuid())
 		}
-		return err
+		return classify(target, err)
 	}
 	if exists {
-		if err := check(abs, unix.W_OK); err != nil {
+		if err := check(p, unix.W_OK); err != nil {
 			return err
 		}
-		return check(filepath.Dir(abs), unix.W_OK|unix.X_OK)
+		return check(path.Dir(p), unix.W_OK|unix.X_OK)
 	}
-	dir := filepath.Dir(abs)
-	for ; dir != ov.root.Name(); dir = filepath.Dir(dir) {
-		if _, err := os.Lstat(dir); err == nil {
+	// The nearest folder on disk above p: the first that exists and is
+	// not a file the batch removes (checkParents vetted the rest).
+	dir := path.Dir(p)
+	for ; dir != "."; dir = path.Dir(dir) {
+		if e, err := ov.tree.lstat(dir); err == nil && e.mode.IsDir() {
 			break
 		}
 	}
@@ -375,8 +426,10 @@ func (ov *overlay) checkWritable(p string, exists bool) error {
 // it as an I/O fault otherwise.
 func classify(p string, err error) error {
 	switch {
-	case strings.Contains(err.Error(), "path escapes"):
-		return queue.Reject(queue.ReasonPathEscapes, "%s leaves the store", p)
+	case errors.Is(err, errProtected):
+		return queue.Reject(queue.ReasonPathEscapes, "%s: %v", p, err)
+	case errors.Is(err, errSymlink):
+		return queue.Reject(queue.ReasonNotRegular, "%s: %v", p, err)
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.EISDIR):
 		return queue.Reject(queue.ReasonNotRegular, "%s: %v", p, err)
 	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EINVAL):
@@ -400,6 +453,21 @@ func (ov *overlay) changes() []fileChange {
 			out = append(out, fileChange{Path: p, Kind: changeWrite, Data: st.content, Mode: st.mode, New: !st.origExists})
 		case len(st.tail) > 0 || !st.origExists: // an empty append still creates the file
 			out = append(out, fileChange{Path: p, Kind: changeAppend, Data: st.tail, Base: st.origSize, Mode: st.mode, New: !st.origExists})
+		}
+	}
+	// A folder the batch made whose files it deleted again stays, as it
+	// would have had the jobs been applied one at a time.
+	filled := map[string]bool{}
+	for _, c := range out {
+		if c.Kind != changeRemove {
+			for d := path.Dir(c.Path); d != "." && !filled[d]; d = path.Dir(d) {
+				filled[d] = true
+			}
+		}
+	}
+	for d := range ov.folders {
+		if !filled[d] {
+			out = append(out, fileChange{Path: d, Kind: changeMkdir})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })

@@ -1,11 +1,15 @@
 package writer
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
+
+	"golang.org/x/sys/unix"
 
 	"scribe/queue"
 )
@@ -13,17 +17,18 @@ import (
 // Kinds of fileChange.
 const (
 	changeWrite  = "write"  // replace the whole file with Data
-	changeAppend = "append" // the file is its first Base bytes followed by Data
+	changeAppend = "append" // add Data at the end of the file (it had Base bytes when decided)
 	changeRemove = "remove" // the file is gone
+	changeMkdir  = "mkdir"  // the folder exists (the batch made it and emptied it again)
 )
 
 // fileChange is a batch's net effect on one file, stated so that carrying
-// it out twice has the same result as once: recovery redoes it blindly.
+// it out again after a partial attempt has the same result as once.
 type fileChange struct {
 	Path string      `json:"path"`
 	Kind string      `json:"kind"`
 	Data []byte      `json:"data,omitempty"`
-	Base int64       `json:"base,omitempty"`
+	Base int64       `json:"base,omitempty"` // append: the file's size when the batch was decided
 	Mode fs.FileMode `json:"mode,omitempty"` // the replaced file's mode; 0 for a new file
 	New  bool        `json:"new,omitempty"`  // the file did not exist before the batch
 }
@@ -52,16 +57,28 @@ type intent struct {
 const tmpSuffix = ".scribe-tmp"
 
 // materialize carries out changes and makes them durable: each file is
-// fsynced, then each folder whose entries changed.
-func materialize(root *os.Root, changes []fileChange) error {
+// fsynced, then each folder whose entries changed. Removals go first, so
+// that a folder may take the place of a file the batch removes. redo says
+// that the changes may have been carried out in part already (by a holder
+// that died, or an attempt that failed): appends then look at what the
+// file holds before writing (see appendFile).
+func materialize(t *tree, changes []fileChange, redo bool) error {
 	dirs := map[string]bool{}
+	ordered := make([]fileChange, 0, len(changes))
 	for _, c := range changes {
+		if c.Kind == changeRemove {
+			ordered = append(ordered, c)
+		}
+	}
+	for _, c := range changes {
+		if c.Kind != changeRemove {
+			ordered = append(ordered, c)
+		}
+	}
+	for _, c := range ordered {
 		var err error
 		switch c.Kind {
 		case changeWrite, changeAppend:
-			if err = mkdirParents(root, c.Path); err != nil {
-				break
-			}
 			if c.New {
 				// A new file's folders may be new too, and their entries
 				// must reach the disk as well: also on a redo, which finds
@@ -72,14 +89,19 @@ func materialize(root *os.Root, changes []fileChange) error {
 				}
 			}
 			if c.Kind == changeWrite {
-				err = writeFile(root, c)
+				err = t.replace(c.Path, c.Data, c.Mode)
 			} else {
-				err = appendFile(root, c)
+				err = appendFile(t, c, redo)
 			}
 		case changeRemove:
-			err = root.Remove(c.Path)
-			if errors.Is(err, fs.ErrNotExist) {
-				err = nil
+			err = t.remove(c.Path)
+		case changeMkdir:
+			var fd int
+			if fd, err = t.openDir(c.Path, true); err == nil {
+				unix.Close(fd)
+			}
+			for d := c.Path; d != "."; d = path.Dir(d) {
+				dirs[path.Dir(d)] = true
 			}
 		default:
 			err = fmt.Errorf("unknown change kind %q", c.Kind)
@@ -95,57 +117,41 @@ func materialize(root *os.Root, changes []fileChange) error {
 		}
 	}
 	for dir := range dirs {
-		if err := syncDir(root, dir); err != nil {
+		if err := t.syncDir(dir); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func writeFile(root *os.Root, c fileChange) error {
-	tmp := path.Join(path.Dir(c.Path), "."+path.Base(c.Path)+tmpSuffix)
-	// Remove what a crashed attempt (or anyone) left at the temp name and
-	// create it afresh: opening it as found would follow a symlink there and
-	// overwrite another file.
-	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+// appendFile adds c.Data at the end of the file and syncs it. It never
+// removes a byte another program wrote: in normal operation the data is
+// written with O_APPEND, after whatever the file holds by then (a shell
+// >> beside scribe keeps its lines). A redo first looks at the file from
+// c.Base, the size the batch was decided on:
+//   - the data is there, at c.Base or later: done already;
+//   - what follows c.Base is no longer than the data, and each byte of it
+//     is the data's own or zero (a write cut short, or a power loss that
+//     left the size and not the bytes): overwrite it with the data;
+//   - anything else (another program wrote there): append the data whole.
+//
+// So a redo overwrites at most scribe's own partial bytes, and cuts none.
+func appendFile(t *tree, c fileChange, redo bool) error {
+	flags := unix.O_WRONLY | unix.O_APPEND | unix.O_CREAT
+	if redo {
+		flags = unix.O_RDWR | unix.O_CREAT
 	}
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, c.perm())
-	if err != nil {
-		return err
-	}
-	if c.Mode != 0 { // replacing a file: keep its mode exactly, whatever the umask
-		if err := f.Chmod(c.Mode); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if _, err := f.Write(c.Data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return root.Rename(tmp, c.Path)
-}
-
-func appendFile(root *os.Root, c fileChange) error {
-	f, err := root.OpenFile(c.Path, os.O_WRONLY|os.O_CREATE, c.perm())
+	f, err := t.openFile(c.Path, flags, c.perm(), true)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	// Cut anything a crashed attempt at this same change left, then write:
-	// redoing the change yields the same bytes.
-	if err := f.Truncate(c.Base); err != nil {
-		return err
+	if redo {
+		err = redoAppend(f, c)
+	} else {
+		_, err = f.Write(c.Data)
 	}
-	if _, err := f.WriteAt(c.Data, c.Base); err != nil {
+	if err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {
@@ -154,22 +160,46 @@ func appendFile(root *os.Root, c fileChange) error {
 	return f.Close()
 }
 
-// mkdirParents creates the folders above p.
-func mkdirParents(root *os.Root, p string) error {
-	if dir := path.Dir(p); dir != "." {
-		return root.MkdirAll(dir, 0o755)
+func redoAppend(f *os.File, c fileChange) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
 	}
-	return nil
+	if size := fi.Size(); size > c.Base {
+		tail := make([]byte, size-c.Base)
+		if _, err := f.ReadAt(tail, c.Base); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		switch {
+		case bytes.Contains(tail, c.Data):
+			return nil
+		case ownPartial(tail, c.Data):
+			_, err := f.WriteAt(c.Data, c.Base)
+			return err
+		}
+	}
+	// At the end, whoever else appends meanwhile (O_APPEND is atomic).
+	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err == nil {
+		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, flags|unix.O_APPEND)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(c.Data)
+	return err
 }
 
-func syncDir(root *os.Root, dir string) error {
-	d, err := root.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync folder %s: %w", dir, err)
+// ownPartial reports whether tail can only be a cut-short write of data:
+// no longer than it, and each byte either data's or zero.
+func ownPartial(tail, data []byte) bool {
+	if len(tail) > len(data) {
+		return false
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync folder %s: %w", dir, err)
+	for i, b := range tail {
+		if b != data[i] && b != 0 {
+			return false
+		}
 	}
-	return nil
+	return true
 }

@@ -43,9 +43,7 @@ func FuzzMergePatch(f *testing.F) {
 		f.Add([]byte(s.doc), s.exists, []byte(s.patch))
 	}
 	store := f.TempDir()
-	root, err := os.OpenRoot(store)
-	require.NoError(f, err)
-	f.Cleanup(func() { _ = root.Close() })
+	tr := openTestTree(f, store)
 	const name = "doc.json"
 
 	f.Fuzz(func(t *testing.T, doc []byte, exists bool, patch []byte) {
@@ -55,7 +53,7 @@ func FuzzMergePatch(f *testing.F) {
 		} else if err := os.Remove(full); err != nil && !errors.Is(err, os.ErrNotExist) {
 			require.NoError(t, err)
 		}
-		ov := newOverlay(root, 1<<20)
+		ov := newOverlay(tr, 1<<20)
 		err := ov.applyJob(&queue.Job{Ops: []queue.Op{{Kind: queue.OpMerge, Path: name, Data: patch}}})
 		if err != nil {
 			var rej *queue.RejectError

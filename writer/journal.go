@@ -26,6 +26,7 @@ var (
 	keyRetention   = []byte("retention")     // the retention the last prune used (the daemon's)
 	keyAttempt     = []byte("attempt")       // seq (8) + attempts (8) of the job being tried one at a time
 	keyIntent      = []byte("batch")
+	keyStuck       = []byte("stuck") // why the last redo of the intent failed, while it stands
 )
 
 // journalTimeout bounds the wait for bbolt's own file lock. The journal is
@@ -151,7 +152,11 @@ func (j *Journal) writeIntent(in *intent) error {
 func (j *Journal) pendingIntent() (*intent, error) {
 	var in *intent
 	err := j.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketIntent).Get(keyIntent)
+		b := tx.Bucket(bucketIntent)
+		if b == nil {
+			return nil // a read-only open of a journal never written
+		}
+		v := b.Get(keyIntent)
 		if v == nil {
 			return nil
 		}
@@ -159,6 +164,36 @@ func (j *Journal) pendingIntent() (*intent, error) {
 		return json.Unmarshal(v, in)
 	})
 	return in, err
+}
+
+// setStuck records why the pending intent could not be carried out.
+func (j *Journal) setStuck(why string) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketIntent).Put(keyStuck, []byte(why))
+	})
+}
+
+// Interrupted describes the batch a holder was interrupted in, if any:
+// how many jobs and files it has and, if carrying it out failed since,
+// why. It is nil when no batch is pending.
+type Interrupted struct {
+	Jobs  int    `json:"jobs"`
+	Files int    `json:"files"`
+	Stuck string `json:"stuck,omitempty"`
+}
+
+// Interrupted returns the pending batch, or nil.
+func (j *Journal) Interrupted() (*Interrupted, error) {
+	in, err := j.pendingIntent()
+	if err != nil || in == nil {
+		return nil, err
+	}
+	out := &Interrupted{Jobs: len(in.Outcomes), Files: len(in.Changes)}
+	err = j.db.View(func(tx *bolt.Tx) error {
+		out.Stuck = string(tx.Bucket(bucketIntent).Get(keyStuck))
+		return nil
+	})
+	return out, err
 }
 
 // commit records a batch's outcomes, dead letters and last sequence and
@@ -198,6 +233,9 @@ func (j *Journal) commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq
 			}
 		}
 		if err := m.Delete(keyAttempt); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketIntent).Delete(keyStuck); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketIntent).Delete(keyIntent)

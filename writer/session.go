@@ -69,12 +69,16 @@ type Session struct {
 // cannot be opened twice by one process), one root, and the mutex that
 // makes their batches take turns.
 type shared struct {
-	mu        sync.Mutex // one Apply at a time
-	journal   *Journal
-	root      *os.Root
-	protected []os.FileInfo // see overlay.protected
-	sessions  int
-	log       *slog.Logger
+	mu       sync.Mutex // one Apply at a time
+	journal  *Journal
+	tree     *tree
+	lockPath string
+	// own are the keys of .scribe, the lock file and the journal as this
+	// hold opened them (in that order), checked before a batch changes
+	// anything: see verify.
+	own      [3]fileKey
+	sessions int
+	log      *slog.Logger
 }
 
 // OpenSession takes the store lock without waiting (a busy store returns a
@@ -136,15 +140,24 @@ func openShared(real string, ls *lockState, log *slog.Logger) (_ *shared, err er
 			return nil, err
 		}
 	}
-	if st.root, err = os.OpenRoot(real); err != nil {
+	if st.tree, err = openTree(real); err != nil {
 		return nil, err
 	}
-	for _, p := range []string{filepath.Join(real, queue.MetaDir), ls.path, JournalPath(real)} {
-		fi, err := os.Stat(p)
+	st.lockPath = ls.path
+	st.own[1] = ls.key
+	for i, p := range []string{filepath.Join(real, queue.MetaDir), "", JournalPath(real)} {
+		if p == "" {
+			continue
+		}
+		fi, err := os.Lstat(p)
 		if err != nil {
 			return nil, fmt.Errorf("stat %s: %w", p, err)
 		}
-		st.protected = append(st.protected, fi)
+		st.own[i] = keyOfInfo(fi)
+	}
+	st.tree.protected = st.own[:]
+	if err := st.verify(); err != nil {
+		return nil, err
 	}
 	if err := st.recover(); err != nil {
 		return nil, err
@@ -182,8 +195,8 @@ func (s *Session) MaybePrune(maxSeq uint64) {
 
 func (st *shared) close() error {
 	var errs []error
-	if st.root != nil {
-		errs = append(errs, st.root.Close())
+	if st.tree != nil {
+		errs = append(errs, st.tree.Close())
 	}
 	if st.journal != nil {
 		errs = append(errs, st.journal.Close())
@@ -191,17 +204,37 @@ func (st *shared) close() error {
 	return errors.Join(errs...)
 }
 
+// verify checks that scribe's own folder, the lock file and the journal
+// are still the files this hold opened. If another program replaced one
+// (a rename, a symlink swap), the flock may no longer exclude other
+// writers, or outcomes would go to a file nobody reads: stop before
+// changing anything.
+func (s *shared) verify() error {
+	for i, p := range []string{filepath.Join(s.tree.Name(), queue.MetaDir), s.lockPath, JournalPath(s.tree.Name())} {
+		fi, err := os.Lstat(p)
+		if err != nil || keyOfInfo(fi) != s.own[i] {
+			return fmt.Errorf("%s is no longer the file this writer opened (replaced or removed by another program: %v): %w", p, err, ErrStoreChanged)
+		}
+	}
+	return nil
+}
+
 // recover redoes a batch whose intent was committed but whose outcomes
 // were not: its files may be changed in part, so every change is carried
-// out again (each is idempotent) before the outcomes are recorded.
+// out again (see materialize) before the outcomes are recorded. A failure
+// is kept in the journal, for status, until a redo succeeds.
 func (s *shared) recover() error {
 	in, err := s.journal.pendingIntent()
 	if err != nil || in == nil {
 		return err
 	}
 	s.log.Warn("redoing an interrupted batch", "epoch", in.Epoch, "files", len(in.Changes), "jobs", len(in.Outcomes))
-	if err := materialize(s.root, in.Changes); err != nil {
-		return fmt.Errorf("recover interrupted batch: %w", err)
+	if err := materialize(s.tree, in.Changes, true); err != nil {
+		stuck := &StuckError{Jobs: len(in.Outcomes), Files: len(in.Changes), Err: err}
+		if jerr := s.journal.setStuck(stuck.Error()); jerr != nil {
+			s.log.Warn("record stuck batch", "err", jerr)
+		}
+		return stuck
 	}
 	if err := s.journal.commit(in.Outcomes, nil, in.LastSeq); err != nil {
 		return fmt.Errorf("recover interrupted batch: %w", err)
@@ -242,6 +275,10 @@ type Result struct {
 	// Duplicate means the journal already had this job ID: Outcome is the
 	// outcome recorded then, and nothing was changed now.
 	Duplicate bool
+	// Conflict means the journal already had this job ID for a different
+	// job: Outcome is this job's id_conflict rejection, which is not
+	// recorded (the ID keeps its first outcome), and nothing was changed.
+	Conflict bool
 }
 
 // Apply applies entries in order as one batch: each job's ops all or
@@ -259,43 +296,56 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	defer s.st.mu.Unlock()
 	// A batch that failed half way (an I/O fault) left its intent: carry
 	// it out first, so nothing of it is redone twice or lost.
+	if err := s.st.verify(); err != nil {
+		return nil, err
+	}
 	if err := s.st.recover(); err != nil {
 		return nil, err
 	}
-	journal, root := s.st.journal, s.st.root
+	journal, t := s.st.journal, s.st.tree
 	results := make([]Result, len(entries))
-	ov := newOverlay(root, s.maxFile)
-	ov.protected = s.st.protected
+	ov := newOverlay(t, s.maxFile)
 	var decided []*queue.Outcome
 	seen := map[string]int{} // job ID → index of its first entry in this batch
 	var lastSeq uint64
 	now := time.Now().UTC()
 	for i, e := range entries {
 		lastSeq = max(lastSeq, e.Seq)
-		id := ""
+		id, digest := "", ""
 		if e.Job != nil {
 			id = e.Job.ID
 		}
+		if e.Err == nil {
+			digest = e.Job.Digest()
+		}
 		if id != "" {
-			if first, ok := seen[id]; ok {
-				results[i] = Result{Outcome: results[first].Outcome, Duplicate: true}
-				continue
-			}
-			seen[id] = i
 			prev, err := journal.Outcome(id)
 			if err != nil {
 				return nil, err
 			}
+			if first, ok := seen[id]; ok {
+				prev = results[first].Outcome
+			}
 			if prev != nil {
 				results[i] = Result{Outcome: prev, Duplicate: true}
+				if c := prev.Conflict(digest); c != nil {
+					results[i] = Result{Outcome: &queue.Outcome{
+						V: queue.Version, ID: id, Status: queue.StatusRejected, Reason: c.Reason, Detail: c.Detail,
+						Epoch: s.epoch, Seq: e.Seq, Mode: s.mode, At: now, Digest: digest,
+					}, Conflict: true}
+				}
 				continue
 			}
+			seen[id] = i
 		}
-		out := &queue.Outcome{V: queue.Version, ID: id, Status: queue.StatusApplied, Epoch: s.epoch, Seq: e.Seq, Mode: s.mode, At: now}
+		out := &queue.Outcome{V: queue.Version, ID: id, Status: queue.StatusApplied, Epoch: s.epoch, Seq: e.Seq, Mode: s.mode, At: now, Digest: digest}
 		if e.Job != nil {
 			out.Meta = e.Job.Meta
 		}
 		err := e.Err
+		if err == nil {
+			err = e.Job.Validate() // a library caller's job may not have been encoded
+		}
 		if err == nil && e.Job.Store != s.storeID {
 			err = queue.Reject(queue.ReasonWrongStore, "job is for store %s, this is %s", e.Job.Store, s.storeID)
 		}
@@ -321,10 +371,13 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 			return nil, fmt.Errorf("record intent: %w", err)
 		}
 		crashPoint("intent")
-		if err := materialize(root, changes); err != nil {
+		if err := materialize(t, changes, false); err != nil {
 			return nil, err
 		}
 		crashPoint("files")
+	}
+	if err := s.st.verify(); err != nil {
+		return nil, err
 	}
 	if err := journal.commit(decided, deadLetters(entries, results), lastSeq); err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)

@@ -514,8 +514,10 @@ func TestApplyDuplicateInBatch(t *testing.T) {
 	res := apply(t, s,
 		newJob(t, store, "same", appendOp("log", "1")),
 		newJob(t, store, "other", appendOp("log", "2")),
-		newJob(t, store, "same", appendOp("log", "3")),
+		newJob(t, store, "same", appendOp("log", "1")),
 		newJob(t, store, "bad", ifMatch(put("log", "x"), queue.IfAbsent)),
+		newJob(t, store, "bad", ifMatch(put("log", "x"), queue.IfAbsent)),
+		newJob(t, store, "same", appendOp("log", "3")),
 		newJob(t, store, "bad", put("fine", "x")),
 	)
 	assertOutcome(t, res[0].Outcome, "")
@@ -525,7 +527,39 @@ func TestApplyDuplicateInBatch(t *testing.T) {
 	assertOutcome(t, res[3].Outcome, queue.ReasonPreconditionFailed)
 	assert.True(t, res[4].Duplicate)
 	assertOutcome(t, res[4].Outcome, queue.ReasonPreconditionFailed)
+	// The same IDs for different jobs: conflicts, applied nowhere.
+	for _, i := range []int{5, 6} {
+		assert.True(t, res[i].Conflict, i)
+		assert.False(t, res[i].Duplicate, i)
+		assertOutcome(t, res[i].Outcome, queue.ReasonIDConflict)
+	}
 	assert.Equal(t, map[string]string{"log": "12"}, readFiles(t, store))
+	got, err := s.Journal().Outcome("same")
+	require.NoError(t, err)
+	assert.Equal(t, res[0].Outcome.Digest, got.Digest, "the ID keeps its first outcome")
+	assert.Equal(t, queue.StatusApplied, got.Status)
+}
+
+// An ID reused for a different job, in a later batch or by a direct
+// writer, is a conflict the caller sees; the recorded outcome stays.
+func TestApplyIDConflictAcrossSessions(t *testing.T) {
+	store := newStore(t)
+	s1, err := writer.OpenSession(store, writer.SessionOptions{Mode: writer.ModeDaemon})
+	require.NoError(t, err)
+	first := apply(t, s1, newJob(t, store, "nightly-2026-12-01", appendOp("log", "daemon job\n")))
+	require.NoError(t, s1.Close())
+	assertOutcome(t, first[0].Outcome, "")
+
+	s2 := openSession(t, store, writer.SessionOptions{})
+	res := apply(t, s2, newJob(t, store, "nightly-2026-12-01", appendOp("log", "someone else's job\n")))
+	assert.True(t, res[0].Conflict)
+	assertOutcome(t, res[0].Outcome, queue.ReasonIDConflict)
+	assert.Contains(t, res[0].Outcome.Detail, "nightly-2026-12-01")
+	assert.Equal(t, map[string]string{"log": "daemon job\n"}, readFiles(t, store))
+	got, err := s2.Journal().Outcome("nightly-2026-12-01")
+	require.NoError(t, err)
+	assert.Equal(t, first[0].Outcome.Digest, got.Digest)
+	assert.Equal(t, queue.StatusApplied, got.Status)
 }
 
 func TestApplyDuplicateAcrossSessions(t *testing.T) {
@@ -542,9 +576,10 @@ func TestApplyDuplicateAcrossSessions(t *testing.T) {
 
 	s2 := openSession(t, store, writer.SessionOptions{})
 	require.Greater(t, s2.Epoch(), first[0].Outcome.Epoch)
+	// The same jobs again (a retry): their recorded outcomes, nothing redone.
 	res := apply(t, s2,
-		newJob(t, store, "applied", appendOp("log", "twice")),
-		newJob(t, store, "rejected", put("log", "would apply now")),
+		newJob(t, store, "applied", appendOp("log", "once")),
+		newJob(t, store, "rejected", ifMatch(put("log", "x"), queue.IfAbsent)),
 	)
 	for i := range res {
 		assert.True(t, res[i].Duplicate, i)

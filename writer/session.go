@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -435,4 +436,53 @@ func OpenSessionWait(ctx context.Context, store string, wait time.Duration, o Se
 	}
 	defer l.Unlock() // the session keeps its own, nested hold
 	return OpenSession(store, o)
+}
+
+// Abandon gives up the batch an earlier holder was interrupted in when it
+// cannot be finished (a *StuckError): the operator's way out. It takes the
+// store lock without waiting, records each of the batch's jobs as rejected
+// with ReasonAbandoned, naming the files that may hold part of the batch,
+// and drops the intent, so that the store takes writes again. It returns
+// the batch it gave up, or nil if there was none. Nothing on disk is
+// changed or rolled back: the files stay as the interrupted attempts left
+// them.
+func Abandon(store string, o SessionOptions) (*Interrupted, error) {
+	real, err := queue.ResolveStore(store)
+	if err != nil {
+		return nil, err
+	}
+	l, err := TryLock(real, LockOptions{LockPath: o.LockPath, Mode: ModeDirect, Command: o.Command})
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	j, err := OpenJournal(JournalPath(real))
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	summary, err := j.Interrupted()
+	if err != nil || summary == nil {
+		return nil, err
+	}
+	in, err := j.pendingIntent()
+	if err != nil {
+		return nil, err
+	}
+	files := make([]string, 0, len(in.Changes))
+	for _, c := range in.Changes {
+		files = append(files, c.Path)
+	}
+	detail := fmt.Sprintf("the batch this job was in was interrupted and could not be finished (%s); an operator gave it up: these files may hold part of it: %s",
+		cmp.Or(summary.Stuck, "no reason recorded"), strings.Join(files, ", "))
+	now := time.Now().UTC()
+	for _, out := range in.Outcomes {
+		if out.Applied() {
+			out.Status, out.Reason, out.Detail, out.At = queue.StatusRejected, queue.ReasonAbandoned, detail, now
+		}
+	}
+	if err := j.commit(in.Outcomes, nil, in.LastSeq); err != nil {
+		return nil, fmt.Errorf("abandon interrupted batch: %w", err)
+	}
+	return summary, nil
 }

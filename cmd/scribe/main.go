@@ -45,6 +45,9 @@ func main() {
 		if !errors.As(err, &ex) || ex.err != nil {
 			fmt.Fprintln(os.Stderr, "scribe:", err)
 		}
+		if hint := stuckHint(err); hint != "" {
+			fmt.Fprintln(os.Stderr, "scribe:", hint)
+		}
 	}
 	os.Exit(code)
 }
@@ -72,6 +75,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&StatusCommand{m}).Run(ctx, args)
 	case "lock":
 		return (&LockCommand{m}).Run(ctx, args)
+	case "recover":
+		return (&RecoverCommand{m}).Run(ctx, args)
 	case "demo":
 		return (&DemoCommand{m}).Run(ctx, args)
 	case "help", "-h", "--help":
@@ -95,6 +100,7 @@ Usage:
   scribe submit --store DIR [flags] --job FILE       queue a multi-op job (FILE may be -)
   scribe status --store DIR [--json] [JOB_ID]        daemon status, or a job's outcome
   scribe lock   --store DIR [--wait DUR] -- CMD ARGS run CMD holding the store lock
+  scribe recover --store DIR [--abandon]            finish, or give up, an interrupted batch
   scribe demo                                        show the queue at work on a temporary store
   scribe version
 

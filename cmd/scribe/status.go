@@ -109,7 +109,10 @@ type storeStatus struct {
 	LastSeq uint64        `json:"last_seq"`
 	// Stranded says why jobs may wait in a queue no daemon serves.
 	Stranded string `json:"stranded,omitempty"`
-	Note     string `json:"note,omitempty"`
+	// Interrupted is a batch a holder was interrupted in and that the
+	// next holder must finish first (with why it failed, if it did).
+	Interrupted *writer.Interrupted `json:"interrupted,omitempty"`
+	Note        string              `json:"note,omitempty"`
 }
 
 func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, lockFile string, asJSON bool) error {
@@ -143,6 +146,7 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 	st.Holder, _ = writer.ReadHolder(lockFile)
 	if j, err := writer.OpenJournalReadOnly(writer.JournalPath(real), time.Second); err == nil {
 		st.Epoch, st.LastSeq, _ = j.Meta()
+		st.Interrupted, _ = j.Interrupted()
 		j.Close()
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		st.Note = "journal busy: " + err.Error()
@@ -152,6 +156,12 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 	}
 	fmt.Fprintf(c.Stdout, "store %s (%s)\nno daemon\nepoch %d, last queue seq %d\n", st.Store, st.StoreID, st.Epoch, st.LastSeq)
 	printHolder(c, st.Holder)
+	if in := st.Interrupted; in != nil {
+		fmt.Fprintf(c.Stdout, "interrupted batch: %d jobs, %d files, to be finished by the next holder\n", in.Jobs, in.Files)
+		if in.Stuck != "" {
+			fmt.Fprintf(c.Stdout, "stuck: %s\n%s\n", in.Stuck, stuckHint(writer.ErrStuck))
+		}
+	}
 	if st.Stranded != "" {
 		fmt.Fprintf(c.Stdout, "jobs may be waiting in the queue (%s): start scribe serve to apply them\n", st.Stranded)
 	}

@@ -9,6 +9,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,6 +71,11 @@ var (
 	// written directly then by the prefer route: they would overtake (or
 	// race) the queued ones. Start the daemon, or use RouteDirect.
 	ErrUnavailable = errors.New("the store's daemon does not answer")
+	// ErrUnverified means the server at the discovery file's address did
+	// not prove it is the daemon the file names (no TLS, or not the pinned
+	// certificate): the client sent it nothing. Open fails with it wrapped
+	// in ErrUnavailable once the connect timeout runs out.
+	ErrUnverified = queue.ErrUnverified
 )
 
 // Option configures Open.
@@ -110,10 +116,11 @@ type Client struct {
 
 	connectTimeout time.Duration
 
-	mu     sync.Mutex // guards the connection, replaced if the daemon restarts
+	mu     sync.Mutex // guards the connection, replaced when it is lost
 	daemon *queue.Discovery
 	nc     *nats.Conn
 	js     jetstream.JetStream
+	closed bool // by Close: no more redials
 }
 
 // Open prepares a client for a store folder, which must exist. With a
@@ -169,18 +176,39 @@ func (c *Client) connect(ctx context.Context) error {
 		}
 		c.log.Debug("connect to daemon", "url", d.URL, "err", err)
 		if !sleep(ctx, backoff(attempt)) {
-			return fmt.Errorf("%w: pid %d at %s: %v", ErrUnavailable, d.PID, d.URL, err)
+			return fmt.Errorf("%w: pid %d at %s: %w", ErrUnavailable, d.PID, d.URL, err)
 		}
 	}
 }
 
+// dial connects to the daemon d names, over TLS pinned to d's certificate:
+// the server proves it holds that certificate's key before the client
+// sends its credentials or anything else. The connection never reconnects
+// by itself, since whoever listens on a remembered port after a restart
+// may be someone else: a lost connection is closed, and redial goes
+// through discovery again.
+// dialTimeout bounds one connection attempt, TLS handshake included.
+const dialTimeout = 5 * time.Second
+
 func dial(d *queue.Discovery) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(d.URL, nats.UserInfo(d.User, d.Password), nats.Timeout(2*time.Second),
-		nats.Name("scribe-client"), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
-		// While disconnected, fail a publish at once (it is retried, or
-		// redialled to a restarted daemon) rather than buffer it.
-		nats.ReconnectBufSize(-1))
+	tc, err := d.TLSConfig()
 	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(d.URL, nats.Secure(tc), nats.UserInfo(d.User, d.Password),
+		nats.Timeout(dialTimeout), nats.Name("scribe-client"), nats.NoReconnect())
+	if err != nil {
+		var cv *tls.CertificateVerificationError
+		switch {
+		case errors.As(err, &cv):
+			got := "none"
+			if len(cv.UnverifiedCertificates) > 0 {
+				got = queue.CertFingerprint(cv.UnverifiedCertificates[0].Raw)
+			}
+			return nil, nil, fmt.Errorf("%w: it presented certificate %s, the discovery file names %s (%w)", ErrUnverified, got, d.TLSCertSHA256, err)
+		case errors.Is(err, nats.ErrSecureConnWanted):
+			return nil, nil, fmt.Errorf("%w: it does not offer TLS (%w)", ErrUnverified, err)
+		}
 		return nil, nil, err
 	}
 	js, err := jetstream.New(nc)
@@ -191,30 +219,39 @@ func dial(d *queue.Discovery) (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
-// redial follows a daemon that restarted (a new URL and credentials in its
-// discovery file) after the connection was lost. It keeps the old
-// connection if no other daemon has taken over.
+// redial is the only way back to a daemon once the connection is lost:
+// discovery again (the daemon lock held, its discovery file, its pinned
+// certificate), whether the daemon restarted or not. It does nothing while
+// the connection is up or no daemon serves the store; a job is never
+// redone directly.
 func (c *Client) redial(ctx context.Context) {
+	c.mu.Lock()
+	lost, closed := c.nc, c.closed
+	c.mu.Unlock()
+	if closed || lost != nil && lost.IsConnected() {
+		return
+	}
 	d, err := c.discover(ctx)
 	if err != nil || d == nil {
-		return // no daemon now: keep waiting, a job is never redone directly
-	}
-	c.mu.Lock()
-	same := c.daemon != nil && *d == *c.daemon
-	c.mu.Unlock()
-	if same {
 		return
 	}
 	nc, js, err := dial(d)
 	if err != nil {
+		c.log.Debug("redial daemon", "url", d.URL, "err", err)
 		return
 	}
 	c.mu.Lock()
-	old := c.nc
+	if c.nc != lost || c.closed { // another call got there first, or Close
+		c.mu.Unlock()
+		nc.Close()
+		return
+	}
 	c.daemon, c.nc, c.js = d, nc, js
 	c.mu.Unlock()
-	old.Close()
-	c.log.Debug("reconnected to a restarted daemon", "url", d.URL, "pid", d.PID)
+	if lost != nil {
+		lost.Close()
+	}
+	c.log.Debug("redialled the daemon", "url", d.URL, "pid", d.PID)
 }
 
 // conn returns the current connection to the daemon, nil without one.
@@ -263,6 +300,12 @@ func daemonAlive(store string) (bool, error) {
 	return true, nil
 }
 
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 // Daemon returns the discovery of the daemon the client is connected to,
 // or nil when it writes directly.
 func (c *Client) Daemon() *queue.Discovery {
@@ -274,9 +317,13 @@ func (c *Client) Daemon() *queue.Discovery {
 // StoreID is the store's ID.
 func (c *Client) StoreID() string { return c.storeID }
 
-// Close closes the connection to the daemon, if any.
+// Close closes the connection to the daemon, if any, for good.
 func (c *Client) Close() error {
-	if nc, _ := c.conn(); nc != nil {
+	c.mu.Lock()
+	c.closed = true
+	nc := c.nc
+	c.mu.Unlock()
+	if nc != nil {
 		nc.Close()
 	}
 	return nil
@@ -299,7 +346,14 @@ func (c *Client) prepare(job *queue.Job) ([]byte, error) {
 // from then on it will be applied exactly once. Without a daemon (route
 // prefer or direct) the job is applied directly and Submit returns its
 // rejection, if any, as an error. A job without an ID gets one.
+//
+// An ID that was already used by a different job is a *queue.RejectError
+// with queue.ReasonIDConflict: the job will not be applied. When the queue
+// still holds a job with this ID (JetStream dropped this copy as a
+// duplicate), Submit waits, within ctx, for that job's outcome to tell a
+// retry of the same job (nil) from a conflict.
 func (c *Client) Submit(ctx context.Context, job *queue.Job) error {
+	chosen := job.ID != "" // only a caller's own ID can have been used before
 	data, err := c.prepare(job)
 	if err != nil {
 		return err
@@ -311,57 +365,150 @@ func (c *Client) Submit(ctx context.Context, job *queue.Job) error {
 		}
 		return out.Err()
 	}
-	_, err = c.publish(ctx, job.ID, data)
-	return err
+	dup, err := c.publish(ctx, job.ID, data)
+	if err != nil || (!dup && !chosen) {
+		return err
+	}
+	digest := job.Digest()
+	if !dup {
+		// Stored, but the journal may already know the ID from a job that
+		// left the dedupe window: then the writer will refuse this one.
+		// Ask, briefly (the journal can be busy for a moment); not knowing
+		// is no reason to fail a job that is queued.
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		for attempt := 0; ; attempt++ {
+			l, err := c.lookup(lctx, job.ID)
+			if err == nil {
+				if o, ours := judge(job, digest, l.Outcome, false); l.Found && ours {
+					return conflictErr(o, digest)
+				}
+				return nil
+			}
+			if !sleep(lctx, backoff(attempt)) {
+				return nil
+			}
+		}
+	}
+	// JetStream swallowed this copy: the job it kept under this ID may be
+	// another one. Its outcome says.
+	nc, sub, err := c.subscribe(ctx, job.ID)
+	if err != nil {
+		return fmt.Errorf("job %s: the queue already holds a job with this ID, and whether it is this one is not known yet: %w", job.ID, err)
+	}
+	o, err := c.await(ctx, job, digest, nc, sub, true)
+	if err != nil {
+		return fmt.Errorf("job %s: the queue already holds a job with this ID, and whether it is this one is not known yet: %w", job.ID, err)
+	}
+	return conflictErr(o, digest)
+}
+
+// conflictErr is the error Submit returns for outcome o of a job with
+// digest: the ID conflict, if o is one, else nil (o is the outcome of
+// this same job, queued or decided before).
+func conflictErr(o *queue.Outcome, digest string) error {
+	if o.Reason == queue.ReasonIDConflict && o.Digest == digest {
+		return fmt.Errorf("job %s %w", o.ID, o.Err())
+	}
+	return nil
 }
 
 // Apply submits a job and waits for its outcome. A rejection is an
 // outcome, not an error; errors mean the outcome is unknown (the job may
 // still be applied later: ask Status with the same ID, or call Apply again,
 // never redo it another way). A job whose ID was already applied gets the
-// outcome recorded then and changes nothing.
+// outcome recorded then and changes nothing; one whose ID was used by a
+// different job is rejected with queue.ReasonIDConflict.
 func (c *Client) Apply(ctx context.Context, job *queue.Job) (*queue.Outcome, error) {
 	data, err := c.prepare(job)
 	if err != nil {
 		return nil, err
 	}
-	nc, _ := c.conn()
-	if nc == nil {
+	if nc, _ := c.conn(); nc == nil {
 		return c.applyDirect(ctx, job)
 	}
 	// Subscribe before publishing, so the outcome cannot slip past.
-	sub, err := nc.SubscribeSync(queue.OutcomeSubject(c.storeID, job.ID))
+	nc, sub, err := c.subscribe(ctx, job.ID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("job %s not queued: %w", job.ID, err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
 	dup, err := c.publish(ctx, job.ID, data)
 	if err != nil {
+		_ = sub.Unsubscribe()
 		return nil, err
 	}
-	// Outcomes travel on plain NATS: if one is missed (the job was a
-	// duplicate JetStream dropped, the connection blinked, the daemon
-	// restarted), the journal still has it. Ask it now and then.
-	lookupNow := dup
-	for {
+	return c.await(ctx, job, job.Digest(), nc, sub, dup)
+}
+
+// subscribe listens for a job's outcome on the connection to the daemon,
+// redialling a lost one first (until ctx ends).
+func (c *Client) subscribe(ctx context.Context, id string) (*nats.Conn, *nats.Subscription, error) {
+	for attempt := 0; ; attempt++ {
+		nc, _ := c.conn()
+		if !nc.IsConnected() {
+			c.redial(ctx)
+			nc, _ = c.conn()
+		}
+		sub, err := nc.SubscribeSync(queue.OutcomeSubject(c.storeID, id))
+		if err == nil {
+			return nc, sub, nil
+		}
+		if c.isClosed() || !errors.Is(err, nats.ErrConnectionClosed) {
+			return nil, nil, err
+		}
+		if !sleep(ctx, backoff(attempt)) {
+			return nil, nil, fmt.Errorf("%w: no connection to it (%w)", ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// await waits for the outcome of a queued job, of digest digest: a
+// message on sub (made on nc), or the journal's answer. Outcomes travel on
+// plain NATS: if one is missed (the job was a duplicate JetStream dropped,
+// the connection was lost, the daemon restarted), the journal still has
+// it, so ask it now and then, and at once when lookupNow. A lost
+// connection is redialled through discovery, never trusted on its own.
+// await unsubscribes whatever subscription it ends with.
+func (c *Client) await(ctx context.Context, job *queue.Job, digest string, nc *nats.Conn, sub *nats.Subscription, lookupNow bool) (*queue.Outcome, error) {
+	defer func() { _ = sub.Unsubscribe() }()
+	subject := queue.OutcomeSubject(c.storeID, job.ID)
+	unknown := func() error {
+		return fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, ctx.Err())
+	}
+	for down := 0; ; {
 		if now, _ := c.conn(); now != nc { // redialled: listen on the new connection
 			nc = now
 			_ = sub.Unsubscribe()
-			if sub, err = nc.SubscribeSync(queue.OutcomeSubject(c.storeID, job.ID)); err != nil {
+			var err error
+			if sub, err = nc.SubscribeSync(subject); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 				return nil, err
 			}
 			lookupNow = true
 		}
+		if !nc.IsConnected() {
+			c.redial(ctx)
+			if now, _ := c.conn(); now == nc { // no daemon to go back to yet
+				if c.isClosed() {
+					return nil, fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, nats.ErrConnectionClosed)
+				}
+				if !sleep(ctx, backoff(down)) {
+					return nil, unknown()
+				}
+				down++
+			}
+			continue
+		}
+		down = 0
 		if lookupNow {
-			// Bounded: on a dead connection a request would wait for ever.
+			lookupNow = false
+			// Bounded: a request on a connection that dies would wait long.
 			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			l, err := c.lookup(lctx, job.ID)
 			cancel()
 			if err == nil && l.Found {
-				return l.Outcome, nil
-			}
-			if !nc.IsConnected() {
-				c.redial(ctx)
+				if o, ours := judge(job, digest, l.Outcome, false); ours {
+					return o, nil
+				}
 			}
 		}
 		wait, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -372,21 +519,41 @@ func (c *Client) Apply(ctx context.Context, job *queue.Job) (*queue.Outcome, err
 			// Anyone who may submit can make the server publish here (a
 			// publish's reply subject is the publisher's choice): only this
 			// job's outcome counts; anything else means "ask the journal".
-			if o, derr := queue.DecodeOutcome(m.Data); derr == nil && o.ID == job.ID {
-				return o, nil
+			if o, derr := queue.DecodeOutcome(m.Data); derr == nil {
+				if o, ours := judge(job, digest, o, true); ours {
+					return o, nil
+				}
 			}
 			lookupNow = true
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, ctx.Err())
+			return nil, unknown()
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubscription):
 			lookupNow = true
-			if !nc.IsConnected() {
-				c.redial(ctx)
-			}
 		default:
 			return nil, err
 		}
 	}
+}
+
+// judge decides whether outcome o answers job, of digest digest, and what
+// the caller gets. Only an outcome with the job's ID counts. An outcome of
+// a different job with this ID makes this job an ID conflict, except a
+// conflict notice received for yet another job with this ID (received):
+// that one is not ours to take, nor a decision on ours.
+func judge(job *queue.Job, digest string, o *queue.Outcome, received bool) (*queue.Outcome, bool) {
+	if o == nil || o.ID != job.ID {
+		return nil, false
+	}
+	if received && o.Reason == queue.ReasonIDConflict && o.Digest != digest {
+		return nil, false
+	}
+	if rej := o.Conflict(digest); rej != nil {
+		return &queue.Outcome{
+			V: queue.Version, ID: job.ID, Status: queue.StatusRejected, Reason: rej.Reason, Detail: rej.Detail,
+			Epoch: o.Epoch, Mode: o.Mode, At: time.Now().UTC(), Meta: job.Meta, Digest: digest,
+		}, true
+	}
+	return o, true
 }
 
 // publish queues an encoded job. A publish whose fate is unknown (timeout,
@@ -402,6 +569,9 @@ func (c *Client) publish(ctx context.Context, id string, data []byte) (dup bool,
 			return dup, err
 		}
 		c.log.Debug("publish retry", "id", id, "err", err)
+		if c.isClosed() {
+			return false, fmt.Errorf("job %s: whether it was queued is unknown; retry with the same ID: %w", id, err)
+		}
 		if !sleep(ctx, backoff(attempt)) {
 			return false, fmt.Errorf("job %s: whether it was queued is unknown; retry with the same ID: %w (%w)", id, ctx.Err(), err)
 		}
@@ -471,6 +641,9 @@ func (c *Client) DeadLetters(ctx context.Context) (*queue.DeadLetters, error) {
 }
 
 func (c *Client) request(ctx context.Context, body []byte, v any) error {
+	if nc, _ := c.conn(); !nc.IsConnected() {
+		c.redial(ctx)
+	}
 	nc, _ := c.conn()
 	m, err := nc.RequestWithContext(ctx, queue.StatusSubject(c.storeID), body)
 	if err != nil {

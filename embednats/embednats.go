@@ -1,14 +1,15 @@
 // Package embednats runs the embedded nats-server with JetStream that a
 // scribe daemon serves a store through: file storage under the store's
-// .scribe folder, a loopback listener that requires credentials, an
-// in-process connection for the daemon's own writer, the discovery file
-// clients find it by, and the daemon lock that makes it the only daemon of
-// its store.
+// .scribe folder, a loopback listener that requires TLS (with a
+// certificate made for this start) and credentials, an in-process
+// connection for the daemon's own writer, the discovery file clients find
+// it by, and the daemon lock that makes it the only daemon of its store.
 package embednats
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -153,6 +154,14 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	storeID := queue.StoreID(store)
 	clientPass, daemonPass := secret(), secret()
+	// Every network client must speak TLS and get this start's
+	// certificate, pinned in the discovery file: a client then sends its
+	// credentials only to this process, never to whoever binds the port
+	// after a restart. Clients present no certificate of their own.
+	cert, certPEM, err := daemonCert(storeID, host, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	opts := &server.Options{
 		ServerName:   "scribe-" + storeID,
 		Host:         host,
@@ -163,6 +172,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		SyncInterval: cfg.SyncInterval,
 		NoSigs:       true,
 		MaxPayload:   queue.MaxJobBytes + 64*1024,
+		TLS:          true,
+		TLSVerify:    false,
+		TLSConfig:    &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		// A loaded machine can take seconds for a handshake; the default
+		// 2 s made hooks fail with "does not answer" under heavy load.
+		TLSTimeout: 5,
 		Users: []*server.User{
 			{Username: "daemon", Password: daemonPass},
 			{Username: "client", Password: clientPass, Permissions: clientPermissions(storeID)},
@@ -179,6 +194,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	// Submitters may subscribe to _INBOX.> (their replies arrive there), so
 	// the daemon's own replies, above all the jobs its pull consumer is
 	// delivered, must not: they use another prefix no submitter can read.
+	// The connection is in-process, so it needs no TLS.
 	s.conn, err = nats.Connect("", nats.InProcessServer(s.ns), nats.UserInfo("daemon", daemonPass),
 		nats.Name("scribe-daemon"), nats.CustomInboxPrefix(DaemonInboxPrefix))
 	if err != nil {
@@ -186,7 +202,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	s.discovery = queue.Discovery{
 		URL: s.ns.ClientURL(), User: "client", Password: clientPass,
-		PID: os.Getpid(), Version: cfg.Version, Store: store, StoreID: storeID, Started: time.Now().UTC(),
+		PID: os.Getpid(), Version: cfg.Version, Store: store, StoreID: storeID,
+		TLSCert: string(certPEM), TLSCertSHA256: queue.CertFingerprint(cert.Certificate[0]),
+		Started: time.Now().UTC(),
 	}
 	return s, nil
 }

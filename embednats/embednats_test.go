@@ -1,10 +1,18 @@
 package embednats_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -12,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +53,15 @@ func start(t testing.TB, cfg embednats.Config) *embednats.Server {
 	t.Cleanup(func() { _ = srv.Close() })
 	require.NoError(t, srv.Announce())
 	return srv
+}
+
+// connect connects to the server d names as a submitter would: over TLS
+// pinned to d's certificate, with opts (credentials) added.
+func connect(t testing.TB, d queue.Discovery, opts ...nats.Option) (*nats.Conn, error) {
+	t.Helper()
+	tc, err := d.TLSConfig()
+	require.NoError(t, err)
+	return nats.Connect(d.URL, append([]nats.Option{nats.Secure(tc), nats.MaxReconnects(0)}, opts...)...)
 }
 
 // logBuffer is a slog.Logger writing into a buffer safe to read while the
@@ -236,7 +254,9 @@ func TestStartMakesMetaOwnerOnly(t *testing.T) {
 	}
 }
 
-// Every start makes new credentials, and the old ones stop working.
+// Every start makes new credentials and a new certificate, and the old
+// ones stop working: a client that pins a previous start's certificate
+// refuses the server before it sends anything.
 func TestCredentialsChangeOnEveryStart(t *testing.T) {
 	store := newStore(t)
 	var discs []queue.Discovery
@@ -249,8 +269,15 @@ func TestCredentialsChangeOnEveryStart(t *testing.T) {
 		assert.Len(t, d.Password, 48, "192 random bits, hex")
 		for _, old := range discs {
 			assert.NotEqual(t, old.Password, d.Password)
-			_, err := nats.Connect(d.URL, nats.UserInfo(old.User, old.Password), nats.MaxReconnects(0))
+			assert.NotEqual(t, old.TLSCertSHA256, d.TLSCertSHA256)
+			assert.NotEqual(t, old.TLSCert, d.TLSCert)
+			_, err := connect(t, *d, nats.UserInfo(old.User, old.Password))
 			assert.ErrorIs(t, err, nats.ErrAuthorization, "a previous start's credentials must be refused")
+			pinnedOld := *d
+			pinnedOld.TLSCert, pinnedOld.TLSCertSHA256 = old.TLSCert, old.TLSCertSHA256
+			_, err = connect(t, pinnedOld, nats.UserInfo(d.User, d.Password))
+			var cv *tls.CertificateVerificationError
+			assert.ErrorAs(t, err, &cv, "a previous start's certificate must not verify this server")
 		}
 		discs = append(discs, *d)
 		require.NoError(t, srv.Close())
@@ -277,7 +304,7 @@ func TestConnectNeedsCredentials(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			nc, err := nats.Connect(d.URL, append(c.opts, nats.MaxReconnects(0))...)
+			nc, err := connect(t, d, c.opts...)
 			if nc != nil {
 				nc.Close()
 			}
@@ -367,7 +394,7 @@ func TestDaemonAndSubmitterPermissions(t *testing.T) {
 	// The submitters' side.
 	var mu sync.Mutex
 	var async []error
-	nc, err := nats.Connect(d.URL, nats.UserInfo(d.User, d.Password),
+	nc, err := connect(t, d, nats.UserInfo(d.User, d.Password),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -406,4 +433,102 @@ func TestDaemonAndSubmitterPermissions(t *testing.T) {
 		}
 		return false
 	}, 5*time.Second, 10*time.Millisecond, "the server reports a permissions violation")
+}
+
+// Every network client must speak TLS, and the server proves itself with
+// the certificate of the discovery file: made for this start, ECDSA P-256,
+// for the loopback names, its key nowhere on disk. Credentials sent in
+// clear are refused before they are checked.
+func TestListenerRequiresPinnedTLS(t *testing.T) {
+	store := newStore(t)
+	srv := start(t, embednats.Config{Store: store})
+	d := srv.Discovery()
+	u, err := url.Parse(d.URL)
+	require.NoError(t, err)
+	assert.Equal(t, "tls", u.Scheme)
+	assert.Equal(t, "127.0.0.1", u.Hostname())
+
+	block, rest := pem.Decode([]byte(d.TLSCert))
+	require.NotNil(t, block)
+	assert.Equal(t, "CERTIFICATE", block.Type)
+	assert.Empty(t, bytes.TrimSpace(rest))
+	assert.Equal(t, queue.CertFingerprint(block.Bytes), d.TLSCertSHA256)
+	assert.Len(t, d.TLSCertSHA256, 64)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	pub, ok := cert.PublicKey.(*ecdsa.PublicKey)
+	require.True(t, ok, "an ECDSA key, got %T", cert.PublicKey)
+	assert.Equal(t, elliptic.P256(), pub.Curve)
+	var ips []string
+	for _, ip := range cert.IPAddresses {
+		ips = append(ips, ip.String())
+	}
+	assert.ElementsMatch(t, []string{"127.0.0.1", "::1"}, ips)
+	assert.Equal(t, []string{"localhost"}, cert.DNSNames)
+	assert.True(t, cert.NotBefore.Before(time.Now()))
+	assert.True(t, cert.NotAfter.After(time.Now().AddDate(5, 0, 0)))
+	for _, host := range []string{"127.0.0.1", "::1", "localhost"} {
+		assert.NoError(t, cert.VerifyHostname(host))
+	}
+
+	// The key stays in the daemon's memory.
+	require.NoError(t, filepath.WalkDir(filepath.Join(store, queue.MetaDir), func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		assert.NotContains(t, string(b), "PRIVATE KEY", p)
+		return nil
+	}))
+
+	// In clear, the server asks for TLS and ignores the credentials.
+	c, err := net.DialTimeout("tcp", u.Host, time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "INFO "), line)
+	var info struct {
+		TLSRequired bool `json:"tls_required"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "INFO ")), &info))
+	assert.True(t, info.TLSRequired, line)
+	_, err = fmt.Fprintf(c, "CONNECT {\"user\":%q,\"pass\":%q,\"verbose\":false}\r\nPING\r\n", d.User, d.Password)
+	require.NoError(t, err)
+	reply, _ := io.ReadAll(r)
+	assert.NotContains(t, string(reply), "PONG", "a connection in clear must not get in")
+
+	// A client that does not pin this certificate (the system's roots)
+	// refuses the server; one that pins it gets in.
+	_, err = nats.Connect(d.URL, nats.UserInfo(d.User, d.Password), nats.MaxReconnects(0))
+	var cv *tls.CertificateVerificationError
+	assert.ErrorAs(t, err, &cv)
+	nc, err := connect(t, d, nats.UserInfo(d.User, d.Password))
+	require.NoError(t, err)
+	defer nc.Close()
+	state, err := nc.TLSConnectionState()
+	require.NoError(t, err)
+	assert.Equal(t, d.TLSCertSHA256, queue.CertFingerprint(state.PeerCertificates[0].Raw))
+}
+
+// A listener on another address gets a certificate that names it, so that
+// clients can check the name in the URL as well as the pin.
+func TestCertificateNamesTheHost(t *testing.T) {
+	srv := start(t, embednats.Config{Store: newStore(t), Host: "0.0.0.0"})
+	d := srv.Discovery()
+	tc, err := d.TLSConfig()
+	require.NoError(t, err)
+	block, _ := pem.Decode([]byte(d.TLSCert))
+	cert, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	assert.NoError(t, cert.VerifyHostname("0.0.0.0"))
+	assert.NoError(t, cert.VerifyHostname("127.0.0.1"))
+	nc, err := nats.Connect(d.URL, nats.Secure(tc), nats.UserInfo(d.User, d.Password), nats.MaxReconnects(0))
+	require.NoError(t, err, d.URL)
+	nc.Close()
 }

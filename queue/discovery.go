@@ -1,7 +1,14 @@
 package queue
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,16 +17,78 @@ import (
 
 // Discovery is the content of <store>/.scribe/daemon.json, written by a
 // daemon (mode 0600) once it serves the store. Clients trust it only while
-// the daemon lock (DaemonLockPath) is held.
+// the daemon lock (DaemonLockPath) is held, and talk only to a server that
+// proves it holds the key of TLSCert (see TLSConfig).
 type Discovery struct {
-	URL      string    `json:"url"`
-	User     string    `json:"user"`
-	Password string    `json:"password"`
-	PID      int       `json:"pid"`
-	Version  string    `json:"version"`
-	Store    string    `json:"store"`
-	StoreID  string    `json:"store_id"`
-	Started  time.Time `json:"started"`
+	// URL is the daemon's listener, tls://127.0.0.1:PORT by default.
+	URL string `json:"url"`
+	// User and Password are the submitters' credentials, new on every
+	// start. They are sent only over TLS, once the server has proved it is
+	// this daemon.
+	User     string `json:"user"`
+	Password string `json:"password"`
+	PID      int    `json:"pid"`
+	Version  string `json:"version"`
+	Store    string `json:"store"`
+	StoreID  string `json:"store_id"`
+	// TLSCert is the PEM of the daemon's self-signed certificate, made on
+	// every start; its key never leaves the daemon's memory. Other NATS
+	// clients use it as their only CA (docs/protocol.md).
+	TLSCert string `json:"tls_cert"`
+	// TLSCertSHA256 is the lower-case hex SHA-256 of the certificate's DER
+	// (CertFingerprint): the one certificate a client accepts.
+	TLSCertSHA256 string    `json:"tls_cert_sha256"`
+	Started       time.Time `json:"started"`
+}
+
+// ErrUnverified means a server did not prove that it is the daemon a
+// discovery file names: no TLS, another certificate, or a discovery file
+// without a usable certificate. Nothing was sent to it.
+var ErrUnverified = errors.New("the server did not prove it is the store's daemon")
+
+// CertFingerprint is the Discovery.TLSCertSHA256 form of a certificate:
+// the lower-case hex SHA-256 of its DER.
+func CertFingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
+}
+
+// TLSConfig is the client side of the daemon's TLS: the discovery file's
+// certificate is the only root, and the server must present exactly that
+// certificate (its fingerprint is checked again once the chain is
+// verified), so that credentials and jobs go only to the process that
+// holds its key. An error matches ErrUnverified.
+func (d *Discovery) TLSConfig() (*tls.Config, error) {
+	block, rest := pem.Decode([]byte(d.TLSCert))
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%w: the discovery file has no tls_cert (a daemon older than TLS, or not a daemon's file)", ErrUnverified)
+	}
+	if len(bytes.TrimSpace(rest)) > 0 {
+		return nil, fmt.Errorf("%w: the discovery file's tls_cert holds more than one certificate", ErrUnverified)
+	}
+	want := d.TLSCertSHA256
+	if got := CertFingerprint(block.Bytes); got != want {
+		return nil, fmt.Errorf("%w: the discovery file's tls_cert has fingerprint %s, but tls_cert_sha256 says %q", ErrUnverified, got, want)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the discovery file's tls_cert: %v", ErrUnverified, err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	return &tls.Config{
+		RootCAs:    roots,
+		MinVersion: tls.VersionTLS12,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return fmt.Errorf("%w: it presented no certificate", ErrUnverified)
+			}
+			if got := CertFingerprint(cs.PeerCertificates[0].Raw); got != want {
+				return fmt.Errorf("%w: it presented certificate %s, the discovery file names %s", ErrUnverified, got, want)
+			}
+			return nil
+		},
+	}, nil
 }
 
 // DiscoveryPath is a store's discovery file.

@@ -188,7 +188,7 @@ func TestPoisonMessages(t *testing.T) {
 	d := startDaemonEnv(t, store, []string{"SCRIBE_PANIC_ON=boom.txt"})
 	disc, err := queue.ReadDiscovery(store)
 	require.NoError(t, err)
-	nc, err := nats.Connect(disc.URL, nats.UserInfo(disc.User, disc.Password))
+	nc, err := nats.Connect(disc.URL, pinned(t, disc), nats.UserInfo(disc.User, disc.Password))
 	require.NoError(t, err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)

@@ -88,7 +88,8 @@ func TestConcurrentSubmitProcesses(t *testing.T) {
 }
 
 // Must show 5: a job ID already applied returns the recorded outcome and
-// changes nothing, through the daemon and directly.
+// changes nothing, through the daemon and directly; the same ID for a
+// different job is a conflict.
 func TestResubmitAppliedID(t *testing.T) {
 	for _, route := range []string{"prefer", "direct"} {
 		t.Run(route, func(t *testing.T) {
@@ -98,8 +99,13 @@ func TestResubmitAppliedID(t *testing.T) {
 			}
 			first := scribe(t, "", "submit", "--store", store, "--route", route, "--wait", "--json", "--id", "job-1", "append", "f.txt", "once\n")
 			require.Equal(t, 0, first.code, first.stderr)
-			again := scribe(t, "", "submit", "--store", store, "--route", route, "--wait", "--json", "--id", "job-1", "append", "f.txt", "twice\n")
+			again := scribe(t, "", "submit", "--store", store, "--route", route, "--wait", "--json", "--id", "job-1", "append", "f.txt", "once\n")
 			require.Equal(t, 0, again.code, again.stderr)
+			// The same ID for a different job is a conflict, never the
+			// first job's outcome (issue 8.8).
+			other := scribe(t, "", "submit", "--store", store, "--route", route, "--wait", "--json", "--id", "job-1", "append", "f.txt", "twice\n")
+			require.Equal(t, 1, other.code, "%+v", other)
+			assert.Contains(t, other.stderr, string(queue.ReasonIDConflict))
 
 			var o1, o2 queue.Outcome
 			require.NoError(t, json.Unmarshal([]byte(first.stdout), &o1))
@@ -144,7 +150,7 @@ func TestRejectedJobsDoNotBlock(t *testing.T) {
 	// Raw publishes, as a client in another language could send them.
 	disc, err := queue.ReadDiscovery(store)
 	require.NoError(t, err)
-	nc, err := nats.Connect(disc.URL, nats.UserInfo(disc.User, disc.Password))
+	nc, err := nats.Connect(disc.URL, pinned(t, disc), nats.UserInfo(disc.User, disc.Password))
 	require.NoError(t, err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)

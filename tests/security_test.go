@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,12 +41,21 @@ type submitter struct {
 	async []error
 }
 
+// pinned is the TLS a submitter needs to reach the daemon disc names: its
+// certificate as the only root, checked by fingerprint (docs/protocol.md).
+func pinned(t testing.TB, disc *queue.Discovery) nats.Option {
+	t.Helper()
+	tc, err := disc.TLSConfig()
+	require.NoError(t, err)
+	return nats.Secure(tc)
+}
+
 func connectSubmitter(t testing.TB, store string) *submitter {
 	t.Helper()
 	disc, err := queue.ReadDiscovery(store)
 	require.NoError(t, err)
 	s := &submitter{disc: disc}
-	s.nc, err = nats.Connect(disc.URL, nats.UserInfo(disc.User, disc.Password),
+	s.nc, err = nats.Connect(disc.URL, pinned(t, disc), nats.UserInfo(disc.User, disc.Password),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -185,6 +195,7 @@ func TestDaemonListenerAndCredentials(t *testing.T) {
 	u, err := url.Parse(disc.URL)
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1", u.Hostname(), "listener URL %s", disc.URL)
+	assert.Equal(t, "tls", u.Scheme, "every network client speaks TLS")
 	addrs, err := net.InterfaceAddrs()
 	require.NoError(t, err)
 	for _, a := range addrs {
@@ -219,7 +230,7 @@ func TestDaemonListenerAndCredentials(t *testing.T) {
 	}
 	for _, c := range refused {
 		t.Run("refused/"+c.name, func(t *testing.T) {
-			nc, err := nats.Connect(disc.URL, append(c.opts, nats.MaxReconnects(0))...)
+			nc, err := nats.Connect(disc.URL, append(c.opts, pinned(t, disc), nats.MaxReconnects(0))...)
 			if nc != nil {
 				nc.Close()
 			}
@@ -233,12 +244,16 @@ func TestDaemonListenerAndCredentials(t *testing.T) {
 	again, err := queue.ReadDiscovery(store)
 	require.NoError(t, err)
 	assert.NotEqual(t, disc.Password, again.Password)
-	nc, err := nats.Connect(again.URL, nats.UserInfo(disc.User, disc.Password), nats.MaxReconnects(0))
+	assert.NotEqual(t, disc.TLSCertSHA256, again.TLSCertSHA256, "a new certificate on every start")
+	_, err = nats.Connect(again.URL, pinned(t, disc), nats.UserInfo(again.User, again.Password), nats.MaxReconnects(0))
+	var cv *tls.CertificateVerificationError
+	assert.ErrorAs(t, err, &cv, "the previous daemon's certificate does not verify the new one")
+	nc, err := nats.Connect(again.URL, pinned(t, again), nats.UserInfo(disc.User, disc.Password), nats.MaxReconnects(0))
 	if nc != nil {
 		nc.Close()
 	}
 	assert.ErrorIs(t, err, nats.ErrAuthorization, "the previous daemon's credentials")
-	nc, err = nats.Connect(again.URL, nats.UserInfo(again.User, again.Password))
+	nc, err = nats.Connect(again.URL, pinned(t, again), nats.UserInfo(again.User, again.Password))
 	require.NoError(t, err)
 	nc.Close()
 }

@@ -25,6 +25,14 @@ type Holder struct {
 	Command string    `json:"command"`
 	Since   time.Time `json:"since"`
 	Epoch   uint64    `json:"epoch,omitempty"`
+	// Token names this hold of the lock (random, new for each
+	// acquisition). A child handed the hold joins it only while the lock
+	// file still names it; its holder withdraws it before letting go.
+	Token string `json:"token,omitempty"`
+	// Start is when the process PID started, in clock ticks after boot
+	// (Linux, /proc/PID/stat field 22; 0 where unknown): a later process
+	// given the same pid is not the holder.
+	Start uint64 `json:"start,omitempty"`
 }
 
 // StatusReport is the daemon's answer to an empty status request.

@@ -2,11 +2,14 @@ package writer_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"scribe/queue"
 	"scribe/writer"
@@ -298,9 +302,16 @@ func TestInheritedHold(t *testing.T) {
 	ino := inode(t, path)
 	identity, err := os.ReadFile(path)
 	require.NoError(t, err)
+	// What is handed down is what the lock file says.
+	id, err := writer.ReadHolder(path)
+	require.NoError(t, err)
+	env := h.ChildEnv(3)
+	assert.Contains(t, env, writer.EnvEpoch+"="+strconv.FormatUint(id.Epoch, 10))
+	assert.Contains(t, env, writer.EnvLockToken+"="+id.Token)
+	assert.Equal(t, epoch, id.Epoch)
 
 	child := holdInChild(t, store, writer.LockOptions{},
-		withFiles(h.File()), withEnv(h.ChildEnv(3, epoch)...), withSession(),
+		withFiles(h.File()), withEnv(h.ChildEnv(3)...), withSession(),
 		withEnv(envAppend+"=log"),
 		// Lock/unlock cycles before: a child may take and release the
 		// inherited hold any number of times.
@@ -341,25 +352,25 @@ func TestInheritedHoldRefused(t *testing.T) {
 		child func(tb testing.TB, h *writer.Hold) []helperOpt
 	}{
 		{"wrong lock ID", func(tb testing.TB, h *writer.Hold) []helperOpt {
-			return []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3, 1)...), withEnv(writer.EnvLockID + "=1:2")}
+			return []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3)...), withEnv(writer.EnvLockID + "=1:2")}
 		}},
 		{"another descriptor on the lock file", func(tb testing.TB, h *writer.Hold) []helperOpt {
 			f, err := os.Open(h.Path())
 			require.NoError(tb, err)
 			tb.Cleanup(func() { _ = f.Close() })
-			return []helperOpt{withFiles(f), withEnv(h.ChildEnv(3, 1)...)}
+			return []helperOpt{withFiles(f), withEnv(h.ChildEnv(3)...)}
 		}},
 		{"descriptor of another file", func(tb testing.TB, h *writer.Hold) []helperOpt {
 			f, err := os.Open(writer.JournalPath(filepath.Dir(filepath.Dir(h.Path()))))
 			require.NoError(tb, err)
 			tb.Cleanup(func() { _ = f.Close() })
-			return []helperOpt{withFiles(f), withEnv(h.ChildEnv(3, 1)...)}
+			return []helperOpt{withFiles(f), withEnv(h.ChildEnv(3)...)}
 		}},
 		{"no descriptor", func(tb testing.TB, h *writer.Hold) []helperOpt {
-			return []helperOpt{withEnv(h.ChildEnv(3, 1)...)}
+			return []helperOpt{withEnv(h.ChildEnv(3)...)}
 		}},
 		{"descriptor below 3", func(tb testing.TB, h *writer.Hold) []helperOpt {
-			return []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3, 1)...), withEnv(writer.EnvLockFD + "=0")}
+			return []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3)...), withEnv(writer.EnvLockFD + "=0")}
 		}},
 	}
 	for _, tt := range tests {
@@ -388,7 +399,7 @@ func TestInheritedHoldRefused(t *testing.T) {
 func TestInheritedHoldOtherStore(t *testing.T) {
 	store, other := newStore(t), newStore(t)
 	h := tryLock(t, store, writer.LockOptions{})
-	r := assertChildGets(t, other, writer.LockOptions{}, withFiles(h.File()), withEnv(h.ChildEnv(3, 0)...))
+	r := assertChildGets(t, other, writer.LockOptions{}, withFiles(h.File()), withEnv(h.ChildEnv(3)...))
 	assert.NotEqual(t, uintptr(3), r.FD)
 	assert.False(t, lockFree(t, h.Path()), "the inherited hold is the parent's still")
 }
@@ -451,4 +462,133 @@ func TestWithLockBusy(t *testing.T) {
 		return nil
 	})
 	assert.ErrorIs(t, err, writer.ErrLocked)
+}
+
+// rewriteIdentity changes fields of the identity in a lock file, keeping
+// the others (whatever fields the identity has).
+func rewriteIdentity(tb testing.TB, path string, set map[string]any) {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(tb, err)
+	var id map[string]any
+	require.NoError(tb, json.Unmarshal(b, &id))
+	maps.Copy(id, set)
+	b, err = json.Marshal(id)
+	require.NoError(tb, err)
+	require.NoError(tb, os.WriteFile(path, b, 0o600))
+}
+
+// identityField is one field of the identity in a lock file, nil if the
+// file holds no identity or not that field.
+func identityField(tb testing.TB, path, field string) any {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(tb, err)
+	var id map[string]any
+	if json.Unmarshal(b, &id) != nil {
+		return nil
+	}
+	return id[field]
+}
+
+// dupFile is another descriptor on f's open file description, as a
+// background child of a `scribe lock` keeps it: it outlives f.
+func dupFile(tb testing.TB, f *os.File) *os.File {
+	tb.Helper()
+	fd, err := unix.Dup(int(f.Fd()))
+	require.NoError(tb, err)
+	d := os.NewFile(uintptr(fd), f.Name())
+	tb.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// A child handed a hold that has since ended — released, or its holder
+// dead while the descriptor lives on — never joins it, and never takes
+// the lock through the inherited descriptor: it is an ordinary contender.
+func TestInheritedHoldEnded(t *testing.T) {
+	const deadPID = 1<<22 + 1 // beyond any pid_max
+	t.Run("released", func(t *testing.T) {
+		store := newStore(t)
+		path := writer.DefaultLockPath(store)
+		h := tryLock(t, store, writer.LockOptions{Command: "parent"})
+		kept := dupFile(t, h.File())
+		env := h.ChildEnv(3)
+		require.NoError(t, h.Unlock())
+
+		child := holdInChild(t, store, writer.LockOptions{Command: "child"}, withFiles(kept), withEnv(env...))
+		id, err := writer.ReadHolder(path)
+		require.NoError(t, err, "the child holds with an identity of its own")
+		assert.Equal(t, child.Report.PID, id.PID)
+		assert.Equal(t, "child", id.Command)
+		assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "its hold excludes others")
+		child.Stop(t)
+		assertReleased(t, path) // though the inherited description is still open here
+	})
+	tests := []struct {
+		name string
+		// end makes the hold, which this process keeps, look ended to the
+		// child: it changes the identity in path, or returns environment
+		// that overrides ChildEnv's.
+		end func(tb testing.TB, path string) []string
+	}{
+		{"holder dead", func(tb testing.TB, path string) []string {
+			rewriteIdentity(tb, path, map[string]any{"pid": deadPID})
+			return nil
+		}},
+		{"holder's pid reused", func(tb testing.TB, path string) []string {
+			rewriteIdentity(tb, path, map[string]any{"pid": os.Getppid()})
+			return nil
+		}},
+		{"no token: a parent that cannot be checked", func(tb testing.TB, path string) []string {
+			return []string{writer.EnvLockToken + "="}
+		}},
+		{"another hold's token", func(tb testing.TB, path string) []string {
+			return []string{writer.EnvLockToken + "=0123456789abcdef"}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			path := writer.DefaultLockPath(store)
+			h := tryLock(t, store, writer.LockOptions{Command: "parent"})
+			env := append(h.ChildEnv(3), tt.end(t, path)...)
+			before, err := os.ReadFile(path)
+			require.NoError(t, err)
+
+			r := tryInChild(t, store, writer.LockOptions{}, withFiles(h.File()), withEnv(env...))
+			assert.False(t, r.OK, "the child joined a hold that ended")
+			assert.True(t, r.Locked, "the child is an ordinary contender, refused: %s", r.Err)
+			after, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, string(before), string(after))
+			assert.False(t, lockFree(t, path), "the description still holds the flock")
+		})
+	}
+}
+
+// Releasing a hold handed to children waits until those that joined it
+// have let go; meanwhile no other child joins and the store stays held.
+func TestUnlockWaitsForJoinedChild(t *testing.T) {
+	store := newStore(t)
+	path := writer.DefaultLockPath(store)
+	h := tryLock(t, store, writer.LockOptions{Command: "parent"})
+	f, env := h.File(), h.ChildEnv(3)
+	late := dupFile(t, f)
+	child := holdInChild(t, store, writer.LockOptions{}, withFiles(f), withEnv(env...))
+	require.Equal(t, uintptr(3), child.Report.FD, "the child joined")
+
+	released := make(chan error, 1)
+	go func() { released <- h.Unlock() }()
+	require.Eventually(t, func() bool { return identityField(t, path, "token") == nil }, helperTimeout, time.Millisecond,
+		"the releasing parent withdraws its token")
+	other := assertChildLocked(t, store, writer.LockOptions{}, withFiles(late), withEnv(env...))
+	if assert.NotNil(t, other, "no child joins a hold being released") {
+		assert.Equal(t, "parent", other.Command, "the parent still holds")
+	}
+	assertWaiting(t, released)
+	assert.False(t, lockFree(t, path))
+
+	child.Stop(t)
+	require.NoError(t, await(t, released))
+	assertReleased(t, path)
 }

@@ -1,15 +1,19 @@
 package writer
 
 import (
+	"bytes"
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,12 +46,15 @@ func MetaDir(store string) (string, error) {
 }
 
 // Environment a `scribe lock` child receives so that scribe commands it
-// runs join the parent's hold instead of waiting on it (docs/locking.md).
+// runs join the parent's hold instead of waiting on it, for as long as
+// that hold stands (docs/locking.md).
 const (
-	EnvLockFD   = "SCRIBE_LOCK_FD"   // the inherited descriptor number
-	EnvLockID   = "SCRIBE_LOCK_ID"   // "<dev>:<inode>" of the lock file it locks
-	EnvLockFile = "SCRIBE_LOCK_FILE" // the lock file's path
-	EnvEpoch    = "SCRIBE_EPOCH"     // the epoch of the parent's hold
+	EnvLockFD    = "SCRIBE_LOCK_FD"    // the inherited descriptor number
+	EnvLockID    = "SCRIBE_LOCK_ID"    // "<dev>:<inode>" of the lock file it locks
+	EnvLockFile  = "SCRIBE_LOCK_FILE"  // the lock file's path
+	EnvLockToken = "SCRIBE_LOCK_TOKEN" // the hold's token, as in the lock file's identity
+	EnvLockGate  = "SCRIBE_LOCK_GATE"  // the file joined children hold a shared flock on
+	EnvEpoch     = "SCRIBE_EPOCH"      // the epoch of the parent's hold
 )
 
 // LockOptions says which lock file to take and who takes it.
@@ -68,8 +75,9 @@ type LockOptions struct {
 // Holds are re-entrant within a process: asking again for a lock this
 // process holds (from any goroutine) returns a nested hold on the same
 // open file description, and the flock goes only when the last hold is
-// released. A hold inherited from a `scribe lock` parent is joined the same
-// way. Each Hold must be released with Unlock exactly once.
+// released. A hold handed down by a `scribe lock` parent (ChildEnv) is
+// joined the same way while that hold stands, and never after it ended.
+// Each Hold must be released with Unlock exactly once.
 type Hold struct {
 	h    *lockState
 	once sync.Once
@@ -77,15 +85,22 @@ type Hold struct {
 
 // lockState is one process's flock on one lock file, shared by nested Holds.
 type lockState struct {
-	mu sync.Mutex // guards epoch and state
+	mu sync.Mutex // guards epoch, holder and state
 
 	path      string
 	key       fileKey
 	f         *os.File
 	inherited bool // the flock belongs to a parent: never LOCK_UN it
 	refs      int
-	epoch     uint64  // set by the first Session under this hold
-	state     *shared // the journal and root Sessions under this hold share
+	epoch     uint64       // set by the first Session under this hold
+	state     *shared      // the journal and root Sessions under this hold share
+	holder    queue.Holder // the identity written into the lock file (own holds)
+
+	token  string   // names this hold: in its identity and its children's environment
+	gate   string   // the join gate of this hold's children (see joinInherited)
+	store  string   // the store's real path (own holds), for the gate's folder
+	handed bool     // ChildEnv was called: the last Unlock waits at the gate (guarded by holds)
+	joined *os.File // inherited holds: our shared flock on the gate
 }
 
 type fileKey struct{ dev, ino uint64 }
@@ -102,7 +117,7 @@ var holds = struct {
 // it, the error is a *LockedError naming the holder (errors.Is(err,
 // ErrLocked)); contention is a result, not a fault.
 func TryLock(store string, o LockOptions) (*Hold, error) {
-	path, err := lockPathFor(store, o.LockPath)
+	real, path, err := lockPathFor(store, o.LockPath)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +127,7 @@ func TryLock(store string, o LockOptions) (*Hold, error) {
 	holds.Lock()
 	defer holds.Unlock()
 	for range 3 { // the file may be replaced between open and flock: retry
-		h, retry, err := tryHold(path, o)
+		h, retry, err := tryHold(real, path, o)
 		if err != nil || !retry {
 			return h, err
 		}
@@ -120,8 +135,9 @@ func TryLock(store string, o LockOptions) (*Hold, error) {
 	return nil, fmt.Errorf("lock %s: the file keeps being replaced; something unlinks it", path)
 }
 
-// tryHold makes one attempt; holds must be locked.
-func tryHold(path string, o LockOptions) (_ *Hold, retry bool, err error) {
+// tryHold makes one attempt on the lock file path of the store real;
+// holds must be locked.
+func tryHold(real, path string, o LockOptions) (_ *Hold, retry bool, err error) {
 	if err := checkLockFile(path); err != nil {
 		return nil, false, err
 	}
@@ -139,12 +155,8 @@ func tryHold(path string, o LockOptions) (_ *Hold, retry bool, err error) {
 		h.refs++
 		return &Hold{h: h}, false, nil
 	}
-	if inh := inheritedFile(key); inh != nil {
+	if h := joinInherited(path, key, f); h != nil {
 		f.Close()
-		h := &lockState{path: path, key: key, f: inh, inherited: true, refs: 1}
-		if e, err := strconv.ParseUint(os.Getenv(EnvEpoch), 10, 64); err == nil {
-			h.epoch = e
-		}
 		holds.m[key] = h
 		return &Hold{h: h}, false, nil
 	}
@@ -161,9 +173,10 @@ func tryHold(path string, o LockOptions) (_ *Hold, retry bool, err error) {
 		f.Close()
 		return nil, true, nil
 	}
-	h := &lockState{path: path, key: key, f: f, refs: 1}
-	holder := NewHolder(o.Mode, o.Command)
-	if err := h.setHolder(holder); err != nil {
+	h := &lockState{path: path, key: key, f: f, refs: 1, token: crand.Text(), gate: joinPath(real), store: real}
+	h.holder = NewHolder(o.Mode, o.Command)
+	h.holder.Token = h.token
+	if err := h.setHolder(h.holder); err != nil {
 		f.Close()
 		return nil, false, err
 	}
@@ -208,8 +221,10 @@ func WithLock(store string, o LockOptions, fn func(*Hold) error) error {
 
 // Unlock releases this hold. The flock itself goes with the last hold of
 // the process: its identity is emptied first, while still held, so that a
-// later non-scribe holder is not reported under our name. Calling Unlock
-// again is a no-op.
+// later non-scribe holder is not reported under our name. If the hold was
+// handed to children (ChildEnv), the last Unlock first waits until every
+// child that joined it has let go; meanwhile no child can join, and this
+// process takes no other lock. Calling Unlock again is a no-op.
 func (l *Hold) Unlock() error {
 	var err error
 	l.once.Do(func() {
@@ -221,7 +236,13 @@ func (l *Hold) Unlock() error {
 		}
 		delete(holds.m, h.key)
 		if h.inherited {
-			return // the parent's flock, on the parent's open file: not ours to drop
+			// The parent's flock, on the parent's open file: not ours to
+			// drop. Leaving the gate lets the parent's release go on.
+			h.joined.Close()
+			return
+		}
+		if h.handed {
+			h.awaitJoined()
 		}
 		_ = h.f.Truncate(0)
 		if e := unix.Flock(int(h.f.Fd()), unix.LOCK_UN); e != nil {
@@ -240,13 +261,59 @@ func (l *Hold) Path() string { return l.h.path }
 func (l *Hold) File() *os.File { return l.h.f }
 
 // ChildEnv is the environment that lets a child process given File() as
-// descriptor fd join this hold.
-func (l *Hold) ChildEnv(fd int, epoch uint64) []string {
+// descriptor fd join this hold while it stands: the lock file's identity,
+// the hold's token and gate, and its epoch (the one in the lock file). From
+// then on the last Unlock waits for the children that joined.
+func (l *Hold) ChildEnv(fd int) []string {
+	h := l.h
+	holds.Lock()
+	h.handed = true
+	holds.Unlock()
+	if !h.inherited {
+		_, _ = MetaDir(h.store) // the gate's folder; without it no child joins
+	}
+	h.mu.Lock()
+	epoch := h.epoch
+	h.mu.Unlock()
 	return []string{
 		EnvLockFD + "=" + strconv.Itoa(fd),
-		EnvLockID + "=" + l.h.key.String(),
-		EnvLockFile + "=" + l.h.path,
+		EnvLockID + "=" + h.key.String(),
+		EnvLockFile + "=" + h.path,
+		EnvLockToken + "=" + h.token,
+		EnvLockGate + "=" + h.gate,
 		EnvEpoch + "=" + strconv.FormatUint(epoch, 10),
+	}
+}
+
+// joinPath is the join gate of a store's holds: children that joined a
+// hold keep a shared flock on it, and the holder takes it exclusively
+// before letting go.
+func joinPath(store string) string {
+	return filepath.Join(store, queue.MetaDir, "join")
+}
+
+// openGate opens a join gate, through an open file description of its own.
+func openGate(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+}
+
+// awaitJoined starts the release of a hold handed to children: it
+// withdraws the hold's token from the identity, so that no child joins
+// from now on, then waits until those that joined have left the gate.
+// Only then may the flock go. holds must be locked.
+func (h *lockState) awaitJoined() {
+	id := h.holder
+	id.Token = ""
+	_ = h.setHolder(id)
+	g, err := openGate(h.gate)
+	if err != nil {
+		return // a child cannot have joined through a gate we cannot open
+	}
+	defer g.Close()
+	for {
+		if err := unix.Flock(int(g.Fd()), unix.LOCK_EX); err != unix.EINTR {
+			return
+		}
 	}
 }
 
@@ -254,37 +321,127 @@ func (l *Hold) ChildEnv(fd int, epoch uint64) []string {
 // the process (guarded by holds): a second *os.File on the same number
 // would close it under the first when either is garbage collected, and a
 // later join would then find no descriptor and wait on its own parent.
+// Once the hold it belongs to is over, it is closed and gone is set.
 var adopted struct {
-	fd int
-	f  *os.File
+	fd   int
+	f    *os.File
+	gone bool
 }
 
-// inheritedFile returns the descriptor named by EnvLockFD if it is open on
-// the lock file key and holds its flock, else nil. The descriptor is made
-// close-on-exec: only an explicit hand-over passes it further. holds must
-// be locked.
-func inheritedFile(key fileKey) *os.File {
-	if os.Getenv(EnvLockID) != key.String() {
+// joinInherited joins the hold a parent handed down (EnvLockFD and the
+// rest) if it is a hold on the lock file key, which this process has just
+// opened as f, and that hold still stands; else it returns nil and the
+// caller contends like anyone. holds must be locked.
+//
+// The descriptor alone proves nothing: after the parent has let go (LOCK_UN)
+// a flock on it simply takes the lock again, and every process that kept a
+// copy shares that one open file description, so all of them would "hold"
+// it at once. join therefore flocks it only once the parent's identity
+// shows that its hold stands, behind the gate that keeps it standing.
+func joinInherited(path string, key fileKey, f *os.File) *lockState {
+	if adopted.gone || os.Getenv(EnvLockID) != key.String() {
 		return nil
 	}
 	fd, err := strconv.Atoi(os.Getenv(EnvLockFD))
-	if err != nil || fd < 3 {
+	if err != nil || fd < 3 || fd == int(f.Fd()) {
 		return nil
+	}
+	if adopted.f == nil || adopted.fd != fd {
+		// A descriptor handed down across exec is not close-on-exec; one
+		// that is was opened by this process, whatever its number.
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			return nil
+		}
 	}
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || (fileKey{uint64(st.Dev), st.Ino}) != key {
 		return nil
 	}
-	// On the same open file description that holds the flock this
-	// succeeds at once; on any other it fails, and we do not trust it.
+	h, over := join(fd, path, key, f)
+	if over {
+		// Our copy can only keep a dead holder's flock alive or be taken
+		// again: close it. Closing a copy never frees a live holder's
+		// flock (the holder has its own); if ours was the last copy of a
+		// dead holder's description, the kernel frees the lock as it
+		// would at our exit.
+		if adopted.f != nil && adopted.fd == fd {
+			adopted.f.Close()
+			adopted.f = nil
+		} else {
+			unix.Close(fd)
+		}
+		adopted.gone = true
+	}
+	return h
+}
+
+// join joins the hold whose descriptor fd (open on the lock file key, like
+// f) a parent handed down, if it stands. over reports that it does not
+// and never will again: the parent has let go, begun to, or died.
+//
+// The parent (see Unlock and awaitJoined) writes its identity with the
+// token after taking the flock; when it lets go it first withdraws the
+// token, then takes the gate exclusively, waiting for joined children,
+// and only then truncates the identity and unlocks. A child takes the gate
+// shared, without waiting, then reads the identity. So:
+//
+//   - Gate refused: the parent holds it, it is letting go. Not joined.
+//   - Gate taken, token present: the parent had not begun to let go when
+//     we took the gate, and cannot unlock until we leave it. The flock on
+//     the parent's description stands, and a flock on fd succeeds without
+//     taking anything exactly when fd is that description. Joined; we
+//     keep the gate until our last Unlock.
+//   - Gate taken, token absent (withdrawn, truncated, or another hold's):
+//     the hold is over, whenever the parent's unlock comes or came. fd is
+//     never flocked, so a released lock is never taken through it.
+//   - Token present, parent dead (SIGKILL: nobody withdrew it): while any
+//     process has the description open the kernel keeps its flock, and
+//     nobody else can get in; but that hold has no owner any more, and
+//     siblings sharing the description would all join it. Over.
+//   - Parent dies after our check (or after we joined): the flock stays
+//     with the description, which we have open; we finish under it and
+//     nobody else gets in.
+//
+// A child never unlocks the parent's flock, in any of these cases.
+func join(fd int, path string, key fileKey, f *os.File) (_ *lockState, over bool) {
+	token, gatePath := os.Getenv(EnvLockToken), os.Getenv(EnvLockGate)
+	if token == "" || gatePath == "" {
+		return nil, true // a hold that gives no token cannot be checked
+	}
+	gate, err := openGate(gatePath)
+	if err != nil {
+		return nil, false
+	}
+	if unix.Flock(int(gate.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil {
+		gate.Close()
+		return nil, false
+	}
+	id, err := readIdentity(f, path)
+	host, _ := os.Hostname()
+	if err != nil || id.Token != token || id.Host != host || !processAlive(id.PID, id.Start) {
+		gate.Close()
+		return nil, true
+	}
+	// On the description that holds the flock this succeeds at once; on
+	// any other it fails (the parent holds it), and we do not trust it.
 	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return nil
+		gate.Close()
+		return nil, false
 	}
 	if adopted.f == nil || adopted.fd != fd {
 		unix.CloseOnExec(fd)
 		adopted.fd, adopted.f = fd, os.NewFile(uintptr(fd), os.Getenv(EnvLockFile))
 	}
-	return adopted.f
+	// The epoch in the parent's identity. A parent that relays a hold it
+	// joined writes no identity and hands its epoch down in the
+	// environment; with neither, a session under this hold raises one.
+	epoch := id.Epoch
+	if epoch == 0 {
+		epoch, _ = strconv.ParseUint(os.Getenv(EnvEpoch), 10, 64)
+	}
+	return &lockState{path: path, key: key, f: adopted.f, inherited: true, refs: 1, epoch: epoch,
+		token: token, gate: gatePath, joined: gate}, false
 }
 
 func keyOf(f *os.File) (fileKey, error) {
@@ -301,28 +458,29 @@ func sameKey(fi os.FileInfo, k fileKey) bool {
 	return ok && uint64(st.Dev) == k.dev && st.Ino == k.ino
 }
 
-// lockPathFor resolves the lock file of a store: the store must exist, and
-// the lock folder is created (0700) when it is scribe's own.
-func lockPathFor(store, lockPath string) (string, error) {
-	real, err := queue.ResolveStore(store)
+// lockPathFor resolves a store (its real path) and its lock file: the
+// store must exist, and the lock folder is created (0700) when it is
+// scribe's own.
+func lockPathFor(store, lockPath string) (real, path string, err error) {
+	real, err = queue.ResolveStore(store)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if lockPath == "" {
 		if _, err := MetaDir(real); err != nil {
-			return "", err
+			return "", "", err
 		}
-		return DefaultLockPath(real), nil
+		return real, DefaultLockPath(real), nil
 	}
 	abs, err := filepath.Abs(lockPath)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
 	if err != nil {
-		return "", fmt.Errorf("lock file %s: %w", lockPath, err)
+		return "", "", fmt.Errorf("lock file %s: %w", lockPath, err)
 	}
-	return filepath.Join(dir, filepath.Base(abs)), nil
+	return real, filepath.Join(dir, filepath.Base(abs)), nil
 }
 
 // markDemand leaves the mark of a direct writer waiting for the store: a
@@ -413,18 +571,15 @@ func (h *lockState) setHolder(id queue.Holder) error {
 	return nil
 }
 
-// setEpoch records the hold's epoch in its identity.
+// setEpoch records the hold's epoch in its identity: the identity written
+// is the one this hold keeps, so what ChildEnv hands down matches it.
 func (h *lockState) setEpoch(epoch uint64) error {
 	h.epoch = epoch
 	if h.inherited {
 		return nil
 	}
-	id, err := ReadHolder(h.path)
-	if err != nil {
-		return err
-	}
-	id.Epoch = epoch
-	return h.setHolder(*id)
+	h.holder.Epoch = epoch
+	return h.setHolder(h.holder)
 }
 
 // ReadHolder reads the holder identity from a lock file. It returns nil and
@@ -435,6 +590,20 @@ func ReadHolder(path string) (*queue.Holder, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeHolder(b, path)
+}
+
+// readIdentity reads the identity through f, an open file on the lock file
+// path: the file whose inode we know, whatever the path names now.
+func readIdentity(f *os.File, path string) (*queue.Holder, error) {
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	return decodeHolder(b, path)
+}
+
+func decodeHolder(b []byte, path string) (*queue.Holder, error) {
 	var h queue.Holder
 	if err := json.Unmarshal(b, &h); err != nil || h.PID == 0 {
 		return nil, fmt.Errorf("lock %s holds no scribe identity", path)
@@ -451,14 +620,54 @@ func liveHolder(path string) *queue.Holder {
 	if err != nil {
 		return nil
 	}
-	if host, _ := os.Hostname(); h.Host == host && errors.Is(syscall.Kill(h.PID, 0), syscall.ESRCH) {
+	if host, _ := os.Hostname(); h.Host == host && !processAlive(h.PID, h.Start) {
 		return nil
 	}
 	return h
 }
 
+// processAlive reports whether the process pid of this host, started at
+// start (0: unknown), still exists: a pid reused by a later process is not
+// the one that wrote an identity.
+func processAlive(pid int, start uint64) bool {
+	if pid <= 0 || errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return false
+	}
+	if start == 0 {
+		return true
+	}
+	now, err := procStart(pid)
+	return err != nil || now == start // cannot tell: alive
+}
+
+// procStart is when process pid started, in clock ticks after boot
+// (/proc/<pid>/stat field 22; Linux only).
+func procStart(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// "pid (comm) state ...": comm may hold spaces and parentheses, so
+	// count from the last ')'; state is field 3.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command", pid)
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 22-2 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields)+2)
+	}
+	return strconv.ParseUint(fields[22-3], 10, 64)
+}
+
+// selfStart is this process's start time, for its identity.
+var selfStart = sync.OnceValue(func() uint64 {
+	start, _ := procStart(os.Getpid())
+	return start
+})
+
 // NewHolder describes this process as a lock holder.
 func NewHolder(mode, command string) queue.Holder {
 	host, _ := os.Hostname()
-	return queue.Holder{PID: os.Getpid(), Host: host, Mode: mode, Command: command, Since: time.Now().UTC()}
+	return queue.Holder{PID: os.Getpid(), Host: host, Mode: mode, Command: command, Since: time.Now().UTC(), Start: selfStart()}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,6 +123,10 @@ func TestTryLockWritesHolder(t *testing.T) {
 			assert.Equal(t, tt.wantMode, got.Mode)
 			assert.Equal(t, tt.o.Command, got.Command)
 			assert.Zero(t, got.Epoch, "no session, no epoch")
+			assert.Len(t, got.Token, 26, "a random token names the hold")
+			if runtime.GOOS == "linux" {
+				assert.NotZero(t, got.Start, "the holder's start time, against pid reuse")
+			}
 			assert.WithinRange(t, got.Since, before.Add(-time.Second), time.Now().Add(time.Second))
 
 			fi, err := os.Stat(path)
@@ -262,7 +267,7 @@ func TestTryLockBusy(t *testing.T) {
 			}
 			require.NotNil(t, le.Holder)
 			got := *le.Holder
-			got.Since = time.Time{}
+			got.Since, got.Token, got.Start = time.Time{}, "", 0 // this hold's own
 			assert.Equal(t, *want, got)
 			assert.Contains(t, lockErr.Error(), "pid "+strconv.Itoa(want.PID))
 			if want.Command != "" {
@@ -360,7 +365,7 @@ func TestLockFileIsKept(t *testing.T) {
 			require.NoError(tb, err)
 			// Epoch 0: the parent had no session, so the child's raises one.
 			r := tryInChild(tb, store, writer.LockOptions{LockPath: path},
-				withFiles(a.File()), withEnv(a.ChildEnv(3, 0)...), withSession(), withEnv(envCycles+"=1"))
+				withFiles(a.File()), withEnv(a.ChildEnv(3)...), withSession(), withEnv(envCycles+"=1"))
 			assert.True(tb, r.OK, r.Err)
 			assert.Equal(tb, uintptr(3), r.FD, "adopted")
 			after, err := os.ReadFile(path)

@@ -64,7 +64,7 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	epoch, realStore := s.Epoch(), s.Store()
+	realStore := s.Store()
 	if err := s.Close(); err != nil {
 		return err
 	}
@@ -72,10 +72,13 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
 	// The hold is handed to CMD as descriptor 3, so that scribe commands it
-	// runs join it instead of waiting on their parent (docs/locking.md).
+	// runs join it instead of waiting on their parent, while it stands
+	// (docs/locking.md). The epoch and token come from the hold: what its
+	// identity in the lock file says. Once handed, the release waits for
+	// the children that joined (a background one may outlive CMD).
 	cmd.ExtraFiles = []*os.File{hold.File()}
 	cmd.Env = append(os.Environ(), "SCRIBE_STORE="+realStore)
-	cmd.Env = append(cmd.Env, hold.ChildEnv(3, epoch)...)
+	cmd.Env = append(cmd.Env, hold.ChildEnv(3)...)
 	// On SIGINT/SIGTERM, pass the signal on and give the command time to
 	// finish its critical section before it is killed.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }

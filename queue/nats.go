@@ -69,6 +69,32 @@ func ConsumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
+// ErrNoSpace is returned by CreateStream when JetStream cannot reserve the
+// queue's byte limit (Limits.MaxBytes): a file stream reserves its limit
+// on disk up front, and a server without a configured store limit lets
+// its streams reserve only part of the free space.
+var ErrNoSpace = errors.New("not enough disk space to reserve the queue's byte limit")
+
+// jsErrStorageResources is nats-server's JSStorageResourcesExceededErr
+// ("insufficient storage resources available").
+const jsErrStorageResources = 10047
+
+// CreateStream creates a store's stream (StreamConfig), or updates it to
+// the limits l. A byte limit the server cannot reserve fails with
+// ErrNoSpace.
+func CreateStream(ctx context.Context, js jetstream.JetStream, storeID string, l Limits) (jetstream.Stream, error) {
+	cfg := StreamConfig(storeID, l)
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStorageResources {
+		return nil, fmt.Errorf("create stream %s: %w: %d bytes (%w)", cfg.Name, ErrNoSpace, cfg.MaxBytes, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", cfg.Name, err)
+	}
+	return s, nil
+}
+
 // ErrQueueFull is returned by Publish when the store's queue is at its
 // limits; nothing was queued.
 var ErrQueueFull = errors.New("queue full")

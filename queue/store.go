@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"strings"
 )
 
 // ResolveStore returns the canonical path of a store folder: absolute, with
@@ -42,7 +43,24 @@ func OutcomeSubject(storeID, jobID string) string {
 func StatusSubject(storeID string) string { return "scribe." + storeID + ".status" }
 
 // StreamName is the JetStream stream holding a store's queued jobs.
-func StreamName(storeID string) string { return "SCRIBE_" + storeID }
+func StreamName(storeID string) string { return streamPrefix + storeID }
+
+const streamPrefix = "SCRIBE_"
+
+// StreamStoreID returns the store ID a stream name was made from by
+// StreamName, and false if the name is not a scribe stream's.
+func StreamStoreID(name string) (string, bool) {
+	id, ok := strings.CutPrefix(name, streamPrefix)
+	if !ok || len(id) != 16 {
+		return "", false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return "", false
+		}
+	}
+	return id, true
+}
 
 // ConsumerName is the durable pull consumer of a store's writer.
 const ConsumerName = "writer"

@@ -236,3 +236,23 @@ func collides(disk map[string]string, p string) bool {
 	}
 	return false
 }
+
+// A holder whose lock file or journal was replaced by another program
+// (the file renamed away, a new one in its place) stops before changing
+// anything: another writer may hold the new lock file.
+func TestApplyStopsWhenOwnFilesReplaced(t *testing.T) {
+	for _, name := range []string{"lock", "journal.db"} {
+		t.Run(name, func(t *testing.T) {
+			store := tempStore(t, nil)
+			s, err := OpenSession(store, SessionOptions{})
+			require.NoError(t, err)
+			defer s.Close()
+			p := filepath.Join(store, queue.MetaDir, name)
+			require.NoError(t, os.Rename(p, p+".moved"))
+			require.NoError(t, os.WriteFile(p, nil, 0o600))
+			_, err = s.Apply([]Entry{{Job: shapeJob(store, "j", queue.Op{Kind: queue.OpPut, Path: "f", Data: []byte("x")})}})
+			require.ErrorIs(t, err, ErrStoreChanged)
+			assert.Equal(t, map[string]string{}, storeTree(t, store), "nothing changed")
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,7 +67,29 @@ type Config struct {
 	Version string
 	// Logger receives the writer's log; nil discards it.
 	Logger *slog.Logger
+	// OwnServer says that the NATS server holds this store's queue only:
+	// the embedded server, whose JetStream folder lives in the store. Any
+	// other scribe stream on it is then this store's queue under a former
+	// path (the store's folder was moved or renamed, which changes its
+	// ID), and the writer drains those streams first, in order, and
+	// deletes them. Leave it false on a server that stores share.
+	OwnServer bool
+	// CheckQueue, if set, is called every QueueCheckInterval to find and
+	// repair a fault of the queue's server that its clients cannot see,
+	// such as a stream's lasting write error after the disk filled up
+	// (embednats.Server.CheckQueue). It returns the fault still present,
+	// which the status report shows, and whether it restarted the
+	// server's JetStream: then the writer consumes afresh, from the
+	// oldest queued job.
+	CheckQueue func(ctx context.Context) (restarted bool, err error)
 }
+
+// QueueCheckInterval is how often the writer calls Config.CheckQueue while
+// the queue is healthy; while it is not, the interval grows to
+// maxQueueCheckInterval.
+const QueueCheckInterval = time.Second
+
+const maxQueueCheckInterval = 10 * time.Second
 
 // Writer owns one store for a daemon: it consumes the store's queue, holds
 // the store lock while there is work (releasing it when idle), applies jobs
@@ -77,13 +100,20 @@ type Writer struct {
 	storeID string
 	js      jetstream.JetStream
 	stream  jetstream.Stream
+	cons    jetstream.Consumer // the stream's; replaced by run while the pump is stopped
 	log     *slog.Logger
 	msgs    chan jetstream.Msg
-	iter    jetstream.MessagesContext
 	svc     micro.Service
 	cancel  context.CancelFunc
 	done    chan struct{}
 	started time.Time
+	// reconsume asks run to consume afresh: the server's JetStream was
+	// restarted (see Config.CheckQueue).
+	reconsume chan struct{}
+	// stopPump and pumped stop the pump and wait for it. Only run (and
+	// Start) touch them.
+	stopPump context.CancelFunc
+	pumped   chan struct{}
 	// cautious counts the jobs still to apply one at a time, attempts
 	// recorded, after start (see guardPoison). Only run touches it.
 	cautious int
@@ -97,6 +127,19 @@ type Writer struct {
 	rejected uint64
 	waiting  string
 	fault    string
+	// queueFault is the fault Config.CheckQueue reports, "" if none.
+	queueFault string
+	// former are the streams of the store's former IDs still to drain,
+	// oldest jobs first.
+	former []*formerStream
+}
+
+// formerStream is a stream of this store under a former path: see
+// Config.OwnServer.
+type formerStream struct {
+	id     string // the store's former ID
+	name   string
+	stream jetstream.Stream
 }
 
 // New prepares a writer for a store: it creates (or updates) the store's
@@ -129,8 +172,25 @@ func New(ctx context.Context, cfg Config) (*Writer, error) {
 	if w.js, err = jetstream.New(cfg.Conn); err != nil {
 		return nil, err
 	}
-	if w.stream, err = w.js.CreateOrUpdateStream(ctx, queue.StreamConfig(w.storeID, cfg.Limits)); err != nil {
-		return nil, fmt.Errorf("create stream: %w", err)
+	if cfg.OwnServer {
+		// Before the stream is created: its byte limit may need the
+		// space the former streams reserve.
+		if err := w.findFormer(ctx); err != nil {
+			return nil, fmt.Errorf("look for the queues of the store's former paths: %w", err)
+		}
+	}
+	w.stream, err = queue.CreateStream(ctx, w.js, w.storeID, cfg.Limits)
+	if errors.Is(err, queue.ErrNoSpace) {
+		// JetStream refuses to change an existing stream's limits while
+		// the disk is short of what all streams reserve, even to lower
+		// them: serving the queue as it is beats refusing to start.
+		if s, serr := w.js.Stream(ctx, queue.StreamName(w.storeID)); serr == nil {
+			w.log.Warn("the queue keeps its former limits: JetStream cannot reserve new ones now", "max_jobs", s.CachedInfo().Config.MaxMsgs, "max_bytes", s.CachedInfo().Config.MaxBytes, "err", err)
+			w.stream, err = s, nil
+		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := w.stream.DeleteConsumer(ctx, queue.ConsumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("reset consumer: %w", err)
@@ -138,52 +198,306 @@ func New(ctx context.Context, cfg Config) (*Writer, error) {
 	return w, nil
 }
 
-// Start begins consuming. Close stops it.
+// Start begins consuming: first the streams of the store's former paths,
+// if any (Config.OwnServer), then its own. Close stops it.
 func (w *Writer) Start(ctx context.Context) error {
 	cons, err := w.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig())
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
-	if w.iter, err = cons.Messages(jetstream.PullMaxMessages(w.cfg.BatchSize)); err != nil {
-		return fmt.Errorf("consume: %w", err)
-	}
+	w.cons = cons
 	if w.svc, err = w.serveStatus(); err != nil {
-		w.iter.Stop()
 		return err
 	}
 	w.msgs = make(chan jetstream.Msg, w.cfg.BatchSize)
+	w.reconsume = make(chan struct{}, 1)
 	ctx, w.cancel = context.WithCancel(context.Background())
 	w.done = make(chan struct{})
-	pumped := make(chan struct{})
-	go w.pump(ctx, pumped)
+	w.startPump(ctx)
+	watched := make(chan struct{})
+	go w.watch(ctx, watched)
 	go func() {
 		defer close(w.done)
 		w.run(ctx)
 		_ = w.svc.Stop()
-		w.iter.Stop()
-		<-pumped
+		w.stopPump()
+		<-w.pumped
+		<-watched
 	}()
 	return nil
 }
 
-// pump moves messages from the consumer into w.msgs, in order.
+// startPump starts the pump under ctx.
+func (w *Writer) startPump(ctx context.Context) {
+	ctx, w.stopPump = context.WithCancel(ctx)
+	w.pumped = make(chan struct{})
+	go w.pump(ctx, w.pumped)
+}
+
+// pump moves messages into w.msgs, in order: those of the former streams,
+// each drained and deleted in turn, then those of the store's own stream.
 func (w *Writer) pump(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	for {
-		m, err := w.iter.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+	for attempt := 0; ; {
+		f := w.nextFormer()
+		if f == nil {
+			break
+		}
+		if err := w.drain(ctx, f); err != nil {
+			if ctx.Err() != nil {
 				return
 			}
+			w.log.Warn("drain the queue of a former path; retrying", "stream", f.name, "err", err)
+			if !sleep(ctx, backoff(attempt)) {
+				return
+			}
+			attempt++
+			continue
+		}
+		attempt = 0
+	}
+	for attempt := 0; ; attempt++ {
+		err := w.consume(ctx, w.cons)
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("consume; retrying", "err", err)
+		if !sleep(ctx, backoff(attempt)) {
+			return
+		}
+	}
+}
+
+// consume moves the consumer's messages into w.msgs until ctx ends or the
+// consumer fails.
+func (w *Writer) consume(ctx context.Context, cons jetstream.Consumer) error {
+	iter, err := cons.Messages(jetstream.PullMaxMessages(w.cfg.BatchSize))
+	if err != nil {
+		return err
+	}
+	defer iter.Stop()
+	defer context.AfterFunc(ctx, iter.Stop)()
+	for {
+		m, err := iter.Next()
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return err
+		}
+		if err != nil {
 			w.log.Warn("consume", "err", err)
 			continue
 		}
-		select {
-		case w.msgs <- m:
-		case <-ctx.Done():
-			return // unacked: JetStream redelivers it to the next writer
+		if !w.deliver(ctx, m) {
+			return ctx.Err()
 		}
 	}
+}
+
+// deliver hands a message to run. It returns false if ctx ended first,
+// leaving the message unacked: JetStream delivers it again.
+func (w *Writer) deliver(ctx context.Context, m jetstream.Msg) bool {
+	select {
+	case w.msgs <- m:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// findFormer looks for the streams of the store under former paths (see
+// Config.OwnServer): it deletes the empty ones, lifts the others' byte
+// reservations (no one can publish to them any more, and the store's own
+// stream needs its reservation) and lists them, oldest jobs first.
+func (w *Writer) findFormer(ctx context.Context) error {
+	lister := w.js.StreamNames(ctx)
+	var names []string
+	for name := range lister.Name() {
+		if id, ok := queue.StreamStoreID(name); ok && id != w.storeID {
+			names = append(names, name)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return err
+	}
+	type found struct {
+		f     *formerStream
+		first time.Time
+	}
+	var streams []found
+	for _, name := range names {
+		id, _ := queue.StreamStoreID(name)
+		s, err := w.js.Stream(ctx, name)
+		if err != nil {
+			return err
+		}
+		info := s.CachedInfo()
+		if info.State.Msgs == 0 {
+			if err := w.js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return err
+			}
+			w.log.Info("deleted the empty queue of the store's former path", "stream", name)
+			continue
+		}
+		if info.Config.MaxBytes > 0 {
+			cfg := info.Config
+			cfg.MaxBytes = -1
+			if updated, err := w.js.UpdateStream(ctx, cfg); err != nil {
+				w.log.Warn("lift the byte reservation of a former path's queue", "stream", name, "err", err)
+			} else {
+				s = updated
+			}
+		}
+		w.log.Warn(fmt.Sprintf("store moved from ID %s: draining %d queued jobs before those of ID %s", id, info.State.Msgs, w.storeID), "stream", name)
+		streams = append(streams, found{&formerStream{id: id, name: name, stream: s}, info.State.FirstTime})
+	}
+	slices.SortStableFunc(streams, func(a, b found) int { return a.first.Compare(b.first) })
+	for _, s := range streams {
+		w.former = append(w.former, s.f)
+	}
+	return nil
+}
+
+// nextFormer is the former stream to drain next, nil if none is left.
+func (w *Writer) nextFormer() *formerStream {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.former) == 0 {
+		return nil
+	}
+	return w.former[0]
+}
+
+// drain delivers a former stream's jobs, in order, from a fresh consumer,
+// until the stream is seen empty (every job acked), then deletes it.
+func (w *Writer) drain(ctx context.Context, f *formerStream) error {
+	if err := f.stream.DeleteConsumer(ctx, queue.ConsumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("reset consumer: %w", err)
+	}
+	cons, err := f.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig())
+	if err != nil {
+		return fmt.Errorf("create consumer: %w", err)
+	}
+	for idle := 0; ; {
+		batch, err := cons.FetchNoWait(w.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			if !w.deliver(ctx, m) {
+				return ctx.Err()
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return err
+		}
+		if n > 0 {
+			idle = 0
+			continue
+		}
+		info, err := f.stream.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		// The rest is in the writer's hand, or waits for redelivery.
+		if !sleep(ctx, backoff(idle)) {
+			return ctx.Err()
+		}
+		idle++
+	}
+	if err := w.js.DeleteStream(ctx, f.name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("delete drained stream: %w", err)
+	}
+	w.log.Info("drained and deleted the queue of the store's former path", "from_id", f.id, "stream", f.name)
+	w.mu.Lock()
+	w.former = slices.DeleteFunc(w.former, func(o *formerStream) bool { return o == f })
+	w.mu.Unlock()
+	return nil
+}
+
+// watch calls Config.CheckQueue now and then, keeps the fault it reports
+// for the status report, and asks run to consume afresh when it restarted
+// the server's JetStream.
+func (w *Writer) watch(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	if w.cfg.CheckQueue == nil {
+		return
+	}
+	var lastLog time.Time
+	wait := QueueCheckInterval
+	for sleep(ctx, wait) {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		restarted, err := w.cfg.CheckQueue(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		w.mu.Lock()
+		was := w.queueFault
+		w.queueFault = ""
+		if err != nil {
+			w.queueFault = err.Error()
+		}
+		w.mu.Unlock()
+		switch {
+		case err != nil:
+			if was == "" || time.Since(lastLog) >= w.cfg.WaitLog {
+				lastLog = time.Now()
+				w.log.Error("the queue is failing", "err", err)
+			}
+			wait = min(2*wait, maxQueueCheckInterval)
+		case was != "":
+			w.log.Info("the queue is working again")
+			fallthrough
+		default:
+			wait = QueueCheckInterval
+		}
+		if restarted {
+			select {
+			case w.reconsume <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// consumeAfresh restarts consumption after the server's JetStream was
+// restarted, which lost the pull requests in flight and may have brought
+// back jobs whose acks it could not record: the messages taken but not yet
+// applied are dropped (unacked), and the consumers are recreated, so that
+// every queued job is delivered again from the oldest, in order. Jobs
+// already applied come back as duplicates, which the journal recognises.
+// It returns false if ctx ended.
+func (w *Writer) consumeAfresh(ctx context.Context) bool {
+	w.stopPump()
+	<-w.pumped
+	for drained := false; !drained; {
+		select {
+		case <-w.msgs:
+		default:
+			drained = true
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := w.stream.DeleteConsumer(ctx, queue.ConsumerName)
+		if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			var cons jetstream.Consumer
+			if cons, err = w.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig()); err == nil {
+				w.cons = cons
+				break
+			}
+		}
+		w.log.Warn("recreate the consumer; retrying", "err", err)
+		if !sleep(ctx, backoff(attempt)) {
+			return false
+		}
+	}
+	w.log.Info("the queue restarted: consuming afresh from the oldest queued job")
+	w.startPump(ctx)
+	return true
 }
 
 // Close stops the writer: the batch in hand is finished, acked and
@@ -210,8 +524,9 @@ func (w *Writer) Close() error {
 	return queue.MarkStranded(w.store, fmt.Sprintf("daemon pid %d stopped with %d jobs queued", os.Getpid(), n))
 }
 
-// liftStranded removes the stranded marker once the queue is seen empty:
-// nothing is left for direct writes to overtake.
+// liftStranded removes the stranded marker once the queue, former
+// streams included, is seen empty: nothing is left for direct writes to
+// overtake.
 func (w *Writer) liftStranded(ctx context.Context) {
 	if n, err := w.Queued(ctx); err != nil || n > 0 {
 		return
@@ -232,6 +547,10 @@ func (w *Writer) run(ctx context.Context) {
 		case <-idle.C:
 			w.release()
 			w.liftStranded(ctx)
+		case <-w.reconsume:
+			if !w.consumeAfresh(ctx) {
+				return
+			}
 		case m := <-w.msgs:
 			batch := []jetstream.Msg{m}
 		fill:
@@ -258,11 +577,7 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 	crashPoint("fetched")
 	entries := make([]Entry, len(batch))
 	for i, m := range batch {
-		job, err := queue.Decode(m.Data())
-		entries[i] = Entry{Job: job, Err: err, Raw: m.Data()}
-		if md, err := m.Metadata(); err == nil {
-			entries[i].Seq = md.Sequence.Stream
-		}
+		entries[i] = w.entry(m)
 	}
 	if w.session != nil && Demanded(w.store) {
 		// A direct writer is waiting: the batch in hand can wait for it.
@@ -281,6 +596,33 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 	crashPoint("published")
 	w.maybePrune(ctx)
 	return true
+}
+
+// entry decodes a message into the Entry to apply.
+func (w *Writer) entry(m jetstream.Msg) Entry {
+	job, err := queue.Decode(m.Data())
+	e := Entry{Job: job, Err: err, Raw: m.Data()}
+	md, mdErr := m.Metadata()
+	if mdErr == nil {
+		e.Seq = md.Sequence.Stream
+	}
+	// The journal records the outcome under the job's ID and JetStream
+	// dedupes by Nats-Msg-Id: if the two disagree, either may be another
+	// job's, so the message is recorded under neither, as a dead letter.
+	// (A message without the header is fine: not every client sets it.)
+	if hdr := m.Headers().Get(nats.MsgIdHdr); hdr != "" && job.ID != "" && hdr != job.ID {
+		e.Err = queue.Reject(queue.ReasonBadInput, "Nats-Msg-Id %q does not match job id %q", hdr, job.ID)
+		e.Job = &queue.Job{}
+		return e
+	}
+	// A job queued under a former path of the store names the store by
+	// its former ID: it is this store's (see Config.OwnServer).
+	if err == nil && mdErr == nil && md.Stream != queue.StreamName(w.storeID) {
+		if id, ok := queue.StreamStoreID(md.Stream); ok && job.Store == id {
+			job.Store = w.storeID
+		}
+	}
+	return e
 }
 
 // apply applies the batch under the store lock, waiting for the lock and
@@ -318,6 +660,12 @@ func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []Ent
 		// is recorded as applied and nothing is acked. Keep the batch in
 		// hand and retry; the next Apply first completes what was begun.
 		w.setFault(err.Error())
+		if errors.Is(err, ErrStoreChanged) {
+			// The lock file or journal is no longer the one this hold
+			// opened: another writer may hold the real one. Let go, and
+			// take the store anew through its path.
+			w.release()
+		}
 		if attempt == 0 || time.Since(lastFaultLog) >= w.cfg.WaitLog {
 			lastFaultLog = time.Now()
 			w.log.Error("apply batch failed; retrying", "err", err, "jobs", len(batch), "attempt", attempt+1)
@@ -424,9 +772,14 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 		// past WarnAfter (it may be wedged: it is never robbed).
 		if waited := time.Since(start); time.Since(lastLog) >= w.cfg.WaitLog {
 			lastLog = time.Now()
-			if waited >= w.cfg.WarnAfter {
+			switch {
+			case !errors.Is(err, ErrLocked):
+				// Not another holder: taking the store itself fails (a
+				// full disk refuses the holder identity, say).
+				w.log.Warn("taking the store failed; retrying", "waited", waited.Round(time.Second), "err", err, "jobs", len(batch))
+			case waited >= w.cfg.WarnAfter:
 				w.log.Warn("the store has been held by another process for long; still waiting", "waited", waited.Round(time.Second), "err", err, "jobs", len(batch))
-			} else {
+			default:
 				w.log.Info("waiting for the store", "err", err, "jobs", len(batch))
 			}
 		}
@@ -583,20 +936,36 @@ func (w *Writer) serveStatus() (micro.Service, error) {
 	})
 }
 
-// Queued returns how many jobs wait in the store's stream.
+// Queued returns how many jobs wait in the store's stream and in the
+// streams of its former paths still to drain.
 func (w *Writer) Queued(ctx context.Context) (uint64, error) {
 	info, err := w.stream.Info(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return info.State.Msgs, nil
+	n := info.State.Msgs
+	w.mu.Lock()
+	former := slices.Clone(w.former)
+	w.mu.Unlock()
+	for _, f := range former {
+		info, err := f.stream.Info(ctx)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue // drained and deleted meanwhile
+		}
+		if err != nil {
+			return 0, err
+		}
+		n += info.State.Msgs
+	}
+	return n, nil
 }
 
 // Report describes the writer and its queue.
 func (w *Writer) Report(ctx context.Context) *queue.StatusReport {
 	r := &queue.StatusReport{V: queue.Version, PID: os.Getpid(), Version: w.cfg.Version, Started: w.started}
 	w.mu.Lock()
-	r.Holding, r.Epoch, r.Applied, r.Rejected, r.Waiting, r.Fault = w.session != nil, w.epoch, w.applied, w.rejected, w.waiting, w.fault
+	r.Holding, r.Epoch, r.Applied, r.Rejected, r.Waiting = w.session != nil, w.epoch, w.applied, w.rejected, w.waiting
+	r.Fault = joinFaults(w.fault, w.queueFault)
 	w.mu.Unlock()
 	r.Store, r.StoreID = w.store, w.storeID
 	r.Queued, _ = w.Queued(ctx)
@@ -607,6 +976,11 @@ func (w *Writer) Report(ctx context.Context) *queue.StatusReport {
 		r.Dead = uint64(d.Total)
 	}
 	return r
+}
+
+// joinFaults joins the faults that are set.
+func joinFaults(faults ...string) string {
+	return strings.Join(slices.DeleteFunc(faults, func(f string) bool { return f == "" }), "; ")
 }
 
 func lockPathOf(store, lockPath string) string {

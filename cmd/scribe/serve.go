@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -30,7 +30,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	grace := fs.Duration("hand-off-grace", writer.DefaultHandOffGrace, "stay away this `long` after letting a waiting direct writer in")
 	warnAfter := fs.Duration("warn-after", writer.DefaultWarnAfter, "warn when another holder has kept the store this `long`")
 	maxJobs := fs.Int64("max-jobs", queue.DefaultMaxJobs, "most `jobs` queued per store")
-	maxBytes := fs.Int64("max-bytes", queue.DefaultMaxBytes, "most `bytes` queued per store")
+	maxBytes := fs.Int64("max-bytes", queue.DefaultMaxBytes, "most `bytes` queued per store, reserved on disk up front (JetStream lets all streams reserve 75% of the free space)")
 	retention := fs.Duration("retention", writer.DefaultRetention, "keep job outcomes this `long` (a resubmitted ID older than this would apply again)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
 	if err := parse(fs, args); err != nil {
@@ -74,7 +74,12 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		HandOffGrace: *grace, WarnAfter: *warnAfter,
 		Limits: queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes}, Retention: *retention,
 		Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
+		OwnServer: true, CheckQueue: srv.CheckQueue,
 	})
+	if errors.Is(err, queue.ErrNoSpace) {
+		log.Debug("create stream", "err", err)
+		return noSpaceError(srv.Space(), *maxBytes)
+	}
 	if err != nil {
 		return err
 	}
@@ -93,4 +98,22 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("stop writer: %w", err)
 	}
 	return srv.Close()
+}
+
+// noSpaceError explains a queue whose --max-bytes JetStream cannot
+// reserve: how much it asked for, how much there is, and what to change.
+func noSpaceError(sp embednats.Space, maxBytes int64) error {
+	if maxBytes <= 0 {
+		maxBytes = queue.DefaultMaxBytes
+	}
+	avail := max(sp.Limit-sp.Reserved, 0)
+	free := "unknown"
+	if sp.Free >= 0 {
+		free = embednats.FormatBytes(sp.Free)
+	}
+	return fmt.Errorf("%w: it reserves --max-bytes up front, %s (%d bytes), but JetStream lets it reserve only %s in %s "+
+		"(%.0f%% of the space free when JetStream started, plus what the queue held; %s free now, %s reserved already); "+
+		"lower --max-bytes to at most %d, or free space",
+		queue.ErrNoSpace, embednats.FormatBytes(maxBytes), maxBytes, embednats.FormatBytes(avail), sp.Dir,
+		embednats.JetStreamShare*100, free, embednats.FormatBytes(sp.Reserved), avail)
 }

@@ -1,0 +1,59 @@
+package embednats
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"scribe/queue"
+)
+
+// A restart of JetStream keeps every queued job and leaves the queue
+// usable; a healthy queue is left alone.
+func TestRestartJetStreamKeepsJobs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	srv, err := Start(t.Context(), Config{Store: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	sid := srv.Discovery().StoreID
+	js, err := jetstream.New(srv.Conn())
+	require.NoError(t, err)
+	_, err = queue.CreateStream(t.Context(), js, sid, queue.Limits{MaxBytes: 1 << 20})
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := queue.Publish(t.Context(), js, sid, id, []byte(id))
+		require.NoError(t, err)
+	}
+
+	restarted, err := srv.CheckQueue(t.Context())
+	require.NoError(t, err)
+	assert.False(t, restarted, "nothing to repair")
+
+	require.NoError(t, srv.restartJetStream())
+	var s jetstream.Stream
+	require.Eventually(t, func() bool { s, err = js.Stream(t.Context(), queue.StreamName(sid)); return err == nil }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, uint64(3), s.CachedInfo().State.Msgs, "the queued jobs came back from disk")
+	_, err = queue.Publish(t.Context(), js, sid, "d", []byte("d"))
+	require.NoError(t, err, "the queue takes jobs after the restart")
+	assert.Empty(t, srv.queueFault())
+	sp := srv.Space()
+	assert.Equal(t, filepath.Join(srv.Discovery().Store, queue.MetaDir, jetstreamDir), sp.Dir)
+	assert.Positive(t, sp.Free)
+	assert.Positive(t, sp.Limit)
+	assert.Equal(t, int64(1<<20), sp.Reserved)
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB",
+		SpaceNeeded: "4.2 MiB", 1 << 30: "1.0 GiB", 1 << 50: "1.0 PiB",
+	} {
+		assert.Equal(t, want, FormatBytes(n), "%d", n)
+	}
+}

@@ -1,4 +1,4 @@
-module scribe
+module github.com/scribehq/scribe
 
 go 1.26.0
 

@@ -24,8 +24,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"scribe/queue"
-	"scribe/writer"
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 )
 
 // Route says whether jobs go through the daemon.

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"scribe/client"
-	"scribe/embednats"
-	"scribe/queue"
+	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/embednats"
+	"github.com/scribehq/scribe/queue"
 )
 
 // journalFake plays the daemon's writer and status service on an embedded

@@ -27,7 +27,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // Config configures Start.

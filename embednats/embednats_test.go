@@ -30,9 +30,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"scribe/embednats"
-	"scribe/queue"
-	"scribe/writer"
+	"github.com/scribehq/scribe/embednats"
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 )
 
 // newStore makes an empty store folder and returns its real path.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // ErrQueueFault means the server's JetStream cannot store or deliver jobs

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // The daemon trusts its .scribe folder with the credentials it hands out

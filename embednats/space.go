@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // JetStreamShare is the share of the free disk space that nats-server lets

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 func TestCheckPath(t *testing.T) {

@@ -45,9 +45,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"scribe/client"
-	"scribe/queue"
-	"scribe/writer"
+	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 )
 
 // benchProducers are the concurrent producer counts compared.

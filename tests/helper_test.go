@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"scribe/writer"
+	"github.com/scribehq/scribe/writer"
 )
 
 // runHelper is the test binary acting as another process that uses the

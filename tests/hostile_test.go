@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"scribe/client"
-	"scribe/queue"
+	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/queue"
 )
 
 // writeJobFile writes a multi-op job file and returns its path.

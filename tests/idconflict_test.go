@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // Promise 10 through the CLI: a job ID reused for a different job is an

@@ -29,8 +29,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"scribe/client"
-	"scribe/queue"
+	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/queue"
 )
 
 // impostor is what another local user can run on a port the daemon used:

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // mountTmpfs mounts a small tmpfs at dir (root only), unmounted at cleanup.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // scribeBin is the binary under test, built once by TestMain (with -race
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		// run thousands of them. Races still fail them (exit 66).
 		os.Setenv("GORACE", "atexit_sleep_ms=0 exitcode=66 "+os.Getenv("GORACE"))
 	}
-	build := exec.Command("go", append(args, "scribe/cmd/scribe")...)
+	build := exec.Command("go", append(args, "github.com/scribehq/scribe/cmd/scribe")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build scribe:", err)

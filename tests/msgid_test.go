@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // Issue 8, item 8: a message whose Nats-Msg-Id header and job ID disagree

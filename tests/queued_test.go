@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 const producers, perProducer = 16, 50

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // fileState is one file as a batch sees it: what is on disk, plus the

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // Kinds of fileChange.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 var (

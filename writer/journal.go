@@ -10,7 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 var (

@@ -21,7 +21,7 @@ import (
 	"github.com/gofrs/flock"
 	"golang.org/x/sys/unix"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // Lock modes, recorded in the holder identity.

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // Outcomes older than the retention are pruned in bounded steps, dead

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // tempStore returns the canonical path of a fresh store holding files.

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // DefaultMaxFileBytes is the default limit on the size a file may reach

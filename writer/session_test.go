@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"scribe/queue"
-	"scribe/writer"
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 )
 
 // newStore returns the canonical path of a fresh, empty store.

@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"scribe/queue"
+	"github.com/scribehq/scribe/queue"
 )
 
 // Writer defaults.

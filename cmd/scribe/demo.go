@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"scribe/embednats"
-	"scribe/writer"
+	"github.com/scribehq/scribe/embednats"
+	"github.com/scribehq/scribe/writer"
 )
 
 // DemoCommand shows the queue at work: many writer processes against one

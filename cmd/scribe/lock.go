@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"scribe/writer"
+	"github.com/scribehq/scribe/writer"
 )
 
 // warnNetworkFS warns that flock cannot be trusted on a network filesystem.

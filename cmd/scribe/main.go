@@ -14,8 +14,8 @@ import (
 	"strings"
 	"syscall"
 
-	"scribe/client"
-	"scribe/embednats"
+	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/embednats"
 )
 
 // Version is the scribe version, reported by the daemon.

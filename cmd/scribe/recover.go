@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"scribe/writer"
+	"github.com/scribehq/scribe/writer"
 )
 
 // RecoverCommand finishes, or gives up, a batch an earlier holder of the

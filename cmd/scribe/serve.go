@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"scribe/embednats"
-	"scribe/queue"
-	"scribe/writer"
+	"github.com/scribehq/scribe/embednats"
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 )
 
 // ServeCommand runs the daemon for one store.

@@ -7,9 +7,9 @@ import (
 	"io/fs"
 	"time"
 
-	"scribe/client"
-	"scribe/queue"
-	"scribe/writer"
+	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 )
 
 // StatusCommand shows a store's daemon and lock, or one job's outcome.

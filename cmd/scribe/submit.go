@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"scribe/client"
-	"scribe/queue"
+	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/queue"
 )
 
 // queueTimeout bounds a submit without --wait: finding the daemon and

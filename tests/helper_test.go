@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -22,12 +23,15 @@ func runHelper(spec string) int {
 		parts := strings.Split(arg, ":")
 		n, _ := strconv.Atoi(parts[2])
 		return helperRace(parts[0], parts[1], n)
-	case "panic": // panic:<store> — panic inside WithLock, recover, then idle
+	case "panic": // panic:<store> — panic while holding the store, recover, then idle
 		func() {
 			defer func() { _ = recover() }()
-			_ = writer.WithLock(arg, writer.LockOptions{Command: "panicking helper"}, func(*writer.Hold) error {
-				panic("boom")
-			})
+			h, err := writer.Take(context.Background(), arg, writer.HoldOptions{Command: "panicking helper"})
+			if err != nil {
+				return
+			}
+			defer h.Unlock()
+			panic("boom")
 		}()
 		fmt.Println("recovered")
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // stay alive until the test is done
@@ -50,7 +54,7 @@ func helperRace(store, trace string, n int) int {
 	pid := os.Getpid()
 	lockPath := writer.DefaultLockPath(store)
 	for i := 0; i < n; {
-		h, err := writer.TryLock(store, writer.LockOptions{Command: "race helper"})
+		h, err := writer.Take(context.Background(), store, writer.HoldOptions{Command: "race helper"})
 		if errors.Is(err, writer.ErrLocked) {
 			continue // contention is the point: try again at once
 		}

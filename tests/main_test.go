@@ -20,11 +20,16 @@ import (
 )
 
 // scribeBin is the binary under test, built once by TestMain (with -race
-// when the tests run with it, so the daemon's races are caught too).
+// when the tests run with it, so the daemon's races are caught too) and
+// with -tags scribefault, so that the crash tests can inject faults
+// through the daemon's environment (writer/fault.go).
 var (
 	scribeBin string
 	raceBuild bool
 )
+
+// faultTag is the build tag that compiles the fault-injection hooks in.
+const faultTag = "scribefault"
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("SCRIBE_TEST_HELPER"); mode != "" {
@@ -36,7 +41,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	scribeBin = filepath.Join(dir, "scribe")
-	args := []string{"build", "-o", scribeBin}
+	args := []string{"build", "-tags", faultTag, "-o", scribeBin}
 	if raceBuild {
 		args = append(args, "-race")
 		// A race-enabled binary sleeps 1 s at exit by default; the tests

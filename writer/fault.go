@@ -1,3 +1,5 @@
+//go:build scribefault
+
 package writer
 
 import (
@@ -8,27 +10,31 @@ import (
 	"syscall"
 )
 
-// EnvCrashAt names the fault-injection hook the crash tests use:
-// SCRIBE_CRASH_AT=<step>[:<n>] makes the process kill itself with SIGKILL
-// the n-th time (default 1st) it reaches that step of the batch pipeline.
+// The fault-injection hooks of the crash tests, compiled in only with
+// -tags scribefault: the normal build (nofault.go) ignores these variables,
+// so a stray one cannot kill a user's hook or daemon.
+//
+// envCrashAt: SCRIBE_CRASH_AT=<step>[:<n>] makes the process kill itself
+// with SIGKILL the n-th time (default 1st) it reaches that step of the
+// batch pipeline.
 // The steps, in order (docs/recovery.md): fetched, intent, file (after each
 // file written), files, commit, ack (after the first ack), acked,
 // published. Unset, it costs one comparison per step.
-const EnvCrashAt = "SCRIBE_CRASH_AT"
+const envCrashAt = "SCRIBE_CRASH_AT"
 
-// EnvPanicOn names the hook that makes the applier panic on an op whose
-// path is its value, to test that a panicking job is isolated; EnvCrashOn
-// makes it kill the process instead, to test that such poison is bounded.
+// envPanicOn makes the applier panic on an op whose path is its value, to
+// test that a panicking job is isolated; envCrashOn makes it kill the
+// process instead, to test that such poison is bounded.
 const (
-	EnvPanicOn = "SCRIBE_PANIC_ON"
-	EnvCrashOn = "SCRIBE_CRASH_ON"
+	envPanicOn = "SCRIBE_PANIC_ON"
+	envCrashOn = "SCRIBE_CRASH_ON"
 )
 
 var (
-	crashStep, crashN = parseCrashAt(os.Getenv(EnvCrashAt))
+	crashStep, crashN = parseCrashAt(os.Getenv(envCrashAt))
 	crashCount        atomic.Int64
-	panicOn           = os.Getenv(EnvPanicOn)
-	crashOn           = os.Getenv(EnvCrashOn)
+	panicOn           = os.Getenv(envPanicOn)
+	crashOn           = os.Getenv(envCrashOn)
 )
 
 func parseCrashAt(s string) (string, int64) {
@@ -44,7 +50,7 @@ func parseCrashAt(s string) (string, int64) {
 func opHook(path string) {
 	switch {
 	case panicOn != "" && path == panicOn:
-		panic(EnvPanicOn + ": " + path)
+		panic(envPanicOn + ": " + path)
 	case crashOn != "" && path == crashOn:
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}

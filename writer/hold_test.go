@@ -343,6 +343,27 @@ func TestInheritedHold(t *testing.T) {
 	assert.Equal(t, epoch, last, "the child raised no epoch of its own")
 }
 
+// A daemon never joins a hold handed down to it: it would outlive the
+// hold and apply queued jobs under it. Given the descriptor and ChildEnv
+// of a hold taken with Take, a child in daemon mode contends like anyone
+// (and is refused, naming the parent), while a direct writer joins.
+func TestDaemonNeverJoinsInheritedHold(t *testing.T) {
+	store := newStore(t)
+	h, err := writer.Take(context.Background(), store, writer.HoldOptions{Command: "scribe lock"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Unlock() })
+	inherit := []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3)...), withSession()}
+
+	other := assertChildLocked(t, store, writer.LockOptions{Mode: writer.ModeDaemon, Command: "scribe serve"}, inherit...)
+	if assert.NotNil(t, other, "refused as a contender, with the holder named") {
+		assert.Equal(t, os.Getpid(), other.PID)
+		assert.Equal(t, "scribe lock", other.Command)
+	}
+	r := assertChildGets(t, store, writer.LockOptions{Mode: writer.ModeDirect}, inherit...)
+	assert.Equal(t, uintptr(3), r.FD, "a direct writer joins the same hold")
+	assert.Equal(t, h.Epoch(), r.Epoch)
+}
+
 // A child joins a hold only through the right descriptor for the right
 // lock file: anything else is an ordinary contender.
 func TestInheritedHoldRefused(t *testing.T) {

@@ -46,9 +46,9 @@ type Journal struct {
 	db *bolt.DB
 }
 
-// OpenJournal opens (creating) a journal for writing. Callers must hold the
+// openJournal opens (creating) a journal for writing. Callers must hold the
 // store lock.
-func OpenJournal(path string) (*Journal, error) {
+func openJournal(path string) (*Journal, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: journalTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
@@ -81,9 +81,9 @@ func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
 // Close closes the journal.
 func (j *Journal) Close() error { return j.db.Close() }
 
-// NextEpoch raises the epoch counter and returns the new value. It is
+// nextEpoch raises the epoch counter and returns the new value. It is
 // called once per acquisition of the store lock.
-func (j *Journal) NextEpoch() (uint64, error) {
+func (j *Journal) nextEpoch() (uint64, error) {
 	var epoch uint64
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
@@ -271,13 +271,13 @@ func timeKey(t time.Time, id string) []byte {
 // one short transaction; the next one carries on.
 const pruneLimit = 10_000
 
-// Prune removes outcomes recorded before cutoff whose stream sequence is
+// prune removes outcomes recorded before cutoff whose stream sequence is
 // at most maxSeq (at most pruneLimit of them), and dead letters likewise.
 // maxSeq keeps what the queue could still redeliver: a job whose outcome
 // is gone would be applied again. Direct writes have sequence 0. Prune
 // records when it ran, the retention it used, and, if it removed any, the
 // cutoff, so that a look-up of a pruned ID can say so.
-func (j *Journal) Prune(cutoff time.Time, maxSeq uint64, retention time.Duration) (int, error) {
+func (j *Journal) prune(cutoff time.Time, maxSeq uint64, retention time.Duration) (int, error) {
 	n := 0
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		idx, outs := tx.Bucket(bucketByTime), tx.Bucket(bucketOutcomes)

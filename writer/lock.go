@@ -35,9 +35,9 @@ func DefaultLockPath(store string) string {
 	return filepath.Join(store, queue.MetaDir, "lock")
 }
 
-// MetaDir returns a store's private folder, creating it (mode 0700) if
+// metaDir returns a store's private folder, creating it (mode 0700) if
 // needed.
-func MetaDir(store string) (string, error) {
+func metaDir(store string) (string, error) {
 	dir := filepath.Join(store, queue.MetaDir)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("create %s: %w", dir, err)
@@ -57,8 +57,8 @@ const (
 	EnvEpoch     = "SCRIBE_EPOCH"      // the epoch of the parent's hold
 )
 
-// LockOptions says which lock file to take and who takes it.
-type LockOptions struct {
+// lockOptions says which lock file to take and who takes it.
+type lockOptions struct {
 	// LockPath is the lock file; empty means DefaultLockPath(store). Set
 	// it to share the lock an existing tool already takes.
 	LockPath string
@@ -68,15 +68,17 @@ type LockOptions struct {
 	Command string
 }
 
-// Hold is a hold on a store lock: an exclusive flock(2) on the lock file.
-// Only the kernel releases a flock when its holder dies; scribe never
-// breaks a lock because it is old and never unlinks the lock file.
+// Hold is a hold on a store lock: an exclusive flock(2) on the lock file,
+// taken with Take. Only the kernel releases a flock when its holder dies;
+// scribe never breaks a lock because it is old and never unlinks the lock
+// file.
 //
 // Holds are re-entrant within a process: asking again for a lock this
 // process holds (from any goroutine) returns a nested hold on the same
 // open file description, and the flock goes only when the last hold is
 // released. A hold handed down by a `scribe lock` parent (ChildEnv) is
-// joined the same way while that hold stands, and never after it ended.
+// joined the same way while that hold stands, and never after it ended;
+// never in daemon mode, which contends like any other process.
 // Each Hold must be released with Unlock exactly once.
 type Hold struct {
 	h    *lockState
@@ -113,10 +115,11 @@ var holds = struct {
 	m map[fileKey]*lockState
 }{m: map[fileKey]*lockState{}}
 
-// TryLock takes the store lock without waiting. If another process holds
+// tryLock takes the store lock without waiting. If another process holds
 // it, the error is a *LockedError naming the holder (errors.Is(err,
-// ErrLocked)); contention is a result, not a fault.
-func TryLock(store string, o LockOptions) (*Hold, error) {
+// ErrLocked)). It finishes no interrupted batch: only OpenSession and
+// Take, which do, may hand a hold to a caller.
+func tryLock(store string, o lockOptions) (*Hold, error) {
 	real, path, err := lockPathFor(store, o.LockPath)
 	if err != nil {
 		return nil, err
@@ -137,7 +140,7 @@ func TryLock(store string, o LockOptions) (*Hold, error) {
 
 // tryHold makes one attempt on the lock file path of the store real;
 // holds must be locked.
-func tryHold(real, path string, o LockOptions) (_ *Hold, retry bool, err error) {
+func tryHold(real, path string, o lockOptions) (_ *Hold, retry bool, err error) {
 	if err := checkLockFile(path); err != nil {
 		return nil, false, err
 	}
@@ -152,13 +155,23 @@ func tryHold(real, path string, o LockOptions) (_ *Hold, retry bool, err error) 
 	}
 	if h, ok := holds.m[key]; ok { // nested: share the hold
 		f.Close()
+		if h.inherited && o.Mode == ModeDaemon {
+			// A daemon outlives whatever started it: it never shares a
+			// hold that belongs to a parent process (see below).
+			return nil, false, &LockedError{Path: path, Holder: liveHolder(path)}
+		}
 		h.refs++
 		return &Hold{h: h}, false, nil
 	}
-	if h := joinInherited(path, key, f); h != nil {
-		f.Close()
-		holds.m[key] = h
-		return &Hold{h: h}, false, nil
+	// A daemon never joins a hold handed down by a `scribe lock` parent:
+	// it outlives that hold, and would apply queued jobs under it. It
+	// contends like anyone instead.
+	if o.Mode != ModeDaemon {
+		if h := joinInherited(path, key, f); h != nil {
+			f.Close()
+			holds.m[key] = h
+			return &Hold{h: h}, false, nil
+		}
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -174,7 +187,7 @@ func tryHold(real, path string, o LockOptions) (_ *Hold, retry bool, err error) 
 		return nil, true, nil
 	}
 	h := &lockState{path: path, key: key, f: f, refs: 1, token: crand.Text(), gate: joinPath(real), store: real}
-	h.holder = NewHolder(o.Mode, o.Command)
+	h.holder = newHolder(o.Mode, o.Command)
 	h.holder.Token = h.token
 	if err := h.setHolder(h.holder); err != nil {
 		f.Close()
@@ -184,13 +197,13 @@ func tryHold(real, path string, o LockOptions) (_ *Hold, retry bool, err error) 
 	return &Hold{h: h}, false, nil
 }
 
-// Lock takes the store lock, waiting while another process holds it, until
+// lock takes the store lock, waiting while another process holds it, until
 // ctx ends (then it returns the last *LockedError). While it waits it
 // leaves a demand mark that a daemon's writer honours between batches by
 // letting go for a grace period. It polls with jittered backoff; only the
 // kernel ever frees the lock.
-func Lock(ctx context.Context, store string, o LockOptions) (*Hold, error) {
-	l, err := TryLock(store, o)
+func lock(ctx context.Context, store string, o lockOptions) (*Hold, error) {
+	l, err := tryLock(store, o)
 	if !errors.Is(err, ErrLocked) {
 		return l, err
 	}
@@ -201,22 +214,11 @@ func Lock(ctx context.Context, store string, o LockOptions) (*Hold, error) {
 		if !sleep(ctx, d/2+rand.N(d/2+1)) {
 			return nil, err
 		}
-		l, err = TryLock(store, o)
+		l, err = tryLock(store, o)
 		if !errors.Is(err, ErrLocked) {
 			return l, err
 		}
 	}
-}
-
-// WithLock runs fn holding the store lock (fail-fast) and releases it on
-// every path out of fn: return, error or panic.
-func WithLock(store string, o LockOptions, fn func(*Hold) error) error {
-	l, err := TryLock(store, o)
-	if err != nil {
-		return err
-	}
-	defer l.Unlock()
-	return fn(l)
 }
 
 // Unlock releases this hold. The flock itself goes with the last hold of
@@ -260,6 +262,14 @@ func (l *Hold) Path() string { return l.h.path }
 // ChildEnv). It is not to be closed or unlocked by the caller.
 func (l *Hold) File() *os.File { return l.h.f }
 
+// Epoch is the fencing token of this hold: the epoch raised when the store
+// was taken, or the parent's for a hold joined through ChildEnv.
+func (l *Hold) Epoch() uint64 {
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	return l.h.epoch
+}
+
 // ChildEnv is the environment that lets a child process given File() as
 // descriptor fd join this hold while it stands: the lock file's identity,
 // the hold's token and gate, and its epoch (the one in the lock file). From
@@ -270,7 +280,7 @@ func (l *Hold) ChildEnv(fd int) []string {
 	h.handed = true
 	holds.Unlock()
 	if !h.inherited {
-		_, _ = MetaDir(h.store) // the gate's folder; without it no child joins
+		_, _ = metaDir(h.store) // the gate's folder; without it no child joins
 	}
 	h.mu.Lock()
 	epoch := h.epoch
@@ -467,7 +477,7 @@ func lockPathFor(store, lockPath string) (real, path string, err error) {
 		return "", "", err
 	}
 	if lockPath == "" {
-		if _, err := MetaDir(real); err != nil {
+		if _, err := metaDir(real); err != nil {
 			return "", "", err
 		}
 		return real, DefaultLockPath(real), nil
@@ -492,26 +502,26 @@ func markDemand(store string) func() {
 		return func() {}
 	}
 	// With a custom lock path nothing else may have made the folder yet.
-	if _, err := MetaDir(real); err != nil {
+	if _, err := metaDir(real); err != nil {
 		return func() {}
 	}
-	fl := flock.New(DemandPath(real), flock.SetFlag(os.O_CREATE|os.O_RDONLY), flock.SetPermissions(0o600))
+	fl := flock.New(demandPath(real), flock.SetFlag(os.O_CREATE|os.O_RDONLY), flock.SetPermissions(0o600))
 	if err := fl.RLock(); err != nil {
 		return func() {}
 	}
 	return func() { _ = fl.Unlock() }
 }
 
-// DemandPath is the file direct writers hold a shared flock on while they
+// demandPath is the file direct writers hold a shared flock on while they
 // wait for the store.
-func DemandPath(store string) string {
+func demandPath(store string) string {
 	return filepath.Join(store, queue.MetaDir, "demand")
 }
 
-// Demanded reports whether a direct writer is waiting for the store. It
+// demanded reports whether a direct writer is waiting for the store. It
 // takes the demand file's exclusive flock for an instant to find out.
-func Demanded(store string) bool {
-	fl := flock.New(DemandPath(store), flock.SetFlag(os.O_RDONLY))
+func demanded(store string) bool {
+	fl := flock.New(demandPath(store), flock.SetFlag(os.O_RDONLY))
 	ok, err := fl.TryLock()
 	if err != nil {
 		return false // no demand file: nobody ever waited
@@ -666,8 +676,8 @@ var selfStart = sync.OnceValue(func() uint64 {
 	return start
 })
 
-// NewHolder describes this process as a lock holder.
-func NewHolder(mode, command string) queue.Holder {
+// newHolder describes this process as a lock holder.
+func newHolder(mode, command string) queue.Holder {
 	host, _ := os.Hostname()
 	return queue.Holder{PID: os.Getpid(), Host: host, Mode: mode, Command: command, Since: time.Now().UTC(), Start: selfStart()}
 }

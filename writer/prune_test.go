@@ -17,7 +17,7 @@ import (
 // letters with them; a look-up of a pruned ID says the journal was pruned
 // instead of plainly "unknown"; recent outcomes stay.
 func TestJournalPrune(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal.db"))
+	j, err := openJournal(filepath.Join(t.TempDir(), "journal.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = j.Close() })
 
@@ -37,13 +37,13 @@ func TestJournalPrune(t *testing.T) {
 	require.NoError(t, j.commit(outs, dead, 50))
 
 	cutoff := now.Add(-DefaultRetention)
-	n, err := j.Prune(cutoff, 49, DefaultRetention)
+	n, err := j.prune(cutoff, 49, DefaultRetention)
 	require.NoError(t, err)
 	assert.Equal(t, pruneLimit, n, "one prune is bounded")
-	n, err = j.Prune(cutoff, 49, DefaultRetention)
+	n, err = j.prune(cutoff, 49, DefaultRetention)
 	require.NoError(t, err)
 	assert.Equal(t, 5, n, "the next one carries on")
-	n, err = j.Prune(cutoff, 49, DefaultRetention)
+	n, err = j.prune(cutoff, 49, DefaultRetention)
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	l, err := j.Lookup("old-queued")
@@ -79,11 +79,11 @@ func TestJournalPrune(t *testing.T) {
 // A journal that has never lost an outcome to pruning does not say that
 // unknown IDs may have been pruned.
 func TestPruneWithNothingToPrune(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal.db"))
+	j, err := openJournal(filepath.Join(t.TempDir(), "journal.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = j.Close() })
 	require.NoError(t, j.commit([]*queue.Outcome{{ID: "a", Status: queue.StatusApplied, At: time.Now()}}, nil, 0))
-	n, err := j.Prune(time.Now().Add(-time.Hour), 0, time.Hour)
+	n, err := j.prune(time.Now().Add(-time.Hour), 0, time.Hour)
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	l, err := j.Lookup("unknown")

@@ -286,7 +286,7 @@ func TestRecoverFailureReleasesLock(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "the failed open released the store lock")
 	assert.False(t, registered(DefaultLockPath(store)), "and left no hold in the registry")
-	j, err := OpenJournal(JournalPath(store))
+	j, err := openJournal(JournalPath(store))
 	require.NoError(t, err, "and the journal")
 	pending, err := j.pendingIntent()
 	require.NoError(t, err)

@@ -26,7 +26,8 @@ type SessionOptions struct {
 	// to share the lock an existing tool already takes.
 	LockPath string
 	// Mode is ModeDaemon or ModeDirect, recorded in the holder identity
-	// and in outcomes. Empty means ModeDirect.
+	// and in outcomes. Empty means ModeDirect. A session in ModeDaemon
+	// never joins a hold handed down by a parent process (see Hold).
 	Mode string
 	// Command describes the holder for other processes' error messages.
 	Command string
@@ -99,7 +100,7 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	l, err := TryLock(real, LockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
+	l, err := tryLock(real, lockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
 	if err != nil {
 		return nil, err
 	}
@@ -126,14 +127,14 @@ func openShared(real string, ls *lockState, log *slog.Logger) (_ *shared, err er
 			st.close()
 		}
 	}()
-	if _, err := MetaDir(real); err != nil {
+	if _, err := metaDir(real); err != nil {
 		return nil, err
 	}
-	if st.journal, err = OpenJournal(JournalPath(real)); err != nil {
+	if st.journal, err = openJournal(JournalPath(real)); err != nil {
 		return nil, err
 	}
 	if ls.epoch == 0 {
-		epoch, err := st.journal.NextEpoch()
+		epoch, err := st.journal.nextEpoch()
 		if err != nil {
 			return nil, fmt.Errorf("raise epoch: %w", err)
 		}
@@ -167,7 +168,7 @@ func openShared(real string, ls *lockState, log *slog.Logger) (_ *shared, err er
 }
 
 // MaybePrune drops outcomes older than the retention period whose stream
-// sequence is at most maxSeq (see Journal.Prune), at most once per
+// sequence is at most maxSeq (see Journal.prune), at most once per
 // pruneEvery across all processes and pruneLimit outcomes at a time, so
 // the journal stays bounded under continuous load. A failure only delays
 // it. The daemon's writer calls it with the sequences its queue can no
@@ -185,7 +186,7 @@ func (s *Session) MaybePrune(maxSeq uint64) {
 	if retention == 0 {
 		retention = cmp.Or(recorded, DefaultRetention)
 	}
-	n, err := st.journal.Prune(time.Now().Add(-retention), maxSeq, retention)
+	n, err := st.journal.prune(time.Now().Add(-retention), maxSeq, retention)
 	switch {
 	case err != nil:
 		st.log.Warn("prune journal", "err", err)
@@ -254,9 +255,6 @@ func (s *Session) StoreID() string { return s.storeID }
 
 // Journal is the store's journal, open while the session is.
 func (s *Session) Journal() *Journal { return s.st.journal }
-
-// Hold is the session's hold on the store lock.
-func (s *Session) Hold() *Hold { return s.lock }
 
 // Entry is a job to apply. A job that could not be decoded carries the
 // decoding error in Err (and whatever ID could be read) and is rejected.
@@ -430,7 +428,7 @@ func OpenSessionWait(ctx context.Context, store string, wait time.Duration, o Se
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	l, err := Lock(ctx, store, LockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
+	l, err := lock(ctx, store, lockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
 	if err != nil {
 		return nil, err
 	}
@@ -451,12 +449,12 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := TryLock(real, LockOptions{LockPath: o.LockPath, Mode: ModeDirect, Command: o.Command})
+	l, err := tryLock(real, lockOptions{LockPath: o.LockPath, Mode: ModeDirect, Command: o.Command})
 	if err != nil {
 		return nil, err
 	}
 	defer l.Unlock()
-	j, err := OpenJournal(JournalPath(real))
+	j, err := openJournal(JournalPath(real))
 	if err != nil {
 		return nil, err
 	}

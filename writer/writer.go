@@ -579,7 +579,7 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 	for i, m := range batch {
 		entries[i] = w.entry(m)
 	}
-	if w.session != nil && Demanded(w.store) {
+	if w.session != nil && demanded(w.store) {
 		// A direct writer is waiting: the batch in hand can wait for it.
 		w.log.Info("handing the store to a waiting direct writer", "grace", w.cfg.HandOffGrace)
 		w.release()

@@ -183,9 +183,12 @@ func TestWriterLeavesOtherStreamsOnSharedServer(t *testing.T) {
 	s, err := js.Stream(t.Context(), queue.StreamName(other))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), s.CachedInfo().State.Msgs)
-	n, err := w.Queued(t.Context())
-	require.NoError(t, err)
-	assert.Zero(t, n, "another store's jobs are not this store's queue")
+	// The outcome is published after the ack, which JetStream applies
+	// asynchronously: wait for the acked job to leave the count.
+	require.Eventually(t, func() bool {
+		n, err := w.Queued(t.Context())
+		return err == nil && n == 0
+	}, 10*time.Second, 10*time.Millisecond, "another store's jobs are not this store's queue")
 }
 
 // The fault Config.CheckQueue reports shows in the status report until it

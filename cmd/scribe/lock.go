@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -42,30 +43,17 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 	if len(argv) == 0 {
 		return usageError("want a command after --")
 	}
-	lockOpts := writer.LockOptions{LockPath: *lockFile, Mode: writer.ModeDirect, Command: strings.Join(argv, " ")}
-	var hold *writer.Hold
-	var err error
-	if *wait > 0 {
-		wctx, cancel := context.WithTimeout(ctx, *wait)
-		hold, err = writer.Lock(wctx, *store, lockOpts)
-		cancel()
-	} else {
-		hold, err = writer.TryLock(*store, lockOpts)
-	}
+	// Take the store: the lock, then the epoch raised and any batch a
+	// crashed writer left finished, with the journal closed again so that
+	// CMD, or scribe commands it runs, may open it.
+	hold, err := writer.Take(ctx, *store, writer.HoldOptions{LockPath: *lockFile, Command: strings.Join(argv, " "), Wait: *wait})
 	if err != nil {
 		return err
 	}
 	defer hold.Unlock()
 	warnNetworkFS(c.Stderr, *store)
-
-	// Raise the epoch and finish any batch a crashed writer left, then
-	// close the journal: CMD, or scribe commands it runs, may open it.
-	s, err := writer.OpenSession(*store, writer.SessionOptions{LockPath: *lockFile, Command: lockOpts.Command})
+	realStore, err := queue.ResolveStore(*store)
 	if err != nil {
-		return err
-	}
-	realStore := s.Store()
-	if err := s.Close(); err != nil {
 		return err
 	}
 

@@ -54,11 +54,6 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// A daemon outlives whatever started it: it must never join a store
-	// lock hold handed down by a `scribe lock` parent.
-	for _, v := range []string{writer.EnvLockFD, writer.EnvLockID, writer.EnvLockFile, writer.EnvEpoch} {
-		os.Unsetenv(v)
-	}
 	if fsName := writer.NetworkFilesystem(*store); fsName != "" {
 		log.Warn("the store is on a network filesystem, where flock(2) may not exclude writers on other machines; keep stores on a local disk", "store", *store, "fs", fsName)
 	}

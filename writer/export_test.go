@@ -1,0 +1,29 @@
+package writer
+
+// Test-only access to the lock primitives under Take and OpenSession, for
+// the tests of the hold registry, inheritance and identity in writer_test.
+// Library users have no way to take the store lock without finishing an
+// interrupted batch.
+
+// LockOptions is lockOptions.
+type LockOptions = lockOptions
+
+var (
+	// TryLock is tryLock.
+	TryLock = tryLock
+	// Lock is lock.
+	Lock = lock
+	// Demanded is demanded.
+	Demanded = demanded
+)
+
+// WithLock runs fn holding the store lock (fail-fast) and releases it on
+// every path out of fn: return, error or panic.
+func WithLock(store string, o LockOptions, fn func(*Hold) error) error {
+	l, err := tryLock(store, o)
+	if err != nil {
+		return err
+	}
+	defer l.Unlock()
+	return fn(l)
+}

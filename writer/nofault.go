@@ -1,0 +1,13 @@
+//go:build !scribefault
+
+package writer
+
+// The normal build has no fault injection: these stubs read no
+// environment and compile to nothing. The crash tests build with
+// -tags scribefault to get the real hooks (fault.go).
+
+// opHook would run the op-level fault hooks.
+func opHook(string) {}
+
+// crashPoint would die at a configured step of the batch pipeline.
+func crashPoint(string) {}

@@ -100,13 +100,13 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	}
 	cl, err := client.Open(ctx, *store, opts...)
 	if err != nil {
-		return timeoutAsBusy(err)
+		return submitError(err)
 	}
 	defer cl.Close()
 
 	if !wait.on && cl.Daemon() != nil {
 		if err := cl.Submit(ctx, job); err != nil {
-			return timeoutAsBusy(err)
+			return submitError(err)
 		}
 		if *asJSON {
 			return writeJSON(c.Stdout, map[string]string{"id": job.ID, "status": "queued"})
@@ -116,7 +116,7 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	}
 	out, err := cl.Apply(ctx, job)
 	if err != nil {
-		return timeoutAsBusy(err)
+		return submitError(err)
 	}
 	if *asJSON {
 		if err := writeJSON(c.Stdout, out); err != nil {
@@ -181,10 +181,14 @@ func (c *SubmitCommand) buildJob(args []string, jobFile, ifMatch string) (*queue
 	return &queue.Job{V: queue.Version, Ops: []queue.Op{op}}, nil
 }
 
-// timeoutAsBusy maps a --wait that ran out to exit 75.
-func timeoutAsBusy(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
+// submitError maps a --wait that ran out to exit 75, and adds the CLI's
+// own hints (commands, flags) to the client's errors, which name none.
+func submitError(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", errWaitTimeout, err)
+	case errors.Is(err, client.ErrStranded):
+		return fmt.Errorf("%w; start scribe serve to apply them, or write with --route direct to go past them", err)
 	}
 	return err
 }

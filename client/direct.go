@@ -1,0 +1,80 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
+)
+
+// direct is the route without a daemon: each job takes the store lock,
+// fail-fast unless WithWait, and goes through the same appliers and
+// journal as the daemon's.
+type direct struct {
+	store    string
+	lockPath string
+	wait     time.Duration
+	command  string
+	log      *slog.Logger
+	// fallback: the prefer route found no daemon. It must not write past
+	// jobs that a stopped daemon may have left queued (ErrStranded).
+	fallback bool
+}
+
+func (d *direct) submit(ctx context.Context, job *queue.Job, _ []byte, _ bool) error {
+	out, err := d.apply(ctx, job, nil)
+	if err != nil {
+		return err
+	}
+	return out.Err()
+}
+
+func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte) (*queue.Outcome, error) {
+	if d.fallback {
+		if why := queue.Stranded(d.store); why != "" {
+			return nil, fmt.Errorf("%s: %w (%s)", d.store, ErrStranded, why)
+		}
+	}
+	s, err := writer.OpenSessionWait(ctx, d.store, d.wait, writer.SessionOptions{
+		LockPath: d.lockPath, Mode: writer.ModeDirect, Command: d.command, Logger: d.log,
+	})
+	if err != nil {
+		return nil, busyError(err)
+	}
+	defer s.Close()
+	res, err := s.Apply([]writer.Entry{{Job: job}})
+	if err != nil {
+		return nil, err
+	}
+	s.MaybePrune(0) // direct writes' own outcomes; rarely does anything
+	return res[0].Outcome, nil
+}
+
+// lookup reads the journal itself, read-only: no lock needed.
+func (d *direct) lookup(_ context.Context, id string) (*queue.Lookup, error) {
+	j, err := writer.OpenJournalReadOnly(writer.JournalPath(d.store), journalOpenTimeout)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &queue.Lookup{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	l, err := j.Lookup(id)
+	return &l, err
+}
+
+func (d *direct) report(context.Context) (*queue.StatusReport, error) { return nil, ErrNoDaemon }
+
+func (d *direct) deadLetters(context.Context) (*queue.DeadLetters, error) {
+	return nil, ErrNoDaemon
+}
+
+func (d *direct) daemon() *queue.Discovery { return nil }
+
+func (d *direct) close() error { return nil }

@@ -1,0 +1,79 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
+)
+
+var (
+	// ErrNoDaemon means no daemon serves the store and the route requires
+	// one.
+	ErrNoDaemon = errors.New("no daemon serves this store")
+	// ErrBusy means a direct write found the store lock held. The error
+	// is a *BusyError naming the holder. ErrBusy is writer.ErrLocked, so
+	// it matches the store lock's busy errors from anywhere in scribe.
+	ErrBusy = writer.ErrLocked
+	// ErrQueueFull means the daemon's queue for the store is at its
+	// limits; the job was not queued.
+	ErrQueueFull = queue.ErrQueueFull
+	// ErrRejected matches a job's rejection (a *queue.RejectError).
+	ErrRejected = queue.ErrRejected
+	// ErrUnavailable means a daemon holds the store but does not answer,
+	// or none runs while jobs may still wait in its queue (ErrStranded).
+	ErrUnavailable = errors.New("the store's daemon does not answer")
+	// ErrStranded means no daemon serves the store while jobs may still
+	// wait in its queue (a daemon stopped or died with jobs queued): the
+	// prefer route does not write directly past them, which would overtake
+	// (or race) them. Start the daemon to apply them, or use RouteDirect
+	// to go past them. It matches ErrUnavailable too.
+	ErrStranded = fmt.Errorf("%w: no daemon serves the store, but jobs may still be queued", ErrUnavailable)
+	// ErrUnverified means the server at the discovery file's address did
+	// not prove it is the daemon the file names (no TLS, or not the pinned
+	// certificate): the client sent it nothing. Open fails with it wrapped
+	// in ErrUnavailable once the connect timeout runs out.
+	ErrUnverified = queue.ErrUnverified
+)
+
+// BusyError reports that a direct write found the store lock held, and
+// who holds it. errors.Is(err, ErrBusy) is true for it; errors.As gives
+// the holder without importing writer.
+type BusyError struct {
+	// Lock is the lock file.
+	Lock string
+	// Holder is the identity the holder wrote into the lock file (pid,
+	// host, mode, command, since, epoch), or nil if it wrote none (a
+	// program that is not scribe, or a holder that has not written it
+	// yet).
+	Holder *queue.Holder
+
+	err error // the *writer.LockedError this reports, with its context
+}
+
+func (e *BusyError) Error() string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	if e.Holder == nil {
+		return fmt.Sprintf("store is busy: lock %s is held by an unknown process", e.Lock)
+	}
+	return fmt.Sprintf("store is busy: lock %s is held by pid %d on %s (%s: %s)", e.Lock, e.Holder.PID, e.Holder.Host, e.Holder.Mode, e.Holder.Command)
+}
+
+// Unwrap returns the store lock's own error.
+func (e *BusyError) Unwrap() error { return e.err }
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// busyError turns the store lock's busy error in err into a *BusyError,
+// and returns any other error as it is.
+func busyError(err error) error {
+	var le *writer.LockedError
+	if !errors.As(err, &le) {
+		return err
+	}
+	return &BusyError{Lock: le.Path, Holder: le.Holder, err: err}
+}

@@ -1,0 +1,441 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+// queued is the route through the store's daemon. Its connection is
+// replaced when it is lost, only ever through discovery (redial).
+type queued struct {
+	store   string
+	storeID string
+	log     *slog.Logger
+
+	mu     sync.Mutex // guards the connection, replaced when it is lost
+	d      *queue.Discovery
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	closed bool // by close: no more redials
+}
+
+// openQueued finds and connects to the store's daemon, if one is alive;
+// it returns nil, nil when none is. A daemon that holds its lock but
+// cannot be reached within o.connectTimeout is ErrUnavailable.
+func openQueued(ctx context.Context, store, storeID string, o options) (*queued, error) {
+	q := &queued{store: store, storeID: storeID, log: o.log}
+	ctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		d, err := q.discover(ctx)
+		if err != nil || d == nil {
+			return nil, err
+		}
+		nc, js, err := dial(d)
+		if err == nil {
+			q.d, q.nc, q.js = d, nc, js
+			return q, nil
+		}
+		q.log.Debug("connect to daemon", "url", d.URL, "err", err)
+		if !sleep(ctx, backoff(attempt)) {
+			return nil, fmt.Errorf("%w: pid %d at %s: %w", ErrUnavailable, d.PID, d.URL, err)
+		}
+	}
+}
+
+// dial connects to the daemon d names, over TLS pinned to d's certificate:
+// the server proves it holds that certificate's key before the client
+// sends its credentials or anything else. The connection never reconnects
+// by itself, since whoever listens on a remembered port after a restart
+// may be someone else: a lost connection is closed, and redial goes
+// through discovery again.
+func dial(d *queue.Discovery) (*nats.Conn, jetstream.JetStream, error) {
+	tc, err := d.TLSConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(d.URL, nats.Secure(tc), nats.UserInfo(d.User, d.Password),
+		nats.Timeout(dialTimeout), nats.Name("scribe-client"), nats.NoReconnect())
+	if err != nil {
+		var cv *tls.CertificateVerificationError
+		switch {
+		case errors.As(err, &cv):
+			got := "none"
+			if len(cv.UnverifiedCertificates) > 0 {
+				got = queue.CertFingerprint(cv.UnverifiedCertificates[0].Raw)
+			}
+			return nil, nil, fmt.Errorf("%w: it presented certificate %s, the discovery file names %s (%w)", ErrUnverified, got, d.TLSCertSHA256, err)
+		case errors.Is(err, nats.ErrSecureConnWanted):
+			return nil, nil, fmt.Errorf("%w: it does not offer TLS (%w)", ErrUnverified, err)
+		}
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// redial is the only way back to a daemon once the connection is lost:
+// discovery again (the daemon lock held, its discovery file, its pinned
+// certificate), whether the daemon restarted or not. It does nothing while
+// the connection is up or no daemon serves the store; a job is never
+// redone directly.
+func (q *queued) redial(ctx context.Context) {
+	q.mu.Lock()
+	lost, closed := q.nc, q.closed
+	q.mu.Unlock()
+	if closed || lost.IsConnected() {
+		return
+	}
+	d, err := q.discover(ctx)
+	if err != nil || d == nil {
+		return
+	}
+	nc, js, err := dial(d)
+	if err != nil {
+		q.log.Debug("redial daemon", "url", d.URL, "err", err)
+		return
+	}
+	q.mu.Lock()
+	if q.nc != lost || q.closed { // another call got there first, or close
+		q.mu.Unlock()
+		nc.Close()
+		return
+	}
+	q.d, q.nc, q.js = d, nc, js
+	q.mu.Unlock()
+	lost.Close()
+	q.log.Debug("redialled the daemon", "url", d.URL, "pid", d.PID)
+}
+
+// redialIfLost redials when the current connection is down.
+func (q *queued) redialIfLost(ctx context.Context) {
+	if nc, _ := q.conn(); !nc.IsConnected() {
+		q.redial(ctx)
+	}
+}
+
+// conn returns the current connection to the daemon.
+func (q *queued) conn() (*nats.Conn, jetstream.JetStream) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.nc, q.js
+}
+
+// discover returns the live daemon's discovery, or nil if none holds the
+// daemon lock. A daemon that holds the lock but has not yet written its
+// discovery file is still starting: wait for it until ctx ends.
+func (q *queued) discover(ctx context.Context) (*queue.Discovery, error) {
+	for attempt := 0; ; attempt++ {
+		alive, err := daemonAlive(q.store)
+		if err != nil || !alive {
+			return nil, err
+		}
+		d, err := queue.ReadDiscovery(q.store)
+		if err == nil && d.StoreID == q.storeID {
+			return d, nil
+		}
+		if !sleep(ctx, backoff(attempt)) {
+			return nil, fmt.Errorf("%w: it holds %s but has not announced itself (%v)", ErrUnavailable, queue.DaemonLockPath(q.store), err)
+		}
+	}
+}
+
+// daemonAlive reports whether some process holds the store's daemon lock.
+// The probe holds the lock for an instant at most; a daemon starting at
+// that instant retries rather than fail.
+func daemonAlive(store string) (bool, error) {
+	path := queue.DaemonLockPath(store)
+	fl := flock.New(path, flock.SetFlag(os.O_RDONLY))
+	ok, err := fl.TryLock()
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("probe %s: %w", path, err)
+	}
+	if ok {
+		_ = fl.Unlock()
+		return false, nil
+	}
+	return true, nil
+}
+
+func (q *queued) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
+
+func (q *queued) daemon() *queue.Discovery {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.d
+}
+
+func (q *queued) close() error {
+	q.mu.Lock()
+	q.closed = true
+	nc := q.nc
+	q.mu.Unlock()
+	nc.Close()
+	return nil
+}
+
+func (q *queued) submit(ctx context.Context, job *queue.Job, data []byte, chosen bool) error {
+	dup, err := q.publish(ctx, job.ID, data)
+	if err != nil || (!dup && !chosen) {
+		return err
+	}
+	digest := job.Digest()
+	if !dup {
+		// Stored, but the journal may already know the ID from a job that
+		// left the dedupe window: then the writer will refuse this one.
+		// Ask, briefly (the journal can be busy for a moment); not knowing
+		// is no reason to fail a job that is queued.
+		lctx, cancel := context.WithTimeout(ctx, conflictCheckTimeout)
+		defer cancel()
+		for attempt := 0; ; attempt++ {
+			l, err := q.lookup(lctx, job.ID)
+			if err == nil {
+				if o, ours := judge(job, digest, l.Outcome, false); l.Found && ours {
+					return conflictErr(o, digest)
+				}
+				return nil
+			}
+			if !sleep(lctx, backoff(attempt)) {
+				return nil
+			}
+		}
+	}
+	// JetStream swallowed this copy: the job it kept under this ID may be
+	// another one. Its outcome says.
+	nc, sub, err := q.subscribe(ctx, job.ID)
+	if err != nil {
+		return fmt.Errorf("job %s: the queue already holds a job with this ID, and whether it is this one is not known yet: %w", job.ID, err)
+	}
+	o, err := q.await(ctx, job, digest, nc, sub, true)
+	if err != nil {
+		return fmt.Errorf("job %s: the queue already holds a job with this ID, and whether it is this one is not known yet: %w", job.ID, err)
+	}
+	return conflictErr(o, digest)
+}
+
+// conflictErr is the error Submit returns for outcome o of a job with
+// digest: the ID conflict, if o is one, else nil (o is the outcome of
+// this same job, queued or decided before).
+func conflictErr(o *queue.Outcome, digest string) error {
+	if o.Reason == queue.ReasonIDConflict && o.Digest == digest {
+		return fmt.Errorf("job %s %w", o.ID, o.Err())
+	}
+	return nil
+}
+
+func (q *queued) apply(ctx context.Context, job *queue.Job, data []byte) (*queue.Outcome, error) {
+	// Subscribe before publishing, so the outcome cannot slip past.
+	nc, sub, err := q.subscribe(ctx, job.ID)
+	if err != nil {
+		return nil, fmt.Errorf("job %s not queued: %w", job.ID, err)
+	}
+	dup, err := q.publish(ctx, job.ID, data)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	return q.await(ctx, job, job.Digest(), nc, sub, dup)
+}
+
+// subscribe listens for a job's outcome on the connection to the daemon,
+// redialling a lost one first (until ctx ends).
+func (q *queued) subscribe(ctx context.Context, id string) (*nats.Conn, *nats.Subscription, error) {
+	for attempt := 0; ; attempt++ {
+		q.redialIfLost(ctx)
+		nc, _ := q.conn()
+		sub, err := nc.SubscribeSync(queue.OutcomeSubject(q.storeID, id))
+		if err == nil {
+			return nc, sub, nil
+		}
+		if q.isClosed() || !errors.Is(err, nats.ErrConnectionClosed) {
+			return nil, nil, err
+		}
+		if !sleep(ctx, backoff(attempt)) {
+			return nil, nil, fmt.Errorf("%w: no connection to it (%w)", ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// await waits for the outcome of a queued job, of digest digest: a
+// message on sub (made on nc), or the journal's answer. Outcomes travel on
+// plain NATS: if one is missed (the job was a duplicate JetStream dropped,
+// the connection was lost, the daemon restarted), the journal still has
+// it, so ask it now and then, and at once when lookupNow. A lost
+// connection is redialled through discovery, never trusted on its own.
+// await unsubscribes whatever subscription it ends with.
+func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *nats.Conn, sub *nats.Subscription, lookupNow bool) (*queue.Outcome, error) {
+	defer func() { _ = sub.Unsubscribe() }()
+	subject := queue.OutcomeSubject(q.storeID, job.ID)
+	unknown := func() error {
+		return fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, ctx.Err())
+	}
+	for down := 0; ; {
+		if now, _ := q.conn(); now != nc { // redialled: listen on the new connection
+			nc = now
+			_ = sub.Unsubscribe()
+			var err error
+			if sub, err = nc.SubscribeSync(subject); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				return nil, err
+			}
+			lookupNow = true
+		}
+		if !nc.IsConnected() {
+			q.redial(ctx)
+			if now, _ := q.conn(); now == nc { // no daemon to go back to yet
+				if q.isClosed() {
+					return nil, fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, nats.ErrConnectionClosed)
+				}
+				if !sleep(ctx, backoff(down)) {
+					return nil, unknown()
+				}
+				down++
+			}
+			continue
+		}
+		down = 0
+		if lookupNow {
+			lookupNow = false
+			lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+			l, err := q.lookup(lctx, job.ID)
+			cancel()
+			if err == nil && l.Found {
+				if o, ours := judge(job, digest, l.Outcome, false); ours {
+					return o, nil
+				}
+			}
+		}
+		wait, cancel := context.WithTimeout(ctx, outcomePoll)
+		m, err := sub.NextMsgWithContext(wait)
+		cancel()
+		switch {
+		case err == nil:
+			// Anyone who may submit can make the server publish here (a
+			// publish's reply subject is the publisher's choice): only this
+			// job's outcome counts; anything else means "ask the journal".
+			if o, derr := queue.DecodeOutcome(m.Data); derr == nil {
+				if o, ours := judge(job, digest, o, true); ours {
+					return o, nil
+				}
+			}
+			lookupNow = true
+		case ctx.Err() != nil:
+			return nil, unknown()
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubscription):
+			lookupNow = true
+		default:
+			return nil, err
+		}
+	}
+}
+
+// judge decides whether outcome o answers job, of digest digest, and what
+// the caller gets. Only an outcome with the job's ID counts. An outcome of
+// a different job with this ID makes this job an ID conflict, except a
+// conflict notice received for yet another job with this ID (received):
+// that one is not ours to take, nor a decision on ours.
+func judge(job *queue.Job, digest string, o *queue.Outcome, received bool) (*queue.Outcome, bool) {
+	if o == nil || o.ID != job.ID {
+		return nil, false
+	}
+	if received && o.Reason == queue.ReasonIDConflict && o.Digest != digest {
+		return nil, false
+	}
+	if rej := o.Conflict(digest); rej != nil {
+		return &queue.Outcome{
+			V: queue.Version, ID: job.ID, Status: queue.StatusRejected, Reason: rej.Reason, Detail: rej.Detail,
+			Epoch: o.Epoch, Mode: o.Mode, At: time.Now().UTC(), Meta: job.Meta, Digest: digest,
+		}, true
+	}
+	return o, true
+}
+
+// publish queues an encoded job. A publish whose fate is unknown (timeout,
+// lost connection) is retried with the same ID until ctx ends: JetStream
+// and the journal drop the duplicate if the first one got through.
+func (q *queued) publish(ctx context.Context, id string, data []byte) (dup bool, err error) {
+	for attempt := 0; ; attempt++ {
+		_, js := q.conn()
+		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		dup, err = queue.Publish(pctx, js, q.storeID, id, data)
+		cancel()
+		if err == nil || errors.Is(err, ErrQueueFull) {
+			return dup, err
+		}
+		q.log.Debug("publish retry", "id", id, "err", err)
+		if q.isClosed() {
+			return false, fmt.Errorf("job %s: whether it was queued is unknown; retry with the same ID: %w", id, err)
+		}
+		if !sleep(ctx, backoff(attempt)) {
+			return false, fmt.Errorf("job %s: whether it was queued is unknown; retry with the same ID: %w (%w)", id, ctx.Err(), err)
+		}
+		q.redialIfLost(ctx)
+	}
+}
+
+// lookup asks the daemon's status service for a job's outcome.
+func (q *queued) lookup(ctx context.Context, id string) (*queue.Lookup, error) {
+	var l queue.Lookup
+	if err := q.request(ctx, []byte(id), &l); err != nil {
+		return nil, err
+	}
+	if l.Error != "" {
+		return nil, fmt.Errorf("look up %s: %s", id, l.Error)
+	}
+	return &l, nil
+}
+
+func (q *queued) report(ctx context.Context) (*queue.StatusReport, error) {
+	var r queue.StatusReport
+	return &r, q.request(ctx, nil, &r)
+}
+
+func (q *queued) deadLetters(ctx context.Context) (*queue.DeadLetters, error) {
+	var d queue.DeadLetters
+	if err := q.request(ctx, []byte(queue.DeadLettersRequest), &d); err != nil {
+		return nil, err
+	}
+	if d.Error != "" {
+		return nil, errors.New(d.Error)
+	}
+	return &d, nil
+}
+
+// request asks the daemon's status service, redialling a lost connection
+// first, and decodes the reply into v.
+func (q *queued) request(ctx context.Context, body []byte, v any) error {
+	q.redialIfLost(ctx)
+	nc, _ := q.conn()
+	m, err := nc.RequestWithContext(ctx, queue.StatusSubject(q.storeID), body)
+	if err != nil {
+		return fmt.Errorf("status request: %w", err)
+	}
+	if err := json.Unmarshal(m.Data, v); err != nil {
+		return fmt.Errorf("status reply: %w", err)
+	}
+	return nil
+}

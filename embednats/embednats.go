@@ -1,9 +1,3 @@
-// Package embednats runs the embedded nats-server with JetStream that a
-// scribe daemon serves a store through: file storage under the store's
-// .scribe folder, a loopback listener that requires TLS (with a
-// certificate made for this start) and credentials, an in-process
-// connection for the daemon's own writer, the discovery file clients find
-// it by, and the daemon lock that makes it the only daemon of its store.
 package embednats
 
 import (

@@ -1,5 +1,3 @@
-// Command scribe queues writes to a store through one writer: see
-// `scribe help` and the README.
 package main
 
 import (

@@ -1,0 +1,42 @@
+// Package client is what programs link to write to a scribe store: hook
+// binaries, MCP servers, CLI tools. Open finds the store's daemon through
+// its discovery file and queues jobs there (Submit, Apply), or, when no
+// daemon serves the store, applies them directly under the store lock,
+// failing fast with ErrBusy when the store is busy. Status looks an
+// outcome up in the journal.
+//
+// In the layout (cmd → client, writer, embednats → queue) it builds on
+// queue (the wire format) and writer (the direct route). It does not link
+// nats-server, so the programs that use it stay small; a test checks that
+// with go list -deps.
+//
+// The route is chosen once, at Open: RoutePrefer (the daemon if one serves
+// the store, else a direct write), RouteRequire (the daemon only) or
+// RouteDirect (never the daemon). A job whose fate is unknown (an error
+// from Submit or Apply other than a rejection) may still be applied: call
+// Apply again with the same job ID, never redo it by another route.
+//
+// How the client retries, its timeouts and its NATS options are described
+// in docs/go-client.md; the wire format it speaks is docs/protocol.md.
+//
+// # Caveats
+//
+// Network filesystems: direct writes rely on flock(2), which NFS, SMB and
+// FUSE filesystems do not reliably honour. Keep stores on a local disk.
+//
+// The client talks only to the daemon its owner-only discovery file names,
+// trusting that file only while the daemon lock is held, over TLS pinned to
+// the certificate in the file (ErrUnverified otherwise). It never
+// reconnects on its own to a remembered address: a lost connection is
+// redialled through discovery.
+//
+// Direct writes take the same lock as the daemon and scribe lock, and are
+// re-entrant within a process. Inside a `scribe lock` command, a direct
+// write joins the parent's hold only while that hold stands; a prefer-route
+// Submit there still queues through a running daemon, which cannot apply
+// it before the command ends.
+//
+// While a daemon that stopped or died may have left jobs queued, the
+// prefer route refuses to write directly past them (ErrUnavailable)
+// instead of reordering; RouteDirect goes past them.
+package client

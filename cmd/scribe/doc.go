@@ -1,0 +1,33 @@
+// Command scribe queues writes to a store through one writer.
+//
+//	scribe serve   --store DIR [flags]                 run the daemon for a store
+//	scribe submit  --store DIR [flags] OP PATH [DATA|-] queue one op
+//	scribe submit  --store DIR [flags] --job FILE       queue a multi-op job
+//	scribe status  --store DIR [--json] [JOB_ID]        daemon status, or a job's outcome
+//	scribe lock    --store DIR [--wait DUR] -- CMD ARGS run CMD holding the store lock
+//	scribe recover --store DIR [--abandon]             finish, or give up, an interrupted batch
+//	scribe demo                                         show the queue at work
+//	scribe version
+//
+// Each command's flags are in `scribe COMMAND -h`; routes, exit codes,
+// environment variables and examples are in docs/cli.md.
+//
+// In the layout (cmd → client, writer, embednats → queue) it is the top:
+// it parses flags, sets up logging and signals, and maps errors to exit
+// codes (0 done, 1 rejected or failed, 2 usage, 69 no daemon, 75 busy),
+// and holds no logic a library user would need. Nothing imports it.
+//
+// # Caveats
+//
+// Keep stores on a local disk: `scribe serve` and `scribe lock` warn about
+// network filesystems, where flock(2) does not reliably exclude writers;
+// direct submits do not check.
+//
+// `scribe lock` hands its hold to CMD; scribe commands run inside CMD join
+// it only while it stands, and `scribe lock` waits for them before it lets
+// go. `scribe serve` never joins an inherited hold.
+//
+// The fault-injection variables (SCRIBE_CRASH_AT, SCRIBE_PANIC_ON,
+// SCRIBE_CRASH_ON) take effect only in a binary built with
+// -tags scribefault, as the crash tests build it.
+package main

@@ -25,11 +25,11 @@ type recoverResult struct {
 // Run takes the store lock (fail-fast), redoes an interrupted batch, or
 // with --abandon records its jobs as rejected (abandoned) and drops it.
 func (c *RecoverCommand) Run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("recover", "--store DIR [--abandon] [--json]")
+	fs := c.newFlagSet("recover", "--store DIR [--abandon] [--lock-file FILE] [--json]")
 	store := storeFlag(fs)
 	abandon := fs.Bool("abandon", false, "give the interrupted batch up: its jobs are recorded as rejected (abandoned); files stay as they are")
 	lockFile := fs.String("lock-file", "", "store lock `file` (default <store>/.scribe/lock)")
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, "print {\"interrupted\": {\"jobs\", \"files\", \"stuck\"} or null, \"done\": \"finished\"|\"abandoned\"|\"nothing\", \"error\"}")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

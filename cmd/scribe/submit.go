@@ -54,16 +54,18 @@ func (w *waitFlag) Set(s string) error {
 
 // Run parses flags, builds the job and submits it.
 func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("submit", "--store DIR [flags] OP PATH [DATA|-]  |  --store DIR [flags] --job FILE")
+	fs := c.newFlagSet("submit", "--store DIR [flags] OP PATH [DATA|-]  |  --store DIR [flags] --job FILE\n\n"+
+		"OP is put, append, merge or delete (no DATA). DATA is taken verbatim (no newline added);\n"+
+		"with - or absent it is read from stdin, at most 1 MiB")
 	store := storeFlag(fs)
 	var wait waitFlag
-	fs.Var(&wait, "wait", "wait for the outcome; --wait=DUR bounds the wait (and a direct write's wait for the lock); exit 75 when it runs out")
-	id := fs.String("id", "", "job `ID` (idempotency key; default: a new random one)")
+	fs.Var(&wait, "wait", "wait for the outcome, without bound; --wait=DUR (with =: \"--wait 10s\" reads 10s as OP) bounds the wait, and a direct write's wait for the lock; exit 75 when it runs out")
+	id := fs.String("id", "", "job `ID`: 1-128 characters of [A-Za-z0-9_-], the idempotency key, protecting against a repeat while its outcome is kept (serve --retention); the same ID for a different job is rejected id_conflict (default: a new random one)")
 	jobFile := fs.String("job", "", "read a multi-op job from `FILE` (- for stdin)")
-	ifMatch := fs.String("if-match", "", "precondition: `absent` or sha256:<hex> of the file's content")
+	ifMatch := fs.String("if-match", "", "precondition: `absent`, or sha256:<lower-case hex> of the file's content (not with --job: put if_match in the job file)")
 	asJSON := fs.Bool("json", false, "print the outcome (or the queued job ID) as JSON")
 	route := fs.String("route", os.Getenv("SCRIBE_ROUTE"), "`prefer` (daemon if any, else direct), require (daemon only) or direct (default $SCRIBE_ROUTE, else prefer)")
-	lockFile := fs.String("lock-file", "", "store lock `file` for direct writes")
+	lockFile := fs.String("lock-file", "", "store lock `file` for direct writes (default <store>/.scribe/lock)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

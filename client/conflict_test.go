@@ -18,6 +18,7 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 )
 
 // journalFake plays the daemon's writer and status service on an embedded
@@ -39,7 +40,10 @@ func startFake(t *testing.T) (*journalFake, string) {
 	dir := filepath.Join(t.TempDir(), "store")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	ctx := t.Context()
-	srv, err := embednats.Start(ctx, embednats.Config{Store: dir})
+	lk, err := daemon.Take(ctx, dir, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lk.Close() })
+	srv, err := embednats.Start(ctx, lk, embednats.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	f := &journalFake{nc: srv.Conn(), storeID: srv.Discovery().StoreID, outcomes: map[string]*queue.Outcome{}}
@@ -60,7 +64,8 @@ func startFake(t *testing.T) (*journalFake, string) {
 		_ = m.Respond(b)
 	})
 	require.NoError(t, err)
-	require.NoError(t, srv.Announce())
+	d := srv.Discovery()
+	require.NoError(t, lk.Announce(&d))
 	return f, dir
 }
 

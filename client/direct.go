@@ -36,12 +36,16 @@ func (d *direct) submit(ctx context.Context, job *queue.Job, _ []byte, _ bool) e
 
 func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte) (*queue.Outcome, error) {
 	if d.fallback {
-		if why := queue.Stranded(d.store); why != "" {
-			return nil, fmt.Errorf("%s: %w (%s)", d.store, ErrStranded, why)
+		st, err := queue.ReadStranded(d.store)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.store, err)
+		}
+		if st != nil {
+			return nil, fmt.Errorf("%s: %w (%s)", d.store, ErrStranded, st.Why)
 		}
 	}
 	s, err := writer.OpenSessionWait(ctx, d.store, d.wait, writer.SessionOptions{
-		LockPath: d.lockPath, Mode: writer.ModeDirect, Command: d.command, Logger: d.log,
+		LockPath: d.lockPath, Mode: queue.ModeDirect, Command: d.command, Logger: d.log,
 	})
 	if err != nil {
 		return nil, busyError(err)
@@ -57,7 +61,7 @@ func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte) (*queue.Ou
 
 // lookup reads the journal itself, read-only: no lock needed.
 func (d *direct) lookup(_ context.Context, id string) (*queue.Lookup, error) {
-	j, err := writer.OpenJournalReadOnly(writer.JournalPath(d.store), journalOpenTimeout)
+	j, err := writer.OpenJournalReadOnly(queue.Layout{Root: d.store}.Journal(), journalOpenTimeout)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &queue.Lookup{}, nil
 	}

@@ -6,17 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 )
 
 // queued is the route through the store's daemon. Its connection is
@@ -140,42 +138,18 @@ func (q *queued) conn() (*nats.Conn, jetstream.JetStream) {
 }
 
 // discover returns the live daemon's discovery, or nil if none holds the
-// daemon lock. A daemon that holds the lock but has not yet written its
-// discovery file is still starting: wait for it until ctx ends.
+// daemon lock (daemon.Find). A daemon that holds the lock but has not yet
+// announced itself is still starting: wait for it until ctx ends.
 func (q *queued) discover(ctx context.Context) (*queue.Discovery, error) {
 	for attempt := 0; ; attempt++ {
-		alive, err := daemonAlive(q.store)
-		if err != nil || !alive {
-			return nil, err
-		}
-		d, err := queue.ReadDiscovery(q.store)
-		if err == nil && d.StoreID == q.storeID {
-			return d, nil
+		d, err := daemon.Find(q.store)
+		if !errors.Is(err, daemon.ErrStarting) {
+			return d, err
 		}
 		if !sleep(ctx, backoff(attempt)) {
-			return nil, fmt.Errorf("%w: it holds %s but has not announced itself (%v)", ErrUnavailable, queue.DaemonLockPath(q.store), err)
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
-}
-
-// daemonAlive reports whether some process holds the store's daemon lock.
-// The probe holds the lock for an instant at most; a daemon starting at
-// that instant retries rather than fail.
-func daemonAlive(store string) (bool, error) {
-	path := queue.DaemonLockPath(store)
-	fl := flock.New(path, flock.SetFlag(os.O_RDONLY))
-	ok, err := fl.TryLock()
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("probe %s: %w", path, err)
-	}
-	if ok {
-		_ = fl.Unlock()
-		return false, nil
-	}
-	return true, nil
 }
 
 func (q *queued) isClosed() bool {

@@ -118,7 +118,7 @@ func TestDirectBusyError(t *testing.T) {
 			assert.Equal(t, filepath.Join(store, ".scribe", "lock"), busy.Lock)
 			require.NotNil(t, busy.Holder)
 			assert.Equal(t, "nightly-import", busy.Holder.Command)
-			assert.EqualValues(t, writer.ModeDirect, busy.Holder.Mode)
+			assert.EqualValues(t, queue.ModeDirect, busy.Holder.Mode)
 			assert.Contains(t, err.Error(), "nightly-import")
 			noCLIWords(t, err)
 			assert.ErrorIs(t, c.Submit(ctx, job), client.ErrBusy, "Submit without a daemon writes directly too")
@@ -138,7 +138,7 @@ func TestBusyErrorZero(t *testing.T) {
 	err := error(&client.BusyError{Lock: "/s/.scribe/lock"})
 	assert.ErrorIs(t, err, client.ErrBusy)
 	assert.Equal(t, "store is busy: lock /s/.scribe/lock is held by an unknown process", err.Error())
-	err = &client.BusyError{Lock: "/s/.scribe/lock", Holder: &queue.Holder{PID: 7, Host: "h", Mode: writer.ModeDaemon, Command: "scribe serve"}}
+	err = &client.BusyError{Lock: "/s/.scribe/lock", Holder: &queue.Holder{PID: 7, Host: "h", Mode: queue.ModeDaemon, Command: "scribe serve"}}
 	assert.True(t, strings.HasPrefix(err.Error(), "store is busy: lock /s/.scribe/lock is held by pid 7 on h (daemon: "), err.Error())
 }
 
@@ -148,7 +148,7 @@ func TestBusyErrorZero(t *testing.T) {
 func TestStrandedRefusesPreferFallback(t *testing.T) {
 	ctx := context.Background()
 	store := newStore(t)
-	require.NoError(t, os.MkdirAll(filepath.Dir(queue.StrandedPath(store)), 0o700))
+	require.NoError(t, os.MkdirAll(queue.Layout{Root: store}.Meta(), 0o700))
 	require.NoError(t, queue.MarkStranded(store, "daemon pid 42 stopped with 3 jobs queued"))
 	job := func() *queue.Job {
 		return &queue.Job{Ops: []queue.Op{{Kind: queue.OpAppend, Path: "f.txt", Data: []byte("a\n")}}}

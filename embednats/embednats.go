@@ -5,29 +5,24 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 )
 
 // Config configures Start.
 type Config struct {
-	// Store is the store folder.
-	Store string
 	// Host is the listener's address; empty means 127.0.0.1.
 	Host string
 	// Port is the listener's port; 0 picks a free one.
@@ -35,7 +30,7 @@ type Config struct {
 	// SyncInterval is how often JetStream fsyncs stored jobs; 0 means on
 	// every write, so that a returned Submit survives power loss.
 	SyncInterval time.Duration
-	// Version is recorded in the discovery file.
+	// Version is recorded in the discovery.
 	Version string
 	// Logger receives the server's notices and errors; nil discards them.
 	Logger *slog.Logger
@@ -45,95 +40,36 @@ type Config struct {
 type Server struct {
 	ns        *server.Server
 	conn      *nats.Conn
-	lock      *flock.Flock
+	layout    queue.Layout
 	discovery queue.Discovery
-	path      string // discovery file
-	announced bool   // the discovery file at path is ours
 	closeOnce sync.Once
-	closeErr  error
 }
 
 // DaemonInboxPrefix is the inbox prefix of the daemon's own connection.
 // Submitters can subscribe only to "_INBOX.>", which does not cover it.
 const DaemonInboxPrefix = "_SCRIBE_DAEMON"
 
-// jetstreamDir is the queue's folder in .scribe.
-const jetstreamDir = "jetstream"
-
-// lockSettle bounds how long Start retries a busy daemon lock. A client
-// probing the lock holds it for microseconds; a daemon holds it for its
-// lifetime. Retrying for this long tells the two apart, so a probe never
-// makes a starting daemon fail.
-const lockSettle = 300 * time.Millisecond
-
-// Start takes the store's daemon lock and starts the server. If another
-// daemon serves the store it returns a *RunningError at once. If another
-// user could change the store's .scribe folder or a file in it that the
-// daemon trusts, it returns an *InsecureError (ErrInsecure), having
-// created at most the daemon lock file (perm.go). The server is not
-// announced to clients until Announce.
-func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
-	store, err := queue.ResolveStore(cfg.Store)
-	if err != nil {
+// Start starts the server of the store whose daemon lock lk is, keeping
+// the queue in the store's .scribe folder (queue.Layout.Queue). The lock
+// must stay held until the server is closed: it is what makes this the
+// store's only server, and Take has checked the folder's permissions.
+// Clients learn of the server once its Discovery is announced
+// (daemon.Lock.Announce).
+func Start(ctx context.Context, lk *daemon.Lock, cfg Config) (_ *Server, err error) {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	meta := filepath.Join(store, queue.MetaDir)
-	if err := os.Mkdir(meta, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("create %s: %w", meta, err)
-	}
-	// Taking the daemon lock creates a file in .scribe: check the folder
-	// first, and what is in it once the lock is ours (perm.go).
-	if err := checkMetaDir(meta); err != nil {
-		return nil, err
-	}
-	s := &Server{path: queue.DiscoveryPath(store)}
-	s.lock = flock.New(queue.DaemonLockPath(store), flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(0o600))
-	settle, cancel := context.WithTimeout(ctx, lockSettle)
-	locked, err := s.lock.TryLockContext(settle, 5*time.Millisecond)
-	cancel()
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("daemon lock: %w", err)
-	}
-	if !locked {
-		var other *queue.Discovery
-		if d, rerr := queue.ReadDiscovery(store); rerr == nil {
-			other = d
-		}
-		return nil, &RunningError{Store: store, Other: other}
-	}
+	s := &Server{layout: lk.Layout()}
+	store := s.layout.Root
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	if err := checkMetaFiles(store); err != nil {
-		return nil, err
-	}
-	if err := tightenMetaDir(meta, logger); err != nil {
-		return nil, err
-	}
-	warnSharedStore(store, logger)
-	// A daemon killed before it could clean up left its discovery file:
-	// clients trust it while the lock is held, which is now ours, so it
-	// goes before anything else. It is also the evidence that jobs may be
-	// stranded in the queue: keep that in the marker, which only a writer
-	// that has seen the queue empty removes (so a start that fails here
-	// loses nothing).
-	if old, err := queue.ReadDiscovery(store); err == nil {
-		if err := queue.MarkStranded(store, fmt.Sprintf("daemon pid %d was killed", old.PID)); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale discovery: %w", err)
-	}
 
 	host := cfg.Host
 	if host == "" {
@@ -161,7 +97,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Host:         host,
 		Port:         port,
 		JetStream:    true,
-		StoreDir:     filepath.Join(meta, jetstreamDir),
+		StoreDir:     s.layout.Queue(),
 		SyncAlways:   cfg.SyncInterval == 0,
 		SyncInterval: cfg.SyncInterval,
 		NoSigs:       true,
@@ -203,14 +139,6 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	return s, nil
 }
 
-// Announce writes the discovery file, so that clients start using the
-// daemon. Call it once the store's stream and writer are ready: until
-// then clients see a held daemon lock without a discovery file and wait.
-func (s *Server) Announce() error {
-	s.announced = true // a half-written file is ours to remove too
-	return writeDiscovery(s.path, &s.discovery)
-}
-
 // clientPermissions lets submitters queue jobs for one store, receive
 // outcomes and replies, and ask the status service: nothing that could
 // delete, purge or read the queue itself. Everything else is denied,
@@ -233,53 +161,25 @@ func secret() string {
 	return hex.EncodeToString(b[:])
 }
 
-func writeDiscovery(path string, d *queue.Discovery) error {
-	b, err := json.MarshalIndent(d, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("write discovery: %w", err)
-	}
-	if err := os.Chmod(tmp, 0o600); err != nil { // WriteFile keeps an existing file's mode
-		return fmt.Errorf("write discovery: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write discovery: %w", err)
-	}
-	return nil
-}
-
 // Conn is the daemon's in-process connection, with full permissions.
 func (s *Server) Conn() *nats.Conn { return s.conn }
 
 // Discovery is what the server published in its discovery file.
 func (s *Server) Discovery() queue.Discovery { return s.discovery }
 
-// Close shuts the server down and waits for it: the discovery file is
-// removed, the connection drained, JetStream flushed to disk, and the
-// daemon lock released last.
+// Close shuts the server down and waits for it: the connection is
+// drained and JetStream flushed to disk. It neither withdraws the
+// discovery nor releases the daemon lock: the lock's owner does, after
+// Close (withdrawing first, so that clients stop coming).
 func (s *Server) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.close() })
-	return s.closeErr
-}
-
-func (s *Server) close() error {
-	if s.announced && s.lock != nil && s.lock.Locked() {
-		// Only a file we wrote, while the lock is ours: another may name
-		// another daemon, or be the evidence that made Start refuse.
-		_ = os.Remove(s.path)
-	}
-	if s.conn != nil {
-		s.conn.Close()
-	}
-	if s.ns != nil {
-		s.ns.Shutdown()
-		s.ns.WaitForShutdown()
-	}
-	if s.lock != nil {
-		return s.lock.Unlock()
-	}
+	s.closeOnce.Do(func() {
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		if s.ns != nil {
+			s.ns.Shutdown()
+			s.ns.WaitForShutdown()
+		}
+	})
 	return nil
 }

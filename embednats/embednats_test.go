@@ -32,6 +32,7 @@ import (
 
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -45,14 +46,27 @@ func newStore(t testing.TB) string {
 	return real
 }
 
-// start starts and announces a server on store, closed at cleanup.
-func start(t testing.TB, cfg embednats.Config) *embednats.Server {
+// start serves store as a daemon does: it takes the store's daemon lock,
+// starts the server under it and announces it. Both are closed at cleanup,
+// the server first.
+func start(t testing.TB, store string, cfg embednats.Config) *embednats.Server {
 	t.Helper()
-	srv, err := embednats.Start(t.Context(), cfg)
+	srv, _ := serve(t, store, cfg)
+	return srv
+}
+
+// serve is start, also returning the daemon lock.
+func serve(t testing.TB, store string, cfg embednats.Config) (*embednats.Server, *daemon.Lock) {
+	t.Helper()
+	lk, err := daemon.Take(t.Context(), store, cfg.Logger)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lk.Close() })
+	srv, err := embednats.Start(t.Context(), lk, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	require.NoError(t, srv.Announce())
-	return srv
+	d := srv.Discovery()
+	require.NoError(t, lk.Announce(&d))
+	return srv, lk
 }
 
 // connect connects to the server d names as a submitter would: over TLS
@@ -87,142 +101,12 @@ func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// snapshot records every entry under dir: its mode, and its content or
-// symlink target, so that a test can assert nothing changed.
-func snapshot(t testing.TB, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		v := fi.Mode().String()
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			v += " -> " + target
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			v += " " + string(b)
-		}
-		out[rel] = v
-		return nil
-	}))
-	return out
-}
-
 func chmod(t testing.TB, path string, mode fs.FileMode) {
 	t.Helper()
 	require.NoError(t, os.Chmod(path, mode)) // Chmod, unlike Mkdir, ignores the umask
 }
 
-func writeFile(t testing.TB, path, content string, mode fs.FileMode) {
-	t.Helper()
-	require.NoError(t, os.WriteFile(path, []byte(content), mode))
-	chmod(t, path, mode)
-}
-
-// nobody is a uid that is not ours, for files "owned by another user".
-const nobody = 65534
-
-// Start refuses a store whose .scribe folder, or a file in it the daemon
-// trusts, another user could change, names the path and the reason, and
-// writes nothing: not even the evidence is removed.
-func TestStartRefusesInsecureMeta(t *testing.T) {
-	root := os.Geteuid() == 0
-	cases := []struct {
-		name     string
-		setup    func(t *testing.T, meta string) // meta exists (0700, with a daemon.lock) unless setup changes that
-		rootOnly bool
-		path     string // offending path, relative to .scribe ("" is .scribe itself)
-		problem  string
-	}{
-		{"world-writable folder", func(t *testing.T, meta string) { chmod(t, meta, 0o777) }, false, "", "is world-writable"},
-		{"world-writable sticky folder", func(t *testing.T, meta string) { chmod(t, meta, 0o1777) }, false, "", "is world-writable"},
-		{"group-writable folder", func(t *testing.T, meta string) { chmod(t, meta, 0o770) }, false, "", "is group-writable"},
-		{"folder owned by another user", func(t *testing.T, meta string) {
-			require.NoError(t, os.Chown(meta, nobody, nobody))
-		}, true, "", "is owned by uid 65534"},
-		{"folder is a symlink", func(t *testing.T, meta string) {
-			elsewhere := filepath.Join(filepath.Dir(filepath.Dir(meta)), "elsewhere")
-			require.NoError(t, os.Rename(meta, elsewhere))
-			require.NoError(t, os.Symlink(elsewhere, meta))
-		}, false, "", "is a symlink"},
-		{"folder is a file", func(t *testing.T, meta string) {
-			require.NoError(t, os.RemoveAll(meta))
-			writeFile(t, meta, "x", 0o600)
-		}, false, "", "is not a folder"},
-		{"group-writable discovery file", func(t *testing.T, meta string) {
-			writeFile(t, filepath.Join(meta, "daemon.json"), `{"url":"nats://evil:4222"}`, 0o660)
-		}, false, "daemon.json", "is group-writable"},
-		{"world-writable discovery file", func(t *testing.T, meta string) {
-			writeFile(t, filepath.Join(meta, "daemon.json"), `{"url":"nats://evil:4222"}`, 0o606)
-		}, false, "daemon.json", "is world-writable"},
-		{"discovery file owned by another user", func(t *testing.T, meta string) {
-			p := filepath.Join(meta, "daemon.json")
-			writeFile(t, p, `{}`, 0o600)
-			require.NoError(t, os.Chown(p, nobody, nobody))
-		}, true, "daemon.json", "is owned by uid 65534"},
-		{"discovery file is a symlink", func(t *testing.T, meta string) {
-			target := filepath.Join(filepath.Dir(filepath.Dir(meta)), "planted.json")
-			writeFile(t, target, `{}`, 0o600)
-			require.NoError(t, os.Symlink(target, filepath.Join(meta, "daemon.json")))
-		}, false, "daemon.json", "is a symlink"},
-		{"discovery temp file is a symlink", func(t *testing.T, meta string) {
-			target := filepath.Join(filepath.Dir(filepath.Dir(meta)), "victim.txt")
-			writeFile(t, target, "precious", 0o600)
-			require.NoError(t, os.Symlink(target, filepath.Join(meta, "daemon.json.tmp")))
-		}, false, "daemon.json.tmp", "is a symlink"},
-		{"group-writable daemon lock", func(t *testing.T, meta string) {
-			chmod(t, filepath.Join(meta, "daemon.lock"), 0o660)
-		}, false, "daemon.lock", "is group-writable"},
-		{"world-writable queue folder", func(t *testing.T, meta string) {
-			js := filepath.Join(meta, "jetstream")
-			require.NoError(t, os.Mkdir(js, 0o700))
-			chmod(t, js, 0o777)
-		}, false, "jetstream", "is world-writable"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if c.rootOnly && !root {
-				t.Skip("chown to another user needs root")
-			}
-			store := newStore(t)
-			meta := filepath.Join(store, queue.MetaDir)
-			require.NoError(t, os.Mkdir(meta, 0o700))
-			writeFile(t, filepath.Join(meta, "daemon.lock"), "", 0o600)
-			c.setup(t, meta)
-			parent := filepath.Dir(store)
-			before := snapshot(t, parent)
-
-			srv, err := embednats.Start(t.Context(), embednats.Config{Store: store})
-			if srv != nil {
-				_ = srv.Close()
-			}
-			require.Error(t, err)
-			assert.ErrorIs(t, err, embednats.ErrInsecure)
-			var ie *embednats.InsecureError
-			require.ErrorAs(t, err, &ie)
-			assert.Equal(t, filepath.Join(meta, c.path), ie.Path)
-			assert.Contains(t, err.Error(), filepath.Join(meta, c.path))
-			assert.Contains(t, err.Error(), c.problem)
-			assert.Equal(t, before, snapshot(t, parent), "Start must write nothing when it refuses")
-		})
-	}
-}
-
-// Start makes the .scribe folder owner-only (creating it so, or tightening
+// Serving makes the .scribe folder owner-only (creating it so, or tightening
 // one that others could read), and the files it writes are owner-only.
 func TestStartMakesMetaOwnerOnly(t *testing.T) {
 	for _, pre := range []fs.FileMode{0, 0o755, 0o750, 0o711} {
@@ -237,14 +121,14 @@ func TestStartMakesMetaOwnerOnly(t *testing.T) {
 				require.NoError(t, os.Mkdir(meta, 0o700))
 				chmod(t, meta, pre)
 			}
-			start(t, embednats.Config{Store: store})
+			start(t, store, embednats.Config{})
 			for _, c := range []struct {
 				path string
 				mode fs.FileMode
 			}{
 				{meta, 0o700 | fs.ModeDir},
-				{queue.DiscoveryPath(store), 0o600},
-				{queue.DaemonLockPath(store), 0o600},
+				{queue.Layout{Root: store}.Discovery(), 0o600},
+				{queue.Layout{Root: store}.DaemonLock(), 0o600},
 			} {
 				fi, err := os.Lstat(c.path)
 				require.NoError(t, err)
@@ -261,7 +145,7 @@ func TestCredentialsChangeOnEveryStart(t *testing.T) {
 	store := newStore(t)
 	var discs []queue.Discovery
 	for range 3 {
-		srv := start(t, embednats.Config{Store: store})
+		srv, lk := serve(t, store, embednats.Config{})
 		d, err := queue.ReadDiscovery(store)
 		require.NoError(t, err)
 		assert.Equal(t, srv.Discovery(), *d)
@@ -281,14 +165,15 @@ func TestCredentialsChangeOnEveryStart(t *testing.T) {
 		}
 		discs = append(discs, *d)
 		require.NoError(t, srv.Close())
-		assert.NoFileExists(t, queue.DiscoveryPath(store), "Close removes the discovery file it wrote")
+		require.NoError(t, lk.Close())
+		assert.NoFileExists(t, queue.Layout{Root: store}.Discovery(), "Close removes the discovery file it wrote")
 	}
 }
 
 // Connecting needs the credentials of the discovery file; nothing else
 // gets in.
 func TestConnectNeedsCredentials(t *testing.T) {
-	srv := start(t, embednats.Config{Store: newStore(t)})
+	srv := start(t, newStore(t), embednats.Config{})
 	d := srv.Discovery()
 	cases := []struct {
 		name string
@@ -336,7 +221,7 @@ func nonLoopbackIP(t testing.TB) net.IP {
 func TestListenerIsLoopback(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		var log logBuffer
-		srv := start(t, embednats.Config{Store: newStore(t), Logger: log.logger()})
+		srv := start(t, newStore(t), embednats.Config{Logger: log.logger()})
 		u, err := url.Parse(srv.Discovery().URL)
 		require.NoError(t, err)
 		assert.Equal(t, "127.0.0.1", u.Hostname())
@@ -353,7 +238,7 @@ func TestListenerIsLoopback(t *testing.T) {
 	})
 	t.Run("all interfaces warns", func(t *testing.T) {
 		var log logBuffer
-		srv := start(t, embednats.Config{Store: newStore(t), Host: "0.0.0.0", Logger: log.logger()})
+		srv := start(t, newStore(t), embednats.Config{Host: "0.0.0.0", Logger: log.logger()})
 		assert.Contains(t, log.String(), "level=WARN")
 		assert.Contains(t, log.String(), "not on a loopback address")
 		u, err := url.Parse(srv.Discovery().URL)
@@ -370,15 +255,18 @@ func TestListenerIsLoopback(t *testing.T) {
 func TestDaemonAndSubmitterPermissions(t *testing.T) {
 	store := newStore(t)
 	ctx := t.Context()
-	srv, err := embednats.Start(ctx, embednats.Config{Store: store})
+	lk, err := daemon.Take(ctx, store, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lk.Close() })
+	srv, err := embednats.Start(ctx, lk, embednats.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn()})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))
 	t.Cleanup(func() { _ = w.Close() })
-	require.NoError(t, srv.Announce())
 	d := srv.Discovery()
+	require.NoError(t, lk.Announce(&d))
 	stream := queue.StreamName(d.StoreID)
 
 	// The daemon's side.
@@ -441,7 +329,7 @@ func TestDaemonAndSubmitterPermissions(t *testing.T) {
 // clear are refused before they are checked.
 func TestListenerRequiresPinnedTLS(t *testing.T) {
 	store := newStore(t)
-	srv := start(t, embednats.Config{Store: store})
+	srv := start(t, store, embednats.Config{})
 	d := srv.Discovery()
 	u, err := url.Parse(d.URL)
 	require.NoError(t, err)
@@ -519,7 +407,7 @@ func TestListenerRequiresPinnedTLS(t *testing.T) {
 // A listener on another address gets a certificate that names it, so that
 // clients can check the name in the URL as well as the pin.
 func TestCertificateNamesTheHost(t *testing.T) {
-	srv := start(t, embednats.Config{Store: newStore(t), Host: "0.0.0.0"})
+	srv := start(t, newStore(t), embednats.Config{Host: "0.0.0.0"})
 	d := srv.Discovery()
 	tc, err := d.TLSConfig()
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 )
 
 // A restart of JetStream keeps every queued job and leaves the queue
@@ -18,7 +19,10 @@ import (
 func TestRestartJetStreamKeepsJobs(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	srv, err := Start(t.Context(), Config{Store: dir})
+	lk, err := daemon.Take(t.Context(), dir, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lk.Close() })
+	srv, err := Start(t.Context(), lk, Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	sid := srv.Discovery().StoreID
@@ -43,7 +47,7 @@ func TestRestartJetStreamKeepsJobs(t *testing.T) {
 	require.NoError(t, err, "the queue takes jobs after the restart")
 	assert.Empty(t, srv.queueFault())
 	sp := srv.Space()
-	assert.Equal(t, filepath.Join(srv.Discovery().Store, queue.MetaDir, jetstreamDir), sp.Dir)
+	assert.Equal(t, queue.Layout{Root: srv.Discovery().Store}.Queue(), sp.Dir)
 	assert.Positive(t, sp.Free)
 	assert.Positive(t, sp.Limit)
 	assert.Equal(t, int64(1<<20), sp.Reserved)

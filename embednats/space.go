@@ -2,10 +2,7 @@ package embednats
 
 import (
 	"fmt"
-	"path/filepath"
 	"syscall"
-
-	"github.com/scribehq/scribe/queue"
 )
 
 // JetStreamShare is the share of the free disk space that nats-server lets
@@ -48,7 +45,7 @@ func (s *Server) Space() Space {
 
 // queueDir is the folder the server's JetStream keeps the queue in.
 func (s *Server) queueDir() string {
-	return filepath.Join(s.discovery.Store, queue.MetaDir, jetstreamDir)
+	return s.layout.Queue()
 }
 
 // freeSpace is the space free on dir's filesystem for an unprivileged

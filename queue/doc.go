@@ -1,11 +1,14 @@
 // Package queue is scribe's domain and wire format: jobs, ops, outcomes,
-// reason codes, store IDs, subject and stream names, the discovery file
-// and their JSON encoding. It is what every other package shares, and it
+// reason codes, store IDs, subject and stream names, the discovery file,
+// the stranded marker, and their JSON encoding; and Layout, the one place
+// that names the files of a store's .scribe folder. It is what every other package shares, and it
 // depends only on the standard library and nats.go, so that any program
 // that submits jobs can link it cheaply.
 //
 // In the layout (cmd → client, writer, embednats → queue) it is the
-// bottom: it imports nothing of scribe's.
+// bottom: it imports nothing of scribe's. Its sub-package queue/daemon
+// owns the daemon lock, the writing of the discovery file and the question
+// "is a daemon serving this store, and where" (daemon.Find).
 //
 // The wire format is specified in docs/protocol.md, for clients in any
 // language; Version guards it. Decode is strict (an unknown field rejects
@@ -22,7 +25,7 @@
 // writer when the job is applied, under the store lock.
 //
 // A Discovery is to be trusted only while its daemon lock
-// (DaemonLockPath) is held, and only through TLSConfig, which pins the
+// (Layout.DaemonLock) is held (daemon.Find checks both), and only through TLSConfig, which pins the
 // daemon's certificate: a stale file names a port someone else may have
 // bound.
 //

@@ -31,12 +31,16 @@ const (
 	MaxPathLen = 1024
 )
 
+// OpKind is what an op does to its file: its "op" field on the wire. Kinds
+// are part of the wire format.
+type OpKind string
+
 // Op kinds.
 const (
-	OpPut    = "put"    // atomically replace the file with Data
-	OpAppend = "append" // append exactly Data to the file, creating it
-	OpMerge  = "merge"  // RFC 7386 JSON merge patch Data into a JSON object file
-	OpDelete = "delete" // remove the file; deleting a missing file is a no-op
+	OpPut    OpKind = "put"    // atomically replace the file with Data
+	OpAppend OpKind = "append" // append exactly Data to the file, creating it
+	OpMerge  OpKind = "merge"  // RFC 7386 JSON merge patch Data into a JSON object file
+	OpDelete OpKind = "delete" // remove the file; deleting a missing file is a no-op
 )
 
 // IfAbsent is the IfMatch value that requires the file not to exist.
@@ -45,7 +49,7 @@ const IfAbsent = "absent"
 // Op is one change to one file of a store.
 type Op struct {
 	// Kind is one of OpPut, OpAppend, OpMerge, OpDelete.
-	Kind string
+	Kind OpKind
 	// Path is relative to the store root, slash-separated.
 	Path string
 	// Data is the content (put), the bytes to add (append) or the merge
@@ -61,7 +65,7 @@ type Op struct {
 // valid UTF-8 and as "data_b64" (standard base64) otherwise, so that job
 // files stay readable by people and any bytes can still be sent.
 type wireOp struct {
-	Op      string  `json:"op"`
+	Op      OpKind  `json:"op"`
 	Path    string  `json:"path"`
 	Data    *string `json:"data,omitempty"`
 	DataB64 *string `json:"data_b64,omitempty"`
@@ -169,7 +173,7 @@ func (j *Job) Validate() error {
 		case "":
 			return Reject(ReasonBadInput, "op %d: missing op kind", i)
 		default:
-			return Reject(ReasonUnknownOp, "op %d: unknown op %q", i, truncate(op.Kind, 40))
+			return Reject(ReasonUnknownOp, "op %d: unknown op %q", i, truncate(string(op.Kind), 40))
 		}
 		if err := CheckPath(op.Path); err != nil {
 			return Reject(ReasonPathEscapes, "op %d: %v", i, err)

@@ -8,10 +8,14 @@ import (
 	"time"
 )
 
+// Status is whether a job took effect: an outcome's "status" field. Statuses
+// are part of the wire format.
+type Status string
+
 // Outcome statuses.
 const (
-	StatusApplied  = "applied"
-	StatusRejected = "rejected"
+	StatusApplied  Status = "applied"
+	StatusRejected Status = "rejected"
 )
 
 // Reason is why a job was rejected. Reasons are part of the wire format.
@@ -42,7 +46,7 @@ type Outcome struct {
 	// ID is the job ID.
 	ID string `json:"id"`
 	// Status is StatusApplied or StatusRejected.
-	Status string `json:"status"`
+	Status Status `json:"status"`
 	// Reason and Detail say why a job was rejected.
 	Reason Reason `json:"reason,omitempty"`
 	Detail string `json:"detail,omitempty"`
@@ -51,8 +55,8 @@ type Outcome struct {
 	Epoch uint64 `json:"epoch"`
 	// Seq is the queue's stream sequence of the job, 0 for direct writes.
 	Seq uint64 `json:"seq,omitempty"`
-	// Mode is "daemon" or "direct": who applied the job.
-	Mode string `json:"mode"`
+	// Mode is ModeDaemon or ModeDirect: who applied the job.
+	Mode Mode `json:"mode"`
 	// At is when the outcome was recorded.
 	At time.Time `json:"at"`
 	// Meta is the job's caller metadata.

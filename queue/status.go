@@ -16,12 +16,23 @@ type Lookup struct {
 	Error string `json:"error,omitempty"`
 }
 
+// Mode is how a store lock is held, and so who applied a job: by the daemon's
+// writer or by a direct writer. It is recorded in the lock file's identity
+// and in outcomes, and is part of the wire format.
+type Mode string
+
+// Lock modes.
+const (
+	ModeDaemon Mode = "daemon" // the daemon's writer, applying queued jobs
+	ModeDirect Mode = "direct" // a direct writer (fail-fast, or scribe lock)
+)
+
 // Holder is who holds a store lock, as written into the lock file after
 // acquiring. It is informational: only the kernel's flock decides.
 type Holder struct {
 	PID     int       `json:"pid"`
 	Host    string    `json:"host"`
-	Mode    string    `json:"mode"` // "daemon" or "direct"
+	Mode    Mode      `json:"mode"` // ModeDaemon or ModeDirect
 	Command string    `json:"command"`
 	Since   time.Time `json:"since"`
 	Epoch   uint64    `json:"epoch,omitempty"`

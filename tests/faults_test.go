@@ -398,7 +398,7 @@ func TestStrandedQueueBlocksPreferFallback(t *testing.T) {
 
 			// Drained: once no daemon runs, direct writes are fine again.
 			d.stop(t)
-			assert.NoFileExists(t, queue.StrandedPath(store))
+			assert.NoFileExists(t, queue.Layout{Root: store}.Stranded())
 			r = scribe(t, "", "submit", "--store", store, "append", "log.txt", "third\n")
 			assert.Equal(t, 0, r.code, r.stderr)
 			assert.Equal(t, "first\nsecond\nthird\n", readFile(t, filepath.Join(store, "log.txt")))

@@ -90,7 +90,7 @@ func TestOneJobCannotBrickTheStore(t *testing.T) {
 		// Hold the store from outside: the writer takes the first job and
 		// waits for the lock with it, while the next two queue up behind
 		// it, to be taken as one batch once it lets go.
-		release := holdWithFlock(t, filepath.Join(store, queue.MetaDir, "lock"))
+		release := holdWithFlock(t, queue.Layout{Root: store}.Lock())
 		for _, args := range [][]string{{"--id", "first", "put", "first", "x"}, {"--id", "file", "put", "x", "file"}, {"--id", "under", "append", "x/y", "line"}} {
 			r := scribe(t, "", append([]string{"submit", "--store", store}, args...)...)
 			require.Equal(t, 0, r.code, "%+v", r)

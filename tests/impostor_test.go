@@ -357,7 +357,7 @@ func impostorRun(t *testing.T, cert *tls.Certificate) {
 	// removes its killed predecessor's discovery file: in that window the
 	// stale file, naming the impostor's port, is trusted. Hold the lock
 	// the same way, and let the client try.
-	release := holdWithFlock(t, queue.DaemonLockPath(store))
+	release := holdWithFlock(t, queue.Layout{Root: store}.DaemonLock())
 	assert.Eventually(t, func() bool { return im.connections() >= 3 || im.leaked(disc1.Password) },
 		30*time.Second, 10*time.Millisecond, "the client should try the stale address (and be refused)")
 	release()
@@ -404,7 +404,7 @@ func writeDiscovery(t testing.TB, store string, d *queue.Discovery) {
 	t.Helper()
 	b, err := json.MarshalIndent(d, "", "  ")
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(queue.DiscoveryPath(store), b, 0o600))
+	require.NoError(t, os.WriteFile(queue.Layout{Root: store}.Discovery(), b, 0o600))
 }
 
 // A client whose discovery file does not pin the certificate the server

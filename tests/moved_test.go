@@ -36,7 +36,7 @@ func TestMovedStoreKeepsQueuedJobs(t *testing.T) {
 	}
 	d.stop(t) // the jobs stay queued
 	release()
-	require.FileExists(t, queue.StrandedPath(old), "the daemon left its queue stranded")
+	require.FileExists(t, queue.Layout{Root: old}.Stranded(), "the daemon left its queue stranded")
 	require.Empty(t, readFile(t, filepath.Join(old, "log.txt")))
 
 	moved := filepath.Join(parent, "Notes")
@@ -54,7 +54,7 @@ func TestMovedStoreKeepsQueuedJobs(t *testing.T) {
 		assert.Equal(t, queue.StatusApplied, o.Status, "%s: %s", id(i), o.Detail)
 	}
 	require.Eventually(t, func() bool {
-		_, err := os.Stat(queue.StrandedPath(moved))
+		_, err := os.Stat(queue.Layout{Root: moved}.Stranded())
 		return os.IsNotExist(err)
 	}, 20*time.Second, 20*time.Millisecond, "the stranded marker is lifted once every stream is drained")
 	assert.Contains(t, d.log.String(), "store moved", "the daemon says what it did")
@@ -63,7 +63,7 @@ func TestMovedStoreKeepsQueuedJobs(t *testing.T) {
 	r := scribe(t, "", "submit", "--store", moved, "--wait", "--id", "after", "append", "log.txt", "after\n")
 	require.Equal(t, 0, r.code, r.stderr)
 	d.stop(t)
-	assert.NoFileExists(t, queue.StrandedPath(moved))
+	assert.NoFileExists(t, queue.Layout{Root: moved}.Stranded())
 	d = startDaemon(t, moved)
 	assert.Equal(t, want+"after\n", readFile(t, log))
 	d.stop(t)

@@ -211,8 +211,8 @@ func TestDaemonListenerAndCredentials(t *testing.T) {
 	}
 
 	for path, want := range map[string]fs.FileMode{
-		filepath.Join(store, queue.MetaDir): fs.ModeDir | 0o700,
-		queue.DiscoveryPath(store):          0o600,
+		filepath.Join(store, queue.MetaDir):   fs.ModeDir | 0o700,
+		queue.Layout{Root: store}.Discovery(): 0o600,
 	} {
 		fi, err := os.Stat(path)
 		require.NoError(t, err)
@@ -264,7 +264,7 @@ func TestDaemonListenerAndCredentials(t *testing.T) {
 func TestSubmitterCannotManageQueue(t *testing.T) {
 	store := newStore(t)
 	startDaemon(t, store)
-	release := holdWithFlock(t, filepath.Join(store, queue.MetaDir, "lock"))
+	release := holdWithFlock(t, queue.Layout{Root: store}.Lock())
 	const secret = "SECRET-7f3a"
 	r := scribe(t, "", "submit", "--store", store, "--id", "queued-1", "append", "f.txt", "queued "+secret+"\n")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -408,7 +408,7 @@ func TestSubmitterCannotManageQueue(t *testing.T) {
 func TestForgedOutcomesIgnored(t *testing.T) {
 	store := newStore(t)
 	startDaemon(t, store)
-	release := holdWithFlock(t, filepath.Join(store, queue.MetaDir, "lock"))
+	release := holdWithFlock(t, queue.Layout{Root: store}.Lock())
 
 	victim := exec.Command(scribeBin, "submit", "--store", store, "--wait", "--json", "--id", "victim-1", "append", "v.txt", "victim\n")
 	victim.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=")
@@ -474,7 +474,7 @@ func TestHostilePathsThroughDaemon(t *testing.T) {
 	require.NoError(t, os.Symlink("/dev/null", in("null")))
 	require.NoError(t, os.Symlink(queue.MetaDir, in("meta")))
 	require.NoError(t, os.Symlink(filepath.Join(queue.MetaDir, "journal.db"), in("j")))
-	require.NoError(t, os.Link(filepath.Join(store, queue.MetaDir, "lock"), in("hl")))
+	require.NoError(t, os.Link(queue.Layout{Root: store}.Lock(), in("hl")))
 	require.NoError(t, syscall.Mkfifo(in("fifo"), 0o644))
 	sock, err := net.Listen("unix", in("sock"))
 	require.NoError(t, err)
@@ -486,7 +486,7 @@ func TestHostilePathsThroughDaemon(t *testing.T) {
 
 	type hostile struct {
 		name   string
-		kind   string
+		kind   queue.OpKind
 		path   string
 		reason queue.Reason
 		skip   bool
@@ -588,7 +588,7 @@ func TestSymlinkSwappedInWhileQueued(t *testing.T) {
 	require.NoError(t, os.WriteFile(in("g.txt"), []byte("g\n"), 0o644))
 	require.NoError(t, os.WriteFile(in("t.txt"), []byte("t\n"), 0o644))
 	startDaemon(t, store)
-	release := holdWithFlock(t, filepath.Join(store, queue.MetaDir, "lock"))
+	release := holdWithFlock(t, queue.Layout{Root: store}.Lock())
 	s := connectSubmitter(t, store)
 	id := s.disc.StoreID
 

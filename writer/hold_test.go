@@ -354,12 +354,12 @@ func TestDaemonNeverJoinsInheritedHold(t *testing.T) {
 	t.Cleanup(func() { _ = h.Unlock() })
 	inherit := []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3)...), withSession()}
 
-	other := assertChildLocked(t, store, writer.LockOptions{Mode: writer.ModeDaemon, Command: "scribe serve"}, inherit...)
+	other := assertChildLocked(t, store, writer.LockOptions{Mode: queue.ModeDaemon, Command: "scribe serve"}, inherit...)
 	if assert.NotNil(t, other, "refused as a contender, with the holder named") {
 		assert.Equal(t, os.Getpid(), other.PID)
 		assert.Equal(t, "scribe lock", other.Command)
 	}
-	r := assertChildGets(t, store, writer.LockOptions{Mode: writer.ModeDirect}, inherit...)
+	r := assertChildGets(t, store, writer.LockOptions{Mode: queue.ModeDirect}, inherit...)
 	assert.Equal(t, uintptr(3), r.FD, "a direct writer joins the same hold")
 	assert.Equal(t, h.Epoch(), r.Epoch)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -34,9 +33,10 @@ var (
 // status reader for an instant.
 const journalTimeout = 2 * time.Second
 
-// JournalPath is a store's journal: <store>/.scribe/journal.db.
+// JournalPath is a store's journal: <store>/.scribe/journal.db
+// (queue.Layout.Journal).
 func JournalPath(store string) string {
-	return filepath.Join(store, queue.MetaDir, "journal.db")
+	return queue.Layout{Root: store}.Journal()
 }
 
 // Journal is a store's bbolt journal: the outcome of every job by ID, the

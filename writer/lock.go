@@ -24,21 +24,16 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// Lock modes, recorded in the holder identity.
-const (
-	ModeDaemon = "daemon"
-	ModeDirect = "direct"
-)
-
-// DefaultLockPath is the store lock file of a store: <store>/.scribe/lock.
+// DefaultLockPath is the store lock file of a store: <store>/.scribe/lock
+// (queue.Layout.Lock).
 func DefaultLockPath(store string) string {
-	return filepath.Join(store, queue.MetaDir, "lock")
+	return queue.Layout{Root: store}.Lock()
 }
 
 // metaDir returns a store's private folder, creating it (mode 0700) if
 // needed.
 func metaDir(store string) (string, error) {
-	dir := filepath.Join(store, queue.MetaDir)
+	dir := queue.Layout{Root: store}.Meta()
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -62,8 +57,9 @@ type lockOptions struct {
 	// LockPath is the lock file; empty means DefaultLockPath(store). Set
 	// it to share the lock an existing tool already takes.
 	LockPath string
-	// Mode is ModeDaemon or ModeDirect (the default), for the identity.
-	Mode string
+	// Mode is queue.ModeDaemon or queue.ModeDirect (the default), for the
+	// identity.
+	Mode queue.Mode
 	// Command describes the holder in other processes' error messages.
 	Command string
 }
@@ -87,16 +83,15 @@ type Hold struct {
 
 // lockState is one process's flock on one lock file, shared by nested Holds.
 type lockState struct {
-	mu sync.Mutex // guards epoch, holder and state
+	mu sync.Mutex // guards holder
 
 	path      string
 	key       fileKey
 	f         *os.File
 	inherited bool // the flock belongs to a parent: never LOCK_UN it
 	refs      int
-	epoch     uint64       // set by the first Session under this hold
-	state     *shared      // the journal and root Sessions under this hold share
-	holder    queue.Holder // the identity written into the lock file (own holds)
+	holder    queue.Holder  // the identity written into the lock file (own holds)
+	parent    *queue.Holder // the parent's identity, read when joining (inherited holds)
 
 	token  string   // names this hold: in its identity and its children's environment
 	gate   string   // the join gate of this hold's children (see joinInherited)
@@ -125,7 +120,7 @@ func tryLock(store string, o lockOptions) (*Hold, error) {
 		return nil, err
 	}
 	if o.Mode == "" {
-		o.Mode = ModeDirect
+		o.Mode = queue.ModeDirect
 	}
 	holds.Lock()
 	defer holds.Unlock()
@@ -155,7 +150,7 @@ func tryHold(real, path string, o lockOptions) (_ *Hold, retry bool, err error) 
 	}
 	if h, ok := holds.m[key]; ok { // nested: share the hold
 		f.Close()
-		if h.inherited && o.Mode == ModeDaemon {
+		if h.inherited && o.Mode == queue.ModeDaemon {
 			// A daemon outlives whatever started it: it never shares a
 			// hold that belongs to a parent process (see below).
 			return nil, false, &LockedError{Path: path, Holder: liveHolder(path)}
@@ -166,7 +161,7 @@ func tryHold(real, path string, o lockOptions) (_ *Hold, retry bool, err error) 
 	// A daemon never joins a hold handed down by a `scribe lock` parent:
 	// it outlives that hold, and would apply queued jobs under it. It
 	// contends like anyone instead.
-	if o.Mode != ModeDaemon {
+	if o.Mode != queue.ModeDaemon {
 		if h := joinInherited(path, key, f); h != nil {
 			f.Close()
 			holds.m[key] = h
@@ -186,7 +181,7 @@ func tryHold(real, path string, o lockOptions) (_ *Hold, retry bool, err error) 
 		f.Close()
 		return nil, true, nil
 	}
-	h := &lockState{path: path, key: key, f: f, refs: 1, token: crand.Text(), gate: joinPath(real), store: real}
+	h := &lockState{path: path, key: key, f: f, refs: 1, token: crand.Text(), gate: queue.Layout{Root: real}.Join(), store: real}
 	h.holder = newHolder(o.Mode, o.Command)
 	h.holder.Token = h.token
 	if err := h.setHolder(h.holder); err != nil {
@@ -262,14 +257,6 @@ func (l *Hold) Path() string { return l.h.path }
 // ChildEnv). It is not to be closed or unlocked by the caller.
 func (l *Hold) File() *os.File { return l.h.f }
 
-// Epoch is the fencing token of this hold: the epoch raised when the store
-// was taken, or the parent's for a hold joined through ChildEnv.
-func (l *Hold) Epoch() uint64 {
-	l.h.mu.Lock()
-	defer l.h.mu.Unlock()
-	return l.h.epoch
-}
-
 // ChildEnv is the environment that lets a child process given File() as
 // descriptor fd join this hold while it stands: the lock file's identity,
 // the hold's token and gate, and its epoch (the one in the lock file). From
@@ -282,9 +269,7 @@ func (l *Hold) ChildEnv(fd int) []string {
 	if !h.inherited {
 		_, _ = metaDir(h.store) // the gate's folder; without it no child joins
 	}
-	h.mu.Lock()
-	epoch := h.epoch
-	h.mu.Unlock()
+	epoch := l.Epoch()
 	return []string{
 		EnvLockFD + "=" + strconv.Itoa(fd),
 		EnvLockID + "=" + h.key.String(),
@@ -293,13 +278,6 @@ func (l *Hold) ChildEnv(fd int) []string {
 		EnvLockGate + "=" + h.gate,
 		EnvEpoch + "=" + strconv.FormatUint(epoch, 10),
 	}
-}
-
-// joinPath is the join gate of a store's holds: children that joined a
-// hold keep a shared flock on it, and the holder takes it exclusively
-// before letting go.
-func joinPath(store string) string {
-	return filepath.Join(store, queue.MetaDir, "join")
 }
 
 // openGate opens a join gate, through an open file description of its own.
@@ -312,9 +290,11 @@ func openGate(path string) (*os.File, error) {
 // from now on, then waits until those that joined have left the gate.
 // Only then may the flock go. holds must be locked.
 func (h *lockState) awaitJoined() {
+	h.mu.Lock()
 	id := h.holder
 	id.Token = ""
 	_ = h.setHolder(id)
+	h.mu.Unlock()
 	g, err := openGate(h.gate)
 	if err != nil {
 		return // a child cannot have joined through a gate we cannot open
@@ -443,14 +423,7 @@ func join(fd int, path string, key fileKey, f *os.File) (_ *lockState, over bool
 		unix.CloseOnExec(fd)
 		adopted.fd, adopted.f = fd, os.NewFile(uintptr(fd), os.Getenv(EnvLockFile))
 	}
-	// The epoch in the parent's identity. A parent that relays a hold it
-	// joined writes no identity and hands its epoch down in the
-	// environment; with neither, a session under this hold raises one.
-	epoch := id.Epoch
-	if epoch == 0 {
-		epoch, _ = strconv.ParseUint(os.Getenv(EnvEpoch), 10, 64)
-	}
-	return &lockState{path: path, key: key, f: adopted.f, inherited: true, refs: 1, epoch: epoch,
+	return &lockState{path: path, key: key, f: adopted.f, inherited: true, refs: 1, parent: id,
 		token: token, gate: gatePath, joined: gate}, false
 }
 
@@ -505,23 +478,17 @@ func markDemand(store string) func() {
 	if _, err := metaDir(real); err != nil {
 		return func() {}
 	}
-	fl := flock.New(demandPath(real), flock.SetFlag(os.O_CREATE|os.O_RDONLY), flock.SetPermissions(0o600))
+	fl := flock.New(queue.Layout{Root: real}.Demand(), flock.SetFlag(os.O_CREATE|os.O_RDONLY), flock.SetPermissions(0o600))
 	if err := fl.RLock(); err != nil {
 		return func() {}
 	}
 	return func() { _ = fl.Unlock() }
 }
 
-// demandPath is the file direct writers hold a shared flock on while they
-// wait for the store.
-func demandPath(store string) string {
-	return filepath.Join(store, queue.MetaDir, "demand")
-}
-
 // demanded reports whether a direct writer is waiting for the store. It
 // takes the demand file's exclusive flock for an instant to find out.
 func demanded(store string) bool {
-	fl := flock.New(demandPath(store), flock.SetFlag(os.O_RDONLY))
+	fl := flock.New(queue.Layout{Root: store}.Demand(), flock.SetFlag(os.O_RDONLY))
 	ok, err := fl.TryLock()
 	if err != nil {
 		return false // no demand file: nobody ever waited
@@ -581,13 +548,15 @@ func (h *lockState) setHolder(id queue.Holder) error {
 	return nil
 }
 
-// setEpoch records the hold's epoch in its identity: the identity written
-// is the one this hold keeps, so what ChildEnv hands down matches it.
+// setEpoch records epoch, the fencing token its user raised for this
+// hold, in the hold's identity (own holds; an inherited hold writes none).
+// The identity written is the one this hold keeps.
 func (h *lockState) setEpoch(epoch uint64) error {
-	h.epoch = epoch
 	if h.inherited {
 		return nil
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.holder.Epoch = epoch
 	return h.setHolder(h.holder)
 }
@@ -677,7 +646,7 @@ var selfStart = sync.OnceValue(func() uint64 {
 })
 
 // newHolder describes this process as a lock holder.
-func newHolder(mode, command string) queue.Holder {
+func newHolder(mode queue.Mode, command string) queue.Holder {
 	host, _ := os.Hostname()
 	return queue.Holder{PID: os.Getpid(), Host: host, Mode: mode, Command: command, Since: time.Now().UTC(), Start: selfStart()}
 }

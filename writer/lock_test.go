@@ -94,14 +94,14 @@ func TestTryLockWritesHolder(t *testing.T) {
 		name     string
 		existing string // the lock file's content before; "" for no file
 		o        writer.LockOptions
-		wantMode string
+		wantMode queue.Mode
 		wantPerm os.FileMode
 	}{
-		{"new lock file", "", writer.LockOptions{Mode: writer.ModeDaemon, Command: "scribe serve"}, writer.ModeDaemon, 0o600},
-		{"default mode", "", writer.LockOptions{Command: "scribe lock"}, writer.ModeDirect, 0o600},
+		{"new lock file", "", writer.LockOptions{Mode: queue.ModeDaemon, Command: "scribe serve"}, queue.ModeDaemon, 0o600},
+		{"default mode", "", writer.LockOptions{Command: "scribe lock"}, queue.ModeDirect, 0o600},
 		// Another tool's lock file with a longer leftover: the identity
 		// replaces all of it and the file's mode is left alone.
-		{"another tool's file", strings.Repeat("leftover ", 500), writer.LockOptions{Command: "x"}, writer.ModeDirect, 0o644},
+		{"another tool's file", strings.Repeat("leftover ", 500), writer.LockOptions{Command: "x"}, queue.ModeDirect, 0o644},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,21 +186,21 @@ func TestTryLockBusy(t *testing.T) {
 		{
 			name: "TryLock in another process",
 			hold: func(tb testing.TB, store, path string) *queue.Holder {
-				c := holdInChild(tb, store, writer.LockOptions{LockPath: path, Mode: writer.ModeDaemon, Command: "daemon"})
-				return &queue.Holder{PID: c.Report.PID, Host: host, Mode: writer.ModeDaemon, Command: "daemon"}
+				c := holdInChild(tb, store, writer.LockOptions{LockPath: path, Mode: queue.ModeDaemon, Command: "daemon"})
+				return &queue.Holder{PID: c.Report.PID, Host: host, Mode: queue.ModeDaemon, Command: "daemon"}
 			},
 		},
 		{
 			name: "session in another process",
 			hold: func(tb testing.TB, store, path string) *queue.Holder {
 				c := holdInChild(tb, store, writer.LockOptions{LockPath: path, Command: "direct write"}, withSession())
-				return &queue.Holder{PID: c.Report.PID, Host: host, Mode: writer.ModeDirect, Command: "direct write", Epoch: 1}
+				return &queue.Holder{PID: c.Report.PID, Host: host, Mode: queue.ModeDirect, Command: "direct write", Epoch: 1}
 			},
 		},
 		{
 			name: "identity then flock",
 			hold: func(tb testing.TB, _, path string) *queue.Holder {
-				h := queue.Holder{PID: os.Getpid(), Host: host, Mode: writer.ModeDirect, Command: "other fd"}
+				h := queue.Holder{PID: os.Getpid(), Host: host, Mode: queue.ModeDirect, Command: "other fd"}
 				writeIdentity(tb, path, h)
 				holdFlock(tb, path)
 				return &h
@@ -224,7 +224,7 @@ func TestTryLockBusy(t *testing.T) {
 		{
 			name: "flock with a dead holder's identity",
 			hold: func(tb testing.TB, _, path string) *queue.Holder {
-				writeIdentity(tb, path, queue.Holder{PID: deadPID, Host: host, Mode: writer.ModeDaemon})
+				writeIdentity(tb, path, queue.Holder{PID: deadPID, Host: host, Mode: queue.ModeDaemon})
 				holdFlock(tb, path)
 				return nil
 			},
@@ -232,7 +232,7 @@ func TestTryLockBusy(t *testing.T) {
 		{
 			name: "flock with another host's identity",
 			hold: func(tb testing.TB, _, path string) *queue.Holder {
-				h := queue.Holder{PID: deadPID, Host: host + "-elsewhere", Mode: writer.ModeDaemon}
+				h := queue.Holder{PID: deadPID, Host: host + "-elsewhere", Mode: queue.ModeDaemon}
 				writeIdentity(tb, path, h)
 				holdFlock(tb, path)
 				return &h
@@ -451,7 +451,7 @@ func TestLockWaits(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
 			lp := tt.lockPath(t, store)
-			holder := holdInChild(t, store, writer.LockOptions{LockPath: lp, Mode: writer.ModeDaemon, Command: "busy"})
+			holder := holdInChild(t, store, writer.LockOptions{LockPath: lp, Mode: queue.ModeDaemon, Command: "busy"})
 			assert.False(t, writer.Demanded(store), "nobody waits yet")
 
 			got := make(chan lockResult[*writer.Hold], 1)
@@ -498,7 +498,7 @@ func TestLockGivesUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			holder := holdInChild(t, store, writer.LockOptions{Mode: writer.ModeDaemon, Command: "busy"})
+			holder := holdInChild(t, store, writer.LockOptions{Mode: queue.ModeDaemon, Command: "busy"})
 			ctx := tt.ctx(t)
 			start := time.Now()
 			l, err := writer.Lock(ctx, store, writer.LockOptions{})
@@ -528,7 +528,7 @@ func TestDemandedWithoutWaiter(t *testing.T) {
 
 func TestOpenSessionWait(t *testing.T) {
 	store := newStore(t)
-	holder := holdInChild(t, store, writer.LockOptions{Mode: writer.ModeDaemon}, withSession())
+	holder := holdInChild(t, store, writer.LockOptions{Mode: queue.ModeDaemon}, withSession())
 	require.Equal(t, uint64(1), holder.Report.Epoch)
 
 	got := make(chan lockResult[*writer.Session], 1)
@@ -566,7 +566,7 @@ func TestOpenSessionWaitGivesUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			holder := holdInChild(t, store, writer.LockOptions{Mode: writer.ModeDaemon, Command: "busy"}, withSession())
+			holder := holdInChild(t, store, writer.LockOptions{Mode: queue.ModeDaemon, Command: "busy"}, withSession())
 			ctx := context.Background()
 			if tt.timeout > 0 {
 				var cancel context.CancelFunc
@@ -582,7 +582,7 @@ func TestOpenSessionWaitGivesUp(t *testing.T) {
 			require.ErrorAs(t, err, &le)
 			require.NotNil(t, le.Holder)
 			assert.Equal(t, holder.Report.PID, le.Holder.PID)
-			assert.Equal(t, writer.ModeDaemon, le.Holder.Mode)
+			assert.Equal(t, queue.ModeDaemon, le.Holder.Mode)
 			assert.Equal(t, uint64(1), le.Holder.Epoch)
 			assert.GreaterOrEqual(t, elapsed, tt.atLeast)
 			assert.False(t, writer.Demanded(store))

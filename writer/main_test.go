@@ -82,7 +82,7 @@ func runHelper(mode string) int {
 		return printReport(rep)
 	}
 	store := os.Getenv(envStore)
-	o := writer.LockOptions{LockPath: os.Getenv(envLock), Mode: os.Getenv(envMode), Command: os.Getenv(envCommand)}
+	o := writer.LockOptions{LockPath: os.Getenv(envLock), Mode: queue.Mode(os.Getenv(envMode)), Command: os.Getenv(envCommand)}
 	so := writer.SessionOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command}
 	withSession := os.Getenv(envSession) == "1"
 	cycles, _ := strconv.Atoi(os.Getenv(envCycles))
@@ -215,7 +215,7 @@ func startHelper(tb testing.TB, mode, store string, o writer.LockOptions, opts .
 	}
 	cmd.Env = append(cmd.Env,
 		envHelper+"="+mode, envStore+"="+store, envLock+"="+o.LockPath,
-		envMode+"="+o.Mode, envCommand+"="+o.Command,
+		envMode+"="+string(o.Mode), envCommand+"="+o.Command,
 		// A race-enabled binary sleeps 1 s at exit by default; races still
 		// fail the helper (exit 66).
 		"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0 exitcode=66",

@@ -123,16 +123,16 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := tempStore(t, recoverBefore)
-			s, err := OpenSession(store, SessionOptions{Mode: ModeDaemon})
+			s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
 			require.NoError(t, err)
 			at := time.Now().UTC().Truncate(time.Second) // recent: older outcomes are pruned
 			in := &intent{
 				Epoch:   s.Epoch(),
 				Changes: recoverChanges,
 				Outcomes: []*queue.Outcome{
-					{V: queue.Version, ID: "j1", Status: queue.StatusApplied, Epoch: s.Epoch(), Seq: 5, Mode: ModeDaemon, At: at},
-					{V: queue.Version, ID: "j2", Status: queue.StatusRejected, Reason: queue.ReasonPreconditionFailed, Detail: "no", Epoch: s.Epoch(), Seq: 6, Mode: ModeDaemon, At: at},
-					{V: queue.Version, Status: queue.StatusRejected, Reason: queue.ReasonBadInput, Epoch: s.Epoch(), Seq: 7, Mode: ModeDaemon, At: at},
+					{V: queue.Version, ID: "j1", Status: queue.StatusApplied, Epoch: s.Epoch(), Seq: 5, Mode: queue.ModeDaemon, At: at},
+					{V: queue.Version, ID: "j2", Status: queue.StatusRejected, Reason: queue.ReasonPreconditionFailed, Detail: "no", Epoch: s.Epoch(), Seq: 6, Mode: queue.ModeDaemon, At: at},
+					{V: queue.Version, Status: queue.StatusRejected, Reason: queue.ReasonBadInput, Epoch: s.Epoch(), Seq: 7, Mode: queue.ModeDaemon, At: at},
 				},
 				LastSeq: 7,
 			}

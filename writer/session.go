@@ -8,10 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/scribehq/scribe/queue"
 )
@@ -25,10 +27,11 @@ type SessionOptions struct {
 	// LockPath is the store lock file; empty means DefaultLockPath. Set it
 	// to share the lock an existing tool already takes.
 	LockPath string
-	// Mode is ModeDaemon or ModeDirect, recorded in the holder identity
-	// and in outcomes. Empty means ModeDirect. A session in ModeDaemon
-	// never joins a hold handed down by a parent process (see Hold).
-	Mode string
+	// Mode is queue.ModeDaemon or queue.ModeDirect, recorded in the
+	// holder identity and in outcomes. Empty means queue.ModeDirect. A
+	// session in queue.ModeDaemon never joins a hold handed down by a
+	// parent process (see Hold).
+	Mode queue.Mode
 	// Command describes the holder for other processes' error messages.
 	Command string
 	// MaxFileBytes limits the size of a file after an op; 0 means
@@ -60,11 +63,81 @@ type Session struct {
 	store     string
 	storeID   string
 	lock      *Hold
+	held      *holdState
 	st        *shared
 	epoch     uint64
-	mode      string
+	mode      queue.Mode
 	maxFile   int64
 	retention time.Duration
+}
+
+// opened is this process's registry of what its Sessions share under each
+// hold (nested holds of one process are one hold, see Hold). An entry
+// outlives the hold's Sessions for as long as anything refers to the hold,
+// so that a later Session under it, and the Hold itself (see Epoch), keep
+// its epoch; it goes when the hold is garbage collected. The lock code
+// knows nothing of it.
+var opened = struct {
+	sync.Mutex
+	m map[weak.Pointer[lockState]]*holdState
+}{m: map[weak.Pointer[lockState]]*holdState{}}
+
+// holdState is what the Sessions of this process under one hold share.
+type holdState struct {
+	mu    sync.Mutex // guards epoch and st; opening a journal holds it
+	epoch uint64     // raised by the first Session under the hold, or the parent's
+	st    *shared    // while a Session under the hold is open
+}
+
+// heldState returns the registry entry of hold h, making it on first use.
+func heldState(h *lockState) *holdState {
+	opened.Lock()
+	defer opened.Unlock()
+	k := weak.Make(h)
+	if hs := opened.m[k]; hs != nil {
+		return hs
+	}
+	hs := &holdState{epoch: parentEpoch(h)}
+	opened.m[k] = hs
+	runtime.AddCleanup(h, forgetHold, k)
+	return hs
+}
+
+// forgetHold drops the registry entry of a hold nothing refers to any more.
+func forgetHold(k weak.Pointer[lockState]) {
+	opened.Lock()
+	defer opened.Unlock()
+	delete(opened.m, k)
+}
+
+// parentEpoch is the epoch of a hold handed down by a parent process: the
+// one in the parent's identity or, from a parent that relays a hold it
+// joined itself (and so writes no identity), the one in its environment.
+// It is 0 for a hold of this process's own, and for a parent that gave
+// none: then the first Session under the hold raises one.
+func parentEpoch(h *lockState) uint64 {
+	if !h.inherited {
+		return 0
+	}
+	if h.parent != nil && h.parent.Epoch != 0 {
+		return h.parent.Epoch
+	}
+	epoch, _ := strconv.ParseUint(os.Getenv(EnvEpoch), 10, 64)
+	return epoch
+}
+
+// Epoch is the fencing token of this hold: the epoch raised when the store
+// was taken, or the parent's for a hold joined through ChildEnv.
+func (l *Hold) Epoch() uint64 {
+	opened.Lock()
+	hs := opened.m[weak.Make(l.h)]
+	opened.Unlock()
+	if hs == nil { // no Session under this hold yet
+		return parentEpoch(l.h)
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.epoch
 }
 
 // shared is what the Sessions under one hold share: one journal (bbolt
@@ -92,7 +165,7 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 		return nil, err
 	}
 	if o.Mode == "" {
-		o.Mode = ModeDirect
+		o.Mode = queue.ModeDirect
 	}
 	if o.MaxFileBytes == 0 {
 		o.MaxFileBytes = DefaultMaxFileBytes
@@ -104,23 +177,24 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ls := l.h
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.state == nil {
-		if ls.state, err = openShared(real, ls, o.Logger); err != nil {
+	hs := heldState(l.h)
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.st == nil {
+		if hs.st, err = openShared(real, l.h, hs, o.Logger); err != nil {
 			l.Unlock()
 			return nil, err
 		}
 	}
-	ls.state.sessions++
-	return &Session{store: real, storeID: queue.StoreID(real), lock: l, st: ls.state, epoch: ls.epoch, mode: o.Mode, maxFile: o.MaxFileBytes, retention: o.Retention}, nil
+	hs.st.sessions++
+	return &Session{store: real, storeID: queue.StoreID(real), lock: l, held: hs, st: hs.st, epoch: hs.epoch, mode: o.Mode, maxFile: o.MaxFileBytes, retention: o.Retention}, nil
 }
 
-// openShared opens the journal and root under a fresh hold, raises the
-// epoch if this hold has none yet (an inherited hold has its parent's),
-// and redoes an interrupted batch.
-func openShared(real string, ls *lockState, log *slog.Logger) (_ *shared, err error) {
+// openShared opens the journal and root under the hold ls, whose registry
+// entry is hs, raises the epoch if this hold has none yet (an inherited
+// hold has its parent's), and redoes an interrupted batch. hs.mu must be
+// locked.
+func openShared(real string, ls *lockState, hs *holdState, log *slog.Logger) (_ *shared, err error) {
 	st := &shared{log: log}
 	defer func() {
 		if err != nil {
@@ -133,11 +207,12 @@ func openShared(real string, ls *lockState, log *slog.Logger) (_ *shared, err er
 	if st.journal, err = openJournal(JournalPath(real)); err != nil {
 		return nil, err
 	}
-	if ls.epoch == 0 {
+	if hs.epoch == 0 {
 		epoch, err := st.journal.nextEpoch()
 		if err != nil {
 			return nil, fmt.Errorf("raise epoch: %w", err)
 		}
+		hs.epoch = epoch
 		if err := ls.setEpoch(epoch); err != nil {
 			return nil, err
 		}
@@ -147,7 +222,7 @@ func openShared(real string, ls *lockState, log *slog.Logger) (_ *shared, err er
 	}
 	st.lockPath = ls.path
 	st.own[1] = ls.key
-	for i, p := range []string{filepath.Join(real, queue.MetaDir), "", JournalPath(real)} {
+	for i, p := range []string{queue.Layout{Root: real}.Meta(), "", JournalPath(real)} {
 		if p == "" {
 			continue
 		}
@@ -212,7 +287,7 @@ func (st *shared) close() error {
 // writers, or outcomes would go to a file nobody reads: stop before
 // changing anything.
 func (s *shared) verify() error {
-	for i, p := range []string{filepath.Join(s.tree.Name(), queue.MetaDir), s.lockPath, JournalPath(s.tree.Name())} {
+	for i, p := range []string{queue.Layout{Root: s.tree.Name()}.Meta(), s.lockPath, JournalPath(s.tree.Name())} {
 		fi, err := os.Lstat(p)
 		if err != nil || keyOfInfo(fi) != s.own[i] {
 			return fmt.Errorf("%s is no longer the file this writer opened (replaced or removed by another program: %v): %w", p, err, ErrStoreChanged)
@@ -407,13 +482,12 @@ func (s *Session) Close() error {
 		return nil
 	}
 	var errs []error
-	ls := s.lock.h
-	ls.mu.Lock()
+	s.held.mu.Lock()
 	if s.st.sessions--; s.st.sessions == 0 {
 		errs = append(errs, s.st.close())
-		ls.state = nil
+		s.held.st = nil
 	}
-	ls.mu.Unlock()
+	s.held.mu.Unlock()
 	errs = append(errs, s.lock.Unlock())
 	*s = Session{}
 	return errors.Join(errs...)
@@ -449,7 +523,7 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := tryLock(real, lockOptions{LockPath: o.LockPath, Mode: ModeDirect, Command: o.Command})
+	l, err := tryLock(real, lockOptions{LockPath: o.LockPath, Mode: queue.ModeDirect, Command: o.Command})
 	if err != nil {
 		return nil, err
 	}

@@ -483,7 +483,7 @@ func TestApplyBatch(t *testing.T) {
 	for i, r := range want {
 		assertOutcome(t, res[i].Outcome, r)
 		assert.Equal(t, s.Epoch(), res[i].Outcome.Epoch)
-		assert.Equal(t, writer.ModeDirect, res[i].Outcome.Mode)
+		assert.Equal(t, queue.ModeDirect, res[i].Outcome.Mode)
 	}
 	got := readFiles(t, store)
 	assert.JSONEq(t, `{"n":1}`, got["m.json"])
@@ -544,7 +544,7 @@ func TestApplyDuplicateInBatch(t *testing.T) {
 // writer, is a conflict the caller sees; the recorded outcome stays.
 func TestApplyIDConflictAcrossSessions(t *testing.T) {
 	store := newStore(t)
-	s1, err := writer.OpenSession(store, writer.SessionOptions{Mode: writer.ModeDaemon})
+	s1, err := writer.OpenSession(store, writer.SessionOptions{Mode: queue.ModeDaemon})
 	require.NoError(t, err)
 	first := apply(t, s1, newJob(t, store, "nightly-2026-12-01", appendOp("log", "daemon job\n")))
 	require.NoError(t, s1.Close())
@@ -564,7 +564,7 @@ func TestApplyIDConflictAcrossSessions(t *testing.T) {
 
 func TestApplyDuplicateAcrossSessions(t *testing.T) {
 	store := newStore(t)
-	s1, err := writer.OpenSession(store, writer.SessionOptions{Mode: writer.ModeDaemon})
+	s1, err := writer.OpenSession(store, writer.SessionOptions{Mode: queue.ModeDaemon})
 	require.NoError(t, err)
 	first := apply(t, s1,
 		newJob(t, store, "applied", appendOp("log", "once")),
@@ -587,7 +587,7 @@ func TestApplyDuplicateAcrossSessions(t *testing.T) {
 		assert.Equal(t, first[i].Outcome.Reason, res[i].Outcome.Reason)
 		assert.Equal(t, first[i].Outcome.Detail, res[i].Outcome.Detail)
 		assert.Equal(t, first[i].Outcome.Epoch, res[i].Outcome.Epoch, "the recorded epoch, not this session's")
-		assert.Equal(t, writer.ModeDaemon, res[i].Outcome.Mode)
+		assert.Equal(t, queue.ModeDaemon, res[i].Outcome.Mode)
 		assert.True(t, first[i].Outcome.At.Equal(res[i].Outcome.At))
 	}
 	assert.Equal(t, map[string]string{"log": "changed"}, readFiles(t, store))
@@ -654,7 +654,7 @@ func TestSessionEpochAndJournal(t *testing.T) {
 	store := newStore(t)
 	var last uint64
 	for i := range 4 {
-		s, err := writer.OpenSession(store, writer.SessionOptions{Mode: writer.ModeDaemon, Command: "test"})
+		s, err := writer.OpenSession(store, writer.SessionOptions{Mode: queue.ModeDaemon, Command: "test"})
 		require.NoError(t, err)
 		assert.Equal(t, last+1, s.Epoch(), "open %d", i)
 		last = s.Epoch()
@@ -663,7 +663,7 @@ func TestSessionEpochAndJournal(t *testing.T) {
 		h, err := writer.ReadHolder(writer.DefaultLockPath(store))
 		require.NoError(t, err)
 		assert.Equal(t, s.Epoch(), h.Epoch, "the lock file names the epoch")
-		assert.Equal(t, writer.ModeDaemon, h.Mode)
+		assert.Equal(t, queue.ModeDaemon, h.Mode)
 
 		epoch, _, err := s.Journal().Meta()
 		require.NoError(t, err)
@@ -680,7 +680,7 @@ func TestSessionEpochAndJournal(t *testing.T) {
 		assert.Equal(t, queue.StatusApplied, o.Status)
 		assert.Equal(t, s.Epoch(), o.Epoch)
 		assert.Equal(t, uint64(10+i), o.Seq)
-		assert.Equal(t, writer.ModeDaemon, o.Mode)
+		assert.Equal(t, queue.ModeDaemon, o.Mode)
 		assert.Equal(t, map[string]string{"n": id}, o.Meta)
 		assert.True(t, res[0].Outcome.At.Equal(o.At))
 		missing, err := s.Journal().Outcome("never")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/scribehq/scribe/queue"
 )
 
 // HoldOptions configures Take.
@@ -21,7 +23,7 @@ type HoldOptions struct {
 }
 
 // Take takes a store for a caller that changes its files itself, as a
-// direct writer (ModeDirect): it takes the store lock, fail-fast unless
+// direct writer (queue.ModeDirect): it takes the store lock, fail-fast unless
 // o.Wait is set, raises the epoch and finishes any batch an earlier holder
 // was interrupted in, and only then returns the hold. A batch redone later
 // could otherwise truncate or replace what the caller writes now. If the
@@ -31,7 +33,7 @@ type HoldOptions struct {
 // is a result, not a fault. The journal is closed again before Take
 // returns, so that processes the hold is handed to (ChildEnv) may open it.
 func Take(ctx context.Context, store string, o HoldOptions) (*Hold, error) {
-	lo := lockOptions{LockPath: o.LockPath, Mode: ModeDirect, Command: o.Command}
+	lo := lockOptions{LockPath: o.LockPath, Mode: queue.ModeDirect, Command: o.Command}
 	var l *Hold
 	var err error
 	if o.Wait > 0 {

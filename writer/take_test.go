@@ -19,10 +19,10 @@ import (
 // outcomes never committed. It returns the epoch of that holder.
 func interruptBatch(tb testing.TB, store string) uint64 {
 	tb.Helper()
-	s, err := OpenSession(store, SessionOptions{Mode: ModeDaemon})
+	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
 	require.NoError(tb, err)
 	in := &intent{Epoch: s.Epoch(), Changes: recoverChanges, LastSeq: 1, Outcomes: []*queue.Outcome{
-		{V: queue.Version, ID: "j1", Status: queue.StatusApplied, Epoch: s.Epoch(), Seq: 1, Mode: ModeDaemon, At: time.Now().UTC()},
+		{V: queue.Version, ID: "j1", Status: queue.StatusApplied, Epoch: s.Epoch(), Seq: 1, Mode: queue.ModeDaemon, At: time.Now().UTC()},
 	}}
 	require.NoError(tb, s.st.journal.writeIntent(in))
 	epoch := s.Epoch()
@@ -116,7 +116,7 @@ func TestTakeClosesJournal(t *testing.T) {
 	assert.Equal(t, epoch, h.Epoch())
 	id, err := ReadHolder(h.Path())
 	require.NoError(t, err)
-	assert.Equal(t, ModeDirect, id.Mode)
+	assert.Equal(t, queue.ModeDirect, id.Mode)
 	assert.Equal(t, "library user", id.Command)
 	assert.Equal(t, epoch, id.Epoch)
 }

@@ -531,7 +531,7 @@ func (w *Writer) liftStranded(ctx context.Context) {
 	if n, err := w.Queued(ctx); err != nil || n > 0 {
 		return
 	}
-	if err := os.Remove(queue.StrandedPath(w.store)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := queue.LiftStranded(w.store); err != nil {
 		w.log.Warn("remove stranded marker", "err", err)
 	}
 }
@@ -755,7 +755,7 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		s, err := OpenSession(w.store, SessionOptions{
-			LockPath: w.cfg.LockPath, Mode: ModeDaemon, Command: w.cfg.Command,
+			LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command,
 			MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, DefaultRetention), Logger: w.log,
 		})
 		if err == nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/embednats"
+	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -100,8 +101,13 @@ func (c *DemoCommand) Run(ctx context.Context, args []string) error {
 
 // startDemoDaemon serves a store in this process, as `scribe serve` would.
 func startDemoDaemon(ctx context.Context, store string) (stop func(), err error) {
-	srv, err := embednats.Start(ctx, embednats.Config{Store: store, Version: Version})
+	lk, err := daemon.Take(ctx, store, nil)
 	if err != nil {
+		return nil, err
+	}
+	srv, err := embednats.Start(ctx, lk, embednats.Config{Version: Version})
+	if err != nil {
+		lk.Close()
 		return nil, err
 	}
 	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn(), Command: "scribe demo", Version: Version})
@@ -109,16 +115,18 @@ func startDemoDaemon(ctx context.Context, store string) (stop func(), err error)
 		err = w.Start(ctx)
 	}
 	if err == nil {
-		err = srv.Announce()
+		d := srv.Discovery()
+		err = lk.Announce(&d)
 	}
 	if err != nil {
 		if w != nil {
 			w.Close()
 		}
 		srv.Close()
+		lk.Close()
 		return nil, err
 	}
-	return func() { w.Close(); srv.Close() }, nil
+	return func() { w.Close(); lk.Withdraw(); srv.Close(); lk.Close() }, nil
 }
 
 // load runs workers processes, each submitting jobs jobs one process at a

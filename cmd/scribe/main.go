@@ -13,7 +13,7 @@ import (
 	"syscall"
 
 	"github.com/scribehq/scribe/client"
-	"github.com/scribehq/scribe/embednats"
+	"github.com/scribehq/scribe/queue/daemon"
 )
 
 // Version is the scribe version, reported by the daemon.
@@ -140,7 +140,7 @@ func exitCode(err error) int {
 	case errors.Is(err, client.ErrNoDaemon):
 		return exitNoDaemon
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrQueueFull), errors.Is(err, errWaitTimeout),
-		errors.Is(err, client.ErrUnavailable), errors.Is(err, embednats.ErrRunning):
+		errors.Is(err, client.ErrUnavailable), errors.Is(err, daemon.ErrRunning):
 		return exitBusy
 	}
 	return exitRejected // a rejection (queue.ErrRejected), or any other failure

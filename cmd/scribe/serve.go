@@ -10,6 +10,7 @@ import (
 
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -57,13 +58,21 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if fsName := writer.NetworkFilesystem(*store); fsName != "" {
 		log.Warn("the store is on a network filesystem, where flock(2) may not exclude writers on other machines; keep stores on a local disk", "store", *store, "fs", fsName)
 	}
-	srv, err := embednats.Start(ctx, embednats.Config{
-		Store: *store, Host: *host, Port: *port, SyncInterval: syncInterval, Version: Version, Logger: log,
+	// The daemon lock first: it makes this the store's only daemon and
+	// checks the .scribe folder; the queue's server runs under it.
+	lk, err := daemon.Take(ctx, *store, log)
+	if err != nil {
+		return err
+	}
+	defer lk.Close()
+	srv, err := embednats.Start(ctx, lk, embednats.Config{
+		Host: *host, Port: *port, SyncInterval: syncInterval, Version: Version, Logger: log,
 	})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	defer lk.Withdraw() // clients stop coming before the server goes
 	w, err := writer.New(ctx, writer.Config{
 		Store: *store, LockPath: *lockFile, Conn: srv.Conn(), BatchSize: *batch, IdleRelease: *idle,
 		HandOffGrace: *grace, WarnAfter: *warnAfter,
@@ -82,17 +91,21 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer w.Close() // on every early return; a second Close is a no-op
-	if err := srv.Announce(); err != nil {
+	d := srv.Discovery()
+	if err := lk.Announce(&d); err != nil {
 		return err
 	}
-	d := srv.Discovery()
 	log.Info("serving", "store", d.Store, "store_id", d.StoreID, "url", d.URL, "pid", d.PID, "sync", *syncFlag)
 	<-ctx.Done()
 	log.Info("shutting down")
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("stop writer: %w", err)
 	}
-	return srv.Close()
+	lk.Withdraw()
+	if err := srv.Close(); err != nil {
+		return err
+	}
+	return lk.Close()
 }
 
 // noSpaceError explains a queue whose --max-bytes JetStream cannot

@@ -139,12 +139,18 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 	if err != nil {
 		return err
 	}
-	st := storeStatus{Store: real, StoreID: cl.StoreID(), Stranded: queue.Stranded(real)}
+	layout := queue.Layout{Root: real}
+	st := storeStatus{Store: real, StoreID: cl.StoreID()}
+	if s, err := queue.ReadStranded(real); err != nil {
+		st.Stranded = err.Error()
+	} else if s != nil {
+		st.Stranded = s.Why
+	}
 	if lockFile == "" {
-		lockFile = writer.DefaultLockPath(real)
+		lockFile = layout.Lock()
 	}
 	st.Holder, _ = writer.ReadHolder(lockFile)
-	if j, err := writer.OpenJournalReadOnly(writer.JournalPath(real), time.Second); err == nil {
+	if j, err := writer.OpenJournalReadOnly(layout.Journal(), time.Second); err == nil {
 		st.Epoch, st.LastSeq, _ = j.Meta()
 		st.Interrupted, _ = j.Interrupted()
 		j.Close()

@@ -166,7 +166,7 @@ func (c *SubmitCommand) buildJob(args []string, jobFile, ifMatch string) (*queue
 	if len(args) < 2 || len(args) > 3 {
 		return nil, usageError("want OP PATH [DATA|-], got %d arguments", len(args))
 	}
-	op := queue.Op{Kind: args[0], Path: args[1], IfMatch: ifMatch}
+	op := queue.Op{Kind: queue.OpKind(args[0]), Path: args[1], IfMatch: ifMatch}
 	if op.Kind != queue.OpDelete {
 		if len(args) == 3 && args[2] != "-" {
 			op.Data = []byte(args[2])

@@ -1,4 +1,4 @@
-package embednats
+package daemon
 
 import (
 	"errors"
@@ -18,6 +18,10 @@ var (
 	// group- or world-writable, owned by another user, or not the kind of
 	// file expected. The error is an *InsecureError naming the path.
 	ErrInsecure = errors.New("insecure store metadata")
+	// ErrStarting means a daemon holds the store's daemon lock but has not
+	// announced itself (no discovery file for this store yet): it is
+	// starting, or stopping. Find returns it; ask again a little later.
+	ErrStarting = errors.New("a daemon holds the store but has not announced itself")
 )
 
 // RunningError names the daemon that holds a store's daemon lock.
@@ -38,7 +42,7 @@ func (e *RunningError) Error() string {
 // Is makes errors.Is(err, ErrRunning) true.
 func (e *RunningError) Is(target error) bool { return target == ErrRunning }
 
-// InsecureError says which path made Start refuse to serve a store, and why.
+// InsecureError says which path made Take refuse a store, and why.
 type InsecureError struct {
 	// Path is the offending folder or file.
 	Path string

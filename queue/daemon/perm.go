@@ -1,4 +1,4 @@
-package embednats
+package daemon
 
 import (
 	"errors"
@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/scribehq/scribe/queue"
@@ -16,7 +15,7 @@ import (
 // and with the queue. Anyone who could write there could replace the
 // discovery file (sending clients, and their data, to a server of theirs),
 // plant a symlink where the daemon writes, or inject jobs into the queue.
-// So Start refuses to serve unless the folder and the files in it that the
+// So Take refuses the store unless the folder and the files in it that the
 // daemon trusts are owned by the daemon's user and writable by no one else.
 
 // checkMetaDir checks the store's .scribe folder itself. It runs before the
@@ -29,16 +28,18 @@ func checkMetaDir(meta string) error {
 // the daemon lock is held, before anything is written: a discovery file
 // left behind by a killed daemon is checked before it is removed, so that a
 // tampered one is reported, not silently replaced.
-func checkMetaFiles(store string) error {
-	meta := filepath.Join(store, queue.MetaDir)
+// The queue's folder is checked too: an embedded server keeps the jobs
+// there, and no daemon with an external server needs one that others
+// could fill.
+func checkMetaFiles(l queue.Layout) error {
 	for _, c := range []struct {
 		path string
 		dir  bool
 	}{
-		{queue.DaemonLockPath(store), false},
-		{queue.DiscoveryPath(store), false},
-		{queue.DiscoveryPath(store) + ".tmp", false},
-		{filepath.Join(meta, jetstreamDir), true},
+		{l.DaemonLock(), false},
+		{l.Discovery(), false},
+		{l.DiscoveryTemp(), false},
+		{l.Queue(), true},
 	} {
 		if err := checkOwnerOnly(c.path, c.dir, true); err != nil {
 			return err

@@ -1,0 +1,55 @@
+package queue
+
+import "path/filepath"
+
+// Layout is a store's private folder on disk, <store>/.scribe (MetaDir):
+// the one place that knows the names of what is kept there. Root is the
+// store's canonical path (see ResolveStore).
+//
+// The store lock, the journal, the join gate and the demand file belong
+// to the writer; the daemon lock and the discovery file to the daemon;
+// the queue folder to the embedded NATS server; the stranded marker is
+// set by either and read by clients.
+type Layout struct {
+	Root string
+}
+
+// Meta is the private folder itself, <store>/.scribe (mode 0700).
+func (l Layout) Meta() string { return filepath.Join(l.Root, MetaDir) }
+
+// Lock is the default store lock file, <store>/.scribe/lock. It is never
+// unlinked; its content names the holder.
+func (l Layout) Lock() string { return l.file("lock") }
+
+// Journal is the writer's bbolt journal, <store>/.scribe/journal.db.
+func (l Layout) Journal() string { return l.file("journal.db") }
+
+// Join is the join gate of a store's holds: children that joined a hold
+// keep a shared flock on it, and the holder takes it exclusively before
+// letting go.
+func (l Layout) Join() string { return l.file("join") }
+
+// Demand is the file direct writers hold a shared flock on while they wait
+// for the store.
+func (l Layout) Demand() string { return l.file("demand") }
+
+// Queue is the embedded NATS server's JetStream folder, where queued jobs
+// are kept.
+func (l Layout) Queue() string { return l.file("jetstream") }
+
+// DaemonLock is the file a daemon holds an exclusive flock on for its
+// whole life. It is never unlinked.
+func (l Layout) DaemonLock() string { return l.file("daemon.lock") }
+
+// Discovery is the daemon's discovery file, <store>/.scribe/daemon.json
+// (mode 0600): see Discovery.
+func (l Layout) Discovery() string { return l.file("daemon.json") }
+
+// DiscoveryTemp is the file the discovery file is staged in before it is
+// renamed into place.
+func (l Layout) DiscoveryTemp() string { return l.Discovery() + ".tmp" }
+
+// Stranded is the stranded marker: see Stranded.
+func (l Layout) Stranded() string { return l.file("stranded.json") }
+
+func (l Layout) file(name string) string { return filepath.Join(l.Root, MetaDir, name) }

@@ -3,6 +3,7 @@ module github.com/scribehq/scribe
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/gofrs/flock v0.13.2
 	github.com/nats-io/nats-server/v2 v2.15.2

@@ -71,6 +71,7 @@ type options struct {
 	command        string
 	connectTimeout time.Duration
 	log            *slog.Logger
+	autostart      *Autostart
 }
 
 // Option configures Open.

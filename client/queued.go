@@ -23,6 +23,10 @@ type queued struct {
 	store   string
 	storeID string
 	log     *slog.Logger
+	// auto starts a daemon when none serves the store (WithAutostart);
+	// nil without. Discovery is serialized by autoMu.
+	auto   *autostarter
+	autoMu sync.Mutex
 
 	mu     sync.Mutex // guards the connection, replaced when it is lost
 	d      *queue.Discovery
@@ -36,6 +40,9 @@ type queued struct {
 // cannot be reached within o.connectTimeout is ErrUnavailable.
 func openQueued(ctx context.Context, store, storeID string, o options) (*queued, error) {
 	q := &queued{store: store, storeID: storeID, log: o.log}
+	if o.autostart != nil {
+		q.auto = &autostarter{cfg: *o.autostart, store: store}
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
@@ -140,7 +147,16 @@ func (q *queued) conn() (*nats.Conn, jetstream.JetStream) {
 // discover returns the live daemon's discovery, or nil if none holds the
 // daemon lock (daemon.Find). A daemon that holds the lock but has not yet
 // announced itself is still starting: wait for it until ctx ends.
+//
+// With autostart, a store that no daemon serves gets one: discover starts
+// it and waits for it.
 func (q *queued) discover(ctx context.Context) (*queue.Discovery, error) {
+	if q.auto != nil {
+		q.autoMu.Lock()
+		defer q.autoMu.Unlock()
+		q.auto.tries = 0
+		return q.auto.discover(ctx, q)
+	}
 	for attempt := 0; ; attempt++ {
 		d, err := daemon.Find(q.store)
 		if !errors.Is(err, daemon.ErrStarting) {

@@ -49,6 +49,15 @@ func (l Layout) Discovery() string { return l.file("daemon.json") }
 // renamed into place.
 func (l Layout) DiscoveryTemp() string { return l.Discovery() + ".tmp" }
 
+// DaemonLog is where a daemon started on demand (client autostart) writes
+// its output, appended, mode 0600.
+func (l Layout) DaemonLog() string { return l.file("daemon.log") }
+
+// Config is the daemon's default config file, <store>/.scribe/config.toml,
+// read by `scribe serve` when present. Like the rest of the folder it must
+// be owned by the daemon's user and writable by no one else.
+func (l Layout) Config() string { return l.file("config.toml") }
+
 // Stranded is the stranded marker: see Stranded.
 func (l Layout) Stranded() string { return l.file("stranded.json") }
 

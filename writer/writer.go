@@ -132,6 +132,10 @@ type Writer struct {
 	// former are the streams of the store's former IDs still to drain,
 	// oldest jobs first.
 	former []*formerStream
+	// inHand says run has taken a batch it has not finished; lastDone is
+	// when it last finished one (or started). See Idle.
+	inHand   bool
+	lastDone time.Time
 }
 
 // formerStream is a stream of this store under a former path: see
@@ -206,6 +210,9 @@ func (w *Writer) Start(ctx context.Context) error {
 		return fmt.Errorf("create consumer: %w", err)
 	}
 	w.cons = cons
+	w.mu.Lock()
+	w.lastDone = time.Now()
+	w.mu.Unlock()
 	if w.svc, err = w.serveStatus(); err != nil {
 		return err
 	}
@@ -552,6 +559,7 @@ func (w *Writer) run(ctx context.Context) {
 				return
 			}
 		case m := <-w.msgs:
+			w.setInHand(true)
 			batch := []jetstream.Msg{m}
 		fill:
 			for len(batch) < w.cfg.BatchSize && w.cautious == 0 {
@@ -562,12 +570,37 @@ func (w *Writer) run(ctx context.Context) {
 					break fill
 				}
 			}
-			if !w.process(ctx, batch) {
+			ok := w.process(ctx, batch)
+			w.setInHand(false)
+			if !ok {
 				return
 			}
 			idle.Reset(w.cfg.IdleRelease)
 		}
 	}
+}
+
+// setInHand records that run took a batch (true) or finished one (false).
+func (w *Writer) setInHand(on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inHand = on
+	if !on {
+		w.lastDone = time.Now()
+	}
+}
+
+// Idle returns how long the writer has had no job in hand: since it
+// finished its last batch, or since Start if it has applied none. It is 0
+// while a batch is in hand (applying it, or waiting for the store lock).
+// Jobs still queued but not yet taken do not count: ask Queued too.
+func (w *Writer) Idle() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inHand || w.lastDone.IsZero() {
+		return 0
+	}
+	return time.Since(w.lastDone)
 }
 
 // process applies a batch, acks it and publishes its outcomes. It returns

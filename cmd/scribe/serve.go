@@ -34,14 +34,23 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	maxBytes := fs.Int64("max-bytes", queue.DefaultMaxBytes, "most `bytes` queued per store, reserved on disk up front (JetStream lets all streams reserve 75% of the free space)")
 	retention := fs.Duration("retention", writer.DefaultRetention, "keep job outcomes this `long` (a resubmitted ID older than this would apply again)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	exitIdle := fs.Duration("exit-idle", 0, "exit cleanly once no job has been in hand and the queue has been empty this `long` (0: never; autostarted daemons get submit's --exit-idle)")
+	configFile := fs.String("config", "", "TOML config `file` (default <store>/.scribe/config.toml when present); flags given override it (docs/config.md)")
+	checkConfig := fs.Bool("check-config", false, "check the config file, print the settings serve would run with and where each comes from, and exit")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := requireStore(*store); err != nil {
-		return err
+	if !*checkConfig {
+		if err := requireStore(*store); err != nil {
+			return err
+		}
 	}
 	if fs.NArg() > 0 {
 		return usageError("serve takes no arguments, got %q", fs.Args())
+	}
+	cfg, sources, err := applyConfig(fs, *store, *configFile)
+	if err != nil {
+		return reportConfigErrors(c.Stderr, err)
 	}
 	var syncInterval time.Duration
 	if *syncFlag != "always" {
@@ -54,6 +63,10 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	log, err := c.logger(*level)
 	if err != nil {
 		return err
+	}
+	if *checkConfig {
+		printConfig(c.Stdout, fs, cfg, sources)
+		return nil
 	}
 	if fsName := writer.NetworkFilesystem(*store); fsName != "" {
 		log.Warn("the store is on a network filesystem, where flock(2) may not exclude writers on other machines; keep stores on a local disk", "store", *store, "fs", fsName)
@@ -96,7 +109,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("serving", "store", d.Store, "store_id", d.StoreID, "url", d.URL, "pid", d.PID, "sync", *syncFlag)
-	<-ctx.Done()
+	waitIdle(ctx, w, lk, &d, *exitIdle, log)
 	log.Info("shutting down")
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("stop writer: %w", err)

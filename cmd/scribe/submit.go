@@ -66,8 +66,13 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print the outcome (or the queued job ID) as JSON")
 	route := fs.String("route", os.Getenv("SCRIBE_ROUTE"), "`prefer` (daemon if any, else direct), require (daemon only) or direct (default $SCRIBE_ROUTE, else prefer)")
 	lockFile := fs.String("lock-file", "", "store lock `file` for direct writes (default <store>/.scribe/lock)")
+	autostart := fs.Bool("autostart", envBool("SCRIBE_AUTOSTART"), "when no daemon serves the store, start one (detached, logging to <store>/.scribe/daemon.log) and submit through it (default $SCRIBE_AUTOSTART)")
+	exitIdle := fs.Duration("exit-idle", envDuration("SCRIBE_EXIT_IDLE", client.DefaultExitIdle), "with --autostart: the started daemon exits once idle this `long` (default $SCRIBE_EXIT_IDLE, else 5m)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *exitIdle <= 0 {
+		return usageError("--exit-idle %s: want a positive duration", *exitIdle)
 	}
 	if err := requireStore(*store); err != nil {
 		return err
@@ -99,6 +104,13 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	opts := []client.Option{client.WithRoute(r), client.WithLockFile(*lockFile)}
 	if wait.d > 0 {
 		opts = append(opts, client.WithWait(wait.d))
+	}
+	if *autostart && r != client.RouteDirect {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("autostart: find the scribe binary: %w", err)
+		}
+		opts = append(opts, client.WithAutostart(client.Autostart{Command: []string{exe, "serve"}, ExitIdle: *exitIdle}))
 	}
 	cl, err := client.Open(ctx, *store, opts...)
 	if err != nil {
@@ -193,6 +205,22 @@ func submitError(err error) error {
 		return fmt.Errorf("%w; start scribe serve to apply them, or write with --route direct to go past them", err)
 	}
 	return err
+}
+
+// envBool is a boolean environment variable: false when unset or not a
+// boolean.
+func envBool(name string) bool {
+	b, _ := strconv.ParseBool(os.Getenv(name))
+	return b
+}
+
+// envDuration is a duration environment variable, def when unset or not a
+// positive duration.
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -1,0 +1,80 @@
+//go:build unix
+
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+// startedDaemon is a daemon process Open started and has not released.
+type startedDaemon struct {
+	p      *os.Process
+	pid    int
+	reaped bool
+}
+
+// startDaemon starts cfg.Command --store store --exit-idle D detached:
+// its own session (no controlling terminal, out of the caller's process
+// group, so a hook's group being killed does not kill it), stdin from
+// /dev/null, stdout and stderr appended to the store's daemon log.
+func startDaemon(cfg Autostart, store string) (*startedDaemon, error) {
+	if len(cfg.Command) == 0 {
+		return nil, errors.New("no command to start the daemon with")
+	}
+	idle := cfg.ExitIdle
+	if idle <= 0 {
+		idle = DefaultExitIdle
+	}
+	l := queue.Layout{Root: store}
+	if err := os.Mkdir(l.Meta(), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create %s: %w", l.Meta(), err)
+	}
+	logf, err := os.OpenFile(l.DaemonLog(), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open daemon log: %w", err)
+	}
+	defer logf.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer null.Close()
+	args := append(cfg.Command[1:len(cfg.Command):len(cfg.Command)], "--store", store, "--exit-idle", idle.String())
+	cmd := exec.Command(cfg.Command[0], args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cfg.Command[0], err)
+	}
+	return &startedDaemon{p: cmd.Process, pid: cmd.Process.Pid}, nil
+}
+
+// exited reports whether the daemon has exited, reaping it if so.
+func (s *startedDaemon) exited() bool {
+	if s.reaped {
+		return true
+	}
+	var ws syscall.WaitStatus
+	pid, err := syscall.Wait4(s.pid, &ws, syscall.WNOHANG, nil)
+	if pid == s.pid || (err != nil && !errors.Is(err, syscall.EINTR)) {
+		s.reaped = true
+	}
+	return s.reaped
+}
+
+// release lets the daemon go: Open does not wait for it, but a goroutine
+// reaps it when it exits, so that a long-lived caller (an MCP server that
+// starts a daemon after each idle exit) collects no zombies.
+func (s *startedDaemon) release() {
+	if !s.reaped {
+		s.reaped = true
+		go func() { _, _ = s.p.Wait() }()
+	}
+}

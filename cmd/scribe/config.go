@@ -1,0 +1,521 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+// Config is what a config file sets for `scribe serve` (docs/config.md):
+// one top-level TOML key per flag, none of them tied to a store, so that
+// one file can serve several stores. A nil field is not set by the file.
+// Later sections (e.g. [exec.NAME] tables for the exec allowlist) get
+// tables of their own; top-level keys stay the serve settings.
+type Config struct {
+	Host         *string        // host: listen address (--host)
+	Port         *int64         // port: listen port, 0 for a free one (--port)
+	Sync         *string        // sync: "always" or a positive duration (--sync)
+	LockFile     *string        // lock_file: absolute, or relative to the file's folder (--lock-file)
+	Batch        *int64         // batch: most jobs per batch (--batch)
+	IdleRelease  *time.Duration // idle_release (--idle-release)
+	HandOffGrace *time.Duration // hand_off_grace (--hand-off-grace)
+	WarnAfter    *time.Duration // warn_after (--warn-after)
+	MaxJobs      *int64         // max_jobs (--max-jobs)
+	MaxBytes     *int64         // max_bytes (--max-bytes)
+	Retention    *time.Duration // retention (--retention)
+	LogLevel     *string        // log_level: debug, info, warn or error (--log-level)
+	ExitIdle     *time.Duration // exit_idle: 0 for never (--exit-idle)
+
+	// Path is the file the settings were read from; Lines maps each key
+	// set to its line in it.
+	Path  string
+	Lines map[string]int
+}
+
+// configKey is one key of the file: the flag it mirrors, how its value is
+// checked and stored, and how it reads back as that flag's text.
+type configKey struct {
+	name string
+	flag string
+	set  func(c *Config, v any, dir string) error // v as decoded; dir is the file's folder
+	get  func(c *Config) (string, bool)           // the flag's text, if set
+}
+
+// configKeys is the schema, in the order --check-config prints it.
+var configKeys = []configKey{
+	stringKey("host", "host", func(c *Config) **string { return &c.Host }, nil),
+	intKey("port", "port", func(c *Config) **int64 { return &c.Port }, 0, 65535),
+	stringKey("sync", "sync", func(c *Config) **string { return &c.Sync }, checkSync),
+	{name: "lock_file", flag: "lock-file", set: setLockFile, get: func(c *Config) (string, bool) { return deref(c.LockFile) }},
+	intKey("batch", "batch", func(c *Config) **int64 { return &c.Batch }, 1, math.MaxInt32),
+	durationKey("idle_release", "idle-release", func(c *Config) **time.Duration { return &c.IdleRelease }, false),
+	durationKey("hand_off_grace", "hand-off-grace", func(c *Config) **time.Duration { return &c.HandOffGrace }, false),
+	durationKey("warn_after", "warn-after", func(c *Config) **time.Duration { return &c.WarnAfter }, false),
+	intKey("max_jobs", "max-jobs", func(c *Config) **int64 { return &c.MaxJobs }, 1, math.MaxInt64),
+	intKey("max_bytes", "max-bytes", func(c *Config) **int64 { return &c.MaxBytes }, 1, math.MaxInt64),
+	durationKey("retention", "retention", func(c *Config) **time.Duration { return &c.Retention }, false),
+	stringKey("log_level", "log-level", func(c *Config) **string { return &c.LogLevel }, checkLogLevel),
+	durationKey("exit_idle", "exit-idle", func(c *Config) **time.Duration { return &c.ExitIdle }, true),
+}
+
+// ConfigError is one problem in a config file. Line is 0 when the problem
+// has no line (the file as a whole), Key empty when it has no key.
+type ConfigError struct {
+	File    string
+	Line    int
+	Key     string
+	Problem string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Key != "" {
+		b.WriteString(": " + e.Key)
+	}
+	return b.String() + ": " + e.Problem
+}
+
+// ConfigErrors is every problem found in a config file, by line.
+type ConfigErrors []*ConfigError
+
+func (es ConfigErrors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ReadConfig reads and strictly decodes a config file. The file must be
+// one that only the daemon's user can change (see checkConfigFile); its
+// problems come back as ConfigErrors.
+func ReadConfig(path string) (*Config, error) {
+	f, err := openConfigFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return DecodeConfig(path, data)
+}
+
+// DecodeConfig strictly decodes a config file's content: an unknown key, a
+// value of the wrong type or an invalid one is an error naming the file,
+// the line and the key. Every problem is reported, not only the first.
+func DecodeConfig(path string, data []byte) (*Config, error) {
+	var raw map[string]any
+	md, err := toml.Decode(string(data), &raw)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, ConfigErrors{{File: path, Line: pe.Position.Line, Key: pe.LastKey, Problem: pe.Message}}
+		}
+		return nil, ConfigErrors{{File: path, Problem: err.Error()}}
+	}
+	c := &Config{Path: path, Lines: map[string]int{}}
+	lines := keyLines(string(data))
+	var errs ConfigErrors
+	dir := filepath.Dir(path)
+	known := map[string]configKey{}
+	for _, k := range configKeys {
+		known[k.name] = k
+	}
+	reported := map[string]bool{}
+	for _, key := range md.Keys() {
+		top := key[0]
+		k, ok := known[top]
+		switch {
+		case reported[top]:
+			continue
+		case !ok:
+			reported[top] = true
+			problem := "unknown key"
+			switch raw[top].(type) {
+			case map[string]any, []map[string]any:
+				problem = "unknown table"
+			}
+			errs = append(errs, &ConfigError{File: path, Line: lines[top], Key: top, Problem: problem})
+			continue
+		}
+		reported[top] = true
+		c.Lines[top] = lines[top]
+		if err := k.set(c, raw[top], dir); err != nil {
+			errs = append(errs, &ConfigError{File: path, Line: lines[top], Key: top, Problem: err.Error()})
+		}
+	}
+	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+		return nil, errs
+	}
+	return c, nil
+}
+
+// topKey finds where a top-level key is set: before the first table
+// header a line `key =` (bare or quoted, or dotted `key.x =`); anywhere a
+// header [key…] or [[key…]]. The schema's keys are all top-level, so an
+// unknown key or a known one is always one of these.
+var (
+	keyLineRE    = regexp.MustCompile(`^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*[=.]`)
+	headerLineRE = regexp.MustCompile(`^\s*\[\[?\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*[\].]`)
+)
+
+// keyLines maps each top-level key of a TOML document to the line (from 1)
+// where it is first set.
+func keyLines(doc string) map[string]int {
+	lines := map[string]int{}
+	inTable := false
+	for i, line := range strings.Split(doc, "\n") {
+		if m := headerLineRE.FindStringSubmatch(line); m != nil {
+			inTable = true
+			if name := m[1] + m[2] + m[3]; lines[name] == 0 {
+				lines[name] = i + 1
+			}
+			continue
+		}
+		if inTable {
+			continue
+		}
+		if m := keyLineRE.FindStringSubmatch(line); m != nil {
+			if name := m[1] + m[2] + m[3]; lines[name] == 0 {
+				lines[name] = i + 1
+			}
+		}
+	}
+	return lines
+}
+
+// openConfigFile opens a config file that only the daemon's user can
+// change, as the rest of .scribe: not a symlink, a regular file owned by
+// the daemon's user, not group- or world-writable. The file decides what
+// the daemon runs; whoever can change it could take the daemon over.
+func openConfigFile(path string) (*os.File, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, usageError("config %s: no such file", path)
+		}
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, insecureConfig(path, "is a symlink; scribe wants a real file here", "replace it with the file it points to")
+	}
+	// O_NOFOLLOW: the file checked is the file read, even if the path is
+	// swapped for a symlink in between.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if fi, err = f.Stat(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := checkConfigFile(path, fi); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkConfigFile applies queue/daemon's owner-only rules to a config file.
+func checkConfigFile(path string, fi fs.FileInfo) error {
+	mode := fi.Mode()
+	if !mode.IsRegular() {
+		return insecureConfig(path, fmt.Sprintf("is not a regular file (mode %s)", mode), "replace it with one")
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return insecureConfig(path, fmt.Sprintf("is owned by uid %d, not by the daemon's user (uid %d)", st.Uid, os.Geteuid()),
+			"run the daemon as its owner, or give it a file of its own")
+	}
+	switch perm := mode.Perm(); {
+	case perm&0o002 != 0:
+		return insecureConfig(path, fmt.Sprintf("is world-writable (mode %s)", mode), "check its content, then chmod 600 "+path)
+	case perm&0o020 != 0:
+		return insecureConfig(path, fmt.Sprintf("is group-writable (mode %s)", mode), "check its content, then chmod 600 "+path)
+	}
+	return nil
+}
+
+// insecureConfig is serve's refusal of a config file others could change:
+// exit 1, as for an insecure .scribe folder.
+func insecureConfig(path, problem, fix string) error {
+	return fmt.Errorf("refusing config file %s: it %s; %s", path, problem, fix)
+}
+
+// configSource says where an effective setting came from.
+type configSource struct {
+	from string // "default", "file" or "flag"
+	line int    // the file's line, for "file"
+}
+
+// applyConfig loads the config file serve runs with, if any, and sets the
+// flags that the command line did not set from it. explicit is --config;
+// without it the store's default file is read when present. It returns
+// the file (nil if none) and where each flag's value came from.
+func applyConfig(fset *flag.FlagSet, store, explicit string) (*Config, map[string]configSource, error) {
+	onCommandLine := map[string]bool{}
+	fset.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	sources := map[string]configSource{}
+	for _, k := range configKeys {
+		if fset.Lookup(k.flag) == nil {
+			continue
+		}
+		sources[k.flag] = configSource{from: "default"}
+		if onCommandLine[k.flag] {
+			sources[k.flag] = configSource{from: "flag"}
+		}
+	}
+	path := explicit
+	if path == "" {
+		if store == "" {
+			return nil, sources, nil
+		}
+		path = configPath(store)
+		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, sources, nil
+		}
+	}
+	cfg, err := ReadConfig(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range configKeys {
+		text, ok := k.get(cfg)
+		if !ok || onCommandLine[k.flag] || fset.Lookup(k.flag) == nil {
+			continue
+		}
+		if err := fset.Set(k.flag, text); err != nil {
+			return nil, nil, ConfigErrors{{File: path, Line: cfg.Lines[k.name], Key: k.name, Problem: err.Error()}}
+		}
+		sources[k.flag] = configSource{from: "file", line: cfg.Lines[k.name]}
+	}
+	return cfg, sources, nil
+}
+
+// printConfig prints the settings serve would run with, as a TOML file,
+// each with where it came from.
+func printConfig(w io.Writer, fset *flag.FlagSet, cfg *Config, sources map[string]configSource) {
+	if cfg != nil {
+		fmt.Fprintf(w, "# config file: %s\n", cfg.Path)
+	} else {
+		fmt.Fprintln(w, "# config file: none")
+	}
+	for _, k := range configKeys {
+		f := fset.Lookup(k.flag)
+		if f == nil {
+			continue
+		}
+		value := f.Value.String()
+		if _, isString := f.Value.(flag.Getter).Get().(string); isString {
+			value = strconv.Quote(value)
+		} else if _, isDuration := f.Value.(flag.Getter).Get().(time.Duration); isDuration {
+			value = strconv.Quote(value)
+		}
+		src := sources[k.flag]
+		from := src.from
+		switch src.from {
+		case "file":
+			from = fmt.Sprintf("file %s:%d", cfg.Path, src.line)
+		case "flag":
+			from = "flag --" + k.flag
+		}
+		fmt.Fprintf(w, "%-40s # %s\n", k.name+" = "+value, from)
+	}
+}
+
+func stringKey(name, flagName string, field func(*Config) **string, check func(string) error) configKey {
+	return configKey{
+		name: name, flag: flagName,
+		set: func(c *Config, v any, _ string) error {
+			s, ok := v.(string)
+			if !ok {
+				return wrongType(v, "a string")
+			}
+			if check != nil {
+				if err := check(s); err != nil {
+					return err
+				}
+			}
+			*field(c) = &s
+			return nil
+		},
+		get: func(c *Config) (string, bool) { return deref(*field(c)) },
+	}
+}
+
+func intKey(name, flagName string, field func(*Config) **int64, lo, hi int64) configKey {
+	return configKey{
+		name: name, flag: flagName,
+		set: func(c *Config, v any, _ string) error {
+			n, ok := v.(int64)
+			if !ok {
+				return wrongType(v, "an integer")
+			}
+			if n < lo || n > hi {
+				if hi == math.MaxInt64 || hi == math.MaxInt32 {
+					return fmt.Errorf("%d: want a positive integer", n)
+				}
+				return fmt.Errorf("%d: want %d to %d", n, lo, hi)
+			}
+			*field(c) = &n
+			return nil
+		},
+		get: func(c *Config) (string, bool) {
+			if p := *field(c); p != nil {
+				return strconv.FormatInt(*p, 10), true
+			}
+			return "", false
+		},
+	}
+}
+
+// durationKey is a duration, written as a string in Go's syntax
+// (time.ParseDuration: "500ms", "90s", "1h30m"), as on the command line.
+func durationKey(name, flagName string, field func(*Config) **time.Duration, zeroOK bool) configKey {
+	return configKey{
+		name: name, flag: flagName,
+		set: func(c *Config, v any, _ string) error {
+			s, ok := v.(string)
+			if !ok {
+				return wrongType(v, `a duration string such as "90s"`)
+			}
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return fmt.Errorf("%q is not a duration: want a number with a unit (ns, us, ms, s, m, h) such as \"90s\" or \"1h30m\"", s)
+			}
+			switch {
+			case d < 0, d == 0 && !zeroOK:
+				return fmt.Errorf("%q: want a positive duration", s)
+			}
+			*field(c) = &d
+			return nil
+		},
+		get: func(c *Config) (string, bool) {
+			if p := *field(c); p != nil {
+				return p.String(), true
+			}
+			return "", false
+		},
+	}
+}
+
+// setLockFile takes lock_file relative to the file's folder, and wants its
+// folder to exist (the lock file itself is created when missing).
+func setLockFile(c *Config, v any, dir string) error {
+	s, ok := v.(string)
+	if !ok {
+		return wrongType(v, "a string (a path)")
+	}
+	if s == "" {
+		return errors.New(`empty path: leave the key out for the default, <store>/.scribe/lock`)
+	}
+	if !filepath.IsAbs(s) {
+		s = filepath.Join(dir, s)
+	}
+	fi, err := os.Stat(filepath.Dir(s))
+	switch {
+	case err != nil && errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: its folder does not exist", s)
+	case err != nil:
+		return fmt.Errorf("%s: %v", s, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s: %s is not a folder", s, filepath.Dir(s))
+	}
+	c.LockFile = &s
+	return nil
+}
+
+func checkSync(s string) error {
+	if s == "always" {
+		return nil
+	}
+	if d, err := time.ParseDuration(s); err != nil || d <= 0 {
+		return fmt.Errorf("%q: want \"always\" or a positive duration such as \"1s\"", s)
+	}
+	return nil
+}
+
+func checkLogLevel(s string) error {
+	switch strings.ToLower(s) {
+	case "debug", "info", "warn", "error":
+		return nil
+	}
+	return fmt.Errorf("%q: want debug, info, warn or error", s)
+}
+
+// wrongType names the TOML type found and the one wanted.
+func wrongType(v any, want string) error {
+	var got string
+	switch v.(type) {
+	case string:
+		got = "a string"
+	case int64:
+		got = "an integer"
+	case float64:
+		got = "a float"
+	case bool:
+		got = "a boolean"
+	case map[string]any:
+		got = "a table"
+	case []any, []map[string]any:
+		got = "an array"
+	default:
+		got = "a date or time"
+	}
+	return fmt.Errorf("wrong type: %s, want %s", got, want)
+}
+
+func deref(p *string) (string, bool) {
+	if p == nil {
+		return "", false
+	}
+	return *p, true
+}
+
+// configPath is a store's default config file (queue.Layout.Config).
+func configPath(store string) string {
+	root, err := queue.ResolveStore(store)
+	if err != nil {
+		root = store // a missing store is reported by serve itself
+	}
+	return queue.Layout{Root: root}.Config()
+}
+
+// reportConfigErrors prints each problem of a config file on its own line,
+// FILE:LINE: KEY: PROBLEM, and makes them a usage error (exit 2). Other
+// errors (an insecure file: exit 1) pass through.
+func reportConfigErrors(w io.Writer, err error) error {
+	var errs ConfigErrors
+	if !errors.As(err, &errs) {
+		return err
+	}
+	for _, e := range errs {
+		fmt.Fprintln(w, e)
+	}
+	problems := "problems"
+	if len(errs) == 1 {
+		problems = "problem"
+	}
+	return usageError("config %s: %d %s", errs[0].File, len(errs), problems)
+}

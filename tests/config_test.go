@@ -1,0 +1,97 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+// writeConfig writes a store's default config file with the given mode.
+func writeConfig(t testing.TB, store, content string, mode os.FileMode) string {
+	t.Helper()
+	l := queue.Layout{Root: store}
+	require.NoError(t, os.MkdirAll(l.Meta(), 0o700))
+	require.NoError(t, os.Chmod(l.Meta(), 0o700))
+	require.NoError(t, os.WriteFile(l.Config(), []byte(content), 0o600))
+	require.NoError(t, os.Chmod(l.Config(), mode))
+	return l.Config()
+}
+
+// setting finds KEY's line in --check-config's output: its value and
+// where it came from.
+func setting(t testing.TB, out, key string) (value, from string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + key + ` = (\S+)\s+# (.*)$`).FindStringSubmatch(out)
+	require.NotNil(t, m, "no %s in:\n%s", key, out)
+	return m[1], m[2]
+}
+
+func TestConfigCheckReportsFile(t *testing.T) {
+	store := newStore(t)
+	path := writeConfig(t, store, "# daemon settings\nmax_jobs = 500\nsync = \"1s\"\n", 0o600)
+	r := scribe(t, "", "serve", "--store", store, "--check-config")
+	require.Equal(t, 0, r.code, r.stderr)
+	v, from := setting(t, r.stdout, "max_jobs")
+	assert.Equal(t, "500", v)
+	assert.Equal(t, "file "+path+":2", from)
+	v, from = setting(t, r.stdout, "sync")
+	assert.Equal(t, `"1s"`, v)
+	assert.Equal(t, "file "+path+":3", from)
+	v, from = setting(t, r.stdout, "batch")
+	assert.Equal(t, "256", v)
+	assert.Equal(t, "default", from)
+	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery(), "--check-config must not start a daemon")
+}
+
+func TestConfigFlagOverridesFile(t *testing.T) {
+	store := newStore(t)
+	path := writeConfig(t, store, "max_jobs = 500\nsync = \"1s\"\n", 0o600)
+	r := scribe(t, "", "serve", "--store", store, "--max-jobs", "42", "--check-config")
+	require.Equal(t, 0, r.code, r.stderr)
+	v, from := setting(t, r.stdout, "max_jobs")
+	assert.Equal(t, "42", v)
+	assert.Equal(t, "flag --max-jobs", from)
+	_, from = setting(t, r.stdout, "sync")
+	assert.Equal(t, "file "+path+":2", from)
+}
+
+func TestConfigExplicitFileRunsDaemon(t *testing.T) {
+	store := newStore(t)
+	other := filepath.Join(t.TempDir(), "scribe.toml")
+	require.NoError(t, os.WriteFile(other, []byte("sync = \"250ms\"\n"), 0o600))
+	d := startDaemon(t, store, "--config", other)
+	d.stop(t)
+	assert.Contains(t, d.log.String(), "sync=250ms", "the daemon runs with the file's sync")
+}
+
+func TestConfigInsecureFileRefused(t *testing.T) {
+	store := newStore(t)
+	path := writeConfig(t, store, "max_jobs = 500\n", 0o620)
+	r := scribe(t, "", "serve", "--store", store)
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "refusing config file "+path)
+	assert.Contains(t, r.stderr, "group-writable")
+	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery())
+}
+
+func TestConfigBadFileExitsUsage(t *testing.T) {
+	store := newStore(t)
+	path := writeConfig(t, store, "batch = 10\nmax_jobs = -1\nbogus = true\n", 0o600)
+	for _, args := range [][]string{
+		{"serve", "--store", store},
+		{"serve", "--store", store, "--check-config"},
+	} {
+		r := scribe(t, "", args...)
+		assert.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		assert.Contains(t, r.stderr, path+":2: max_jobs: ")
+		assert.Contains(t, r.stderr, path+":3: bogus: unknown key")
+		assert.Empty(t, r.stdout)
+	}
+	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery())
+}

@@ -42,6 +42,10 @@ type Server struct {
 	conn      *nats.Conn
 	layout    queue.Layout
 	discovery queue.Discovery
+	// jsConfig is JetStream's configuration as the server started it,
+	// limits computed from the disk included: a restart (restartJetStream)
+	// must keep its sync policy and the storage its streams reserved.
+	jsConfig  *server.JetStreamConfig
 	closeOnce sync.Once
 }
 
@@ -121,6 +125,7 @@ func Start(ctx context.Context, lk *daemon.Lock, cfg Config) (_ *Server, err err
 	if !s.ns.ReadyForConnections(10 * time.Second) {
 		return nil, errors.New("start nats: not ready after 10s")
 	}
+	s.jsConfig = s.ns.JetStreamConfig()
 	// Submitters may subscribe to _INBOX.> (their replies arrive there), so
 	// the daemon's own replies, above all the jobs its pull consumer is
 	// delivered, must not: they use another prefix no submitter can read.

@@ -142,5 +142,12 @@ func (s *Server) restartJetStream() error {
 			return fmt.Errorf("shut down: %w", err)
 		}
 	}
-	return s.ns.EnableJetStream(&server.JetStreamConfig{StoreDir: s.queueDir()})
+	// The same configuration as at start: a fresh one would fall back to
+	// JetStream's two-minute fsync and recompute the storage limit from
+	// what is free now, which may be less than the streams reserve.
+	// StoreDir is given as at start: the running config's has JetStream's
+	// own "jetstream" folder appended, which enabling appends again.
+	cfg := *s.jsConfig
+	cfg.StoreDir = s.queueDir()
+	return s.ns.EnableJetStream(&cfg)
 }

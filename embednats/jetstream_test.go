@@ -39,7 +39,13 @@ func TestRestartJetStreamKeepsJobs(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, restarted, "nothing to repair")
 
+	before := *srv.ns.JetStreamConfig()
 	require.NoError(t, srv.restartJetStream())
+	after := srv.ns.JetStreamConfig()
+	require.NotNil(t, after)
+	assert.Equal(t, before.SyncAlways, after.SyncAlways, "the restart keeps the sync policy")
+	assert.Equal(t, before.SyncInterval, after.SyncInterval)
+	assert.Equal(t, before.MaxStore, after.MaxStore, "and the storage the streams reserved")
 	var s jetstream.Stream
 	require.Eventually(t, func() bool { s, err = js.Stream(t.Context(), queue.StreamName(sid)); return err == nil }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, uint64(3), s.CachedInfo().State.Msgs, "the queued jobs came back from disk")

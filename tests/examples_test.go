@@ -1,15 +1,11 @@
 package tests
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,28 +32,6 @@ func buildHook(t *testing.T) string {
 	return bin
 }
 
-// runHook runs the hook binary to completion.
-func runHook(t *testing.T, bin string, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "SCRIBE_STORE=")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		require.NoError(t, err, "run hook %v", args)
-	}
-	return r
-}
-
 // The example module under examples/hook builds against this checkout
 // and appends through the client's prefer route: directly without a
 // daemon, through the daemon when one serves the store, and refused with
@@ -67,7 +41,7 @@ func TestExampleHook(t *testing.T) {
 	store := newStore(t)
 	log := filepath.Join(store, "hooks.log")
 
-	r := runHook(t, bin, "--store", store, "--id", "hook-1", "first")
+	r := runProgram(t, bin, "", "--store", store, "--id", "hook-1", "first")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "hook-1 applied via direct, epoch 1\n", r.stdout)
 	assert.Equal(t, "first\n", readFile(t, log))
@@ -75,7 +49,7 @@ func TestExampleHook(t *testing.T) {
 	t.Run("busy", func(t *testing.T) {
 		release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock"))
 		defer release()
-		r := runHook(t, bin, "--store", store, "--id", "hook-busy", "never")
+		r := runProgram(t, bin, "", "--store", store, "--id", "hook-busy", "never")
 		assert.Equal(t, 75, r.code, r.stderr)
 		assert.Contains(t, r.stderr, "store busy, held by a process that did not say who it is")
 		assert.Equal(t, "first\n", readFile(t, log), "a refused hook changes nothing")
@@ -83,13 +57,13 @@ func TestExampleHook(t *testing.T) {
 
 	t.Run("daemon", func(t *testing.T) {
 		d := startDaemon(t, store)
-		r := runHook(t, bin, "--store", store, "--id", "hook-2", "second")
+		r := runProgram(t, bin, "", "--store", store, "--id", "hook-2", "second")
 		require.Equal(t, 0, r.code, r.stderr)
 		assert.Contains(t, r.stdout, "hook-2 applied via daemon pid "+strconv.Itoa(d.cmd.Process.Pid))
 		assert.Equal(t, "first\nsecond\n", readFile(t, log))
 
 		// A retry with the same ID changes nothing.
-		r = runHook(t, bin, "--store", store, "--id", "hook-2", "second")
+		r = runProgram(t, bin, "", "--store", store, "--id", "hook-2", "second")
 		require.Equal(t, 0, r.code, r.stderr)
 		assert.Equal(t, "first\nsecond\n", readFile(t, log))
 	})

@@ -70,9 +70,16 @@ type result struct {
 // scribe runs the binary to completion.
 func scribe(t testing.TB, stdin string, args ...string) result {
 	t.Helper()
+	return runProgram(t, scribeBin, stdin, args...)
+}
+
+// runProgram runs a program built by the tests to completion, without the
+// caller's scribe environment.
+func runProgram(t testing.TB, bin, stdin string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, scribeBin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=")
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -86,7 +93,7 @@ func scribe(t testing.TB, stdin string, args ...string) result {
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	default:
-		require.NoError(t, err, "run scribe %v", args)
+		require.NoError(t, err, "run %s %v", bin, args)
 	}
 	return r
 }

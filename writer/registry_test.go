@@ -61,20 +61,13 @@ func TestSessionRegistry(t *testing.T) {
 	// Once no Hold refers to the first hold, its entry goes.
 	key := weak.Make(l.h)
 	l = nil // the sessions were emptied by Close
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		runtime.GC()
+	require.Eventually(t, func() bool {
+		runtime.GC() // the entry goes when the hold is collected
 		opened.Lock()
+		defer opened.Unlock()
 		_, ok := opened.m[key]
-		opened.Unlock()
-		if !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the registry still has the entry of a hold nothing refers to")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return !ok
+	}, 10*time.Second, 10*time.Millisecond, "the registry still has the entry of a hold nothing refers to")
 }
 
 // TestLockCodeKnowsNoSessions keeps lock.go as small and single-purpose as

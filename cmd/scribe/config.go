@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 )
 
 // Config is what a config file sets for `scribe serve` (docs/config.md):
@@ -238,21 +239,11 @@ func openConfigFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-// checkConfigFile applies queue/daemon's owner-only rules to a config file.
+// checkConfigFile applies .scribe's owner-only rules to a config file.
 func checkConfigFile(path string, fi fs.FileInfo) error {
-	mode := fi.Mode()
-	if !mode.IsRegular() {
-		return insecureConfig(path, fmt.Sprintf("is not a regular file (mode %s)", mode), "replace it with one")
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return insecureConfig(path, fmt.Sprintf("is owned by uid %d, not by the daemon's user (uid %d)", st.Uid, os.Geteuid()),
-			"run the daemon as its owner, or give it a file of its own")
-	}
-	switch perm := mode.Perm(); {
-	case perm&0o002 != 0:
-		return insecureConfig(path, fmt.Sprintf("is world-writable (mode %s)", mode), "check its content, then chmod 600 "+path)
-	case perm&0o020 != 0:
-		return insecureConfig(path, fmt.Sprintf("is group-writable (mode %s)", mode), "check its content, then chmod 600 "+path)
+	var ie *daemon.InsecureError
+	if err := daemon.CheckOwnerOnly(path, fi, false); errors.As(err, &ie) {
+		return insecureConfig(path, ie.Problem, ie.Fix)
 	}
 	return nil
 }

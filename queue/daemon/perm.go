@@ -59,6 +59,14 @@ func checkOwnerOnly(path string, dir, optional bool) error {
 	if err != nil {
 		return fmt.Errorf("check %s: %w", path, err)
 	}
+	return CheckOwnerOnly(path, fi, dir)
+}
+
+// CheckOwnerOnly applies the owner-only rules of .scribe to fi, what Lstat
+// or an open file's Stat says of path (a folder if dir): not a symlink, the
+// right kind, owned by this process's user, neither group- nor
+// world-writable. The error is an *InsecureError.
+func CheckOwnerOnly(path string, fi fs.FileInfo, dir bool) error {
 	mode := fi.Mode()
 	kind, fix := "file", "chmod 600 "+path
 	if dir {

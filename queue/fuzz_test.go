@@ -20,6 +20,7 @@ func FuzzDecode(f *testing.F) {
 		`{"v":1,"id":"j1","store":"s","ops":[{"op":"append","path":"d/b","data_b64":"/wA=","if_match":"absent"}]}`,
 		`{"v":1,"id":"j1","store":"s","ops":[{"op":"merge","path":"c.json","data":"{\"a\":null}","if_match":"sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}]}`,
 		`{"v":1,"id":"j1","store":"s","ops":[{"op":"delete","path":"x"}],"meta":{"k":"v"},"submitted":"2024-01-02T03:04:05+01:00"}`,
+		`{"v":1,"id":"j1","store":"s","ops":[{"op":"exec","name":"mine","args":["a",""],"dir":"d","timeout_ms":90}],"coalesce":"k"}`,
 		`{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"a","data":""}],"meta":{}}`,
 		`{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"a","data":"\u0001\ud800"}]}`,
 		`{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"a","data":"x","data_b64":"eA=="}]}`,

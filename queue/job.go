@@ -8,9 +8,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -29,6 +32,10 @@ const (
 	MaxIDLen = 128
 	// MaxPathLen is the longest op path.
 	MaxPathLen = 1024
+	// MaxArgs is the most arguments an exec op may pass.
+	MaxArgs = 1024
+	// MaxCoalesceLen is the longest coalescing key.
+	MaxCoalesceLen = 128
 )
 
 // OpKind is what an op does to its file: its "op" field on the wire. Kinds
@@ -41,14 +48,16 @@ const (
 	OpAppend OpKind = "append" // append exactly Data to the file, creating it
 	OpMerge  OpKind = "merge"  // RFC 7386 JSON merge patch Data into a JSON object file
 	OpDelete OpKind = "delete" // remove the file; deleting a missing file is a no-op
+	OpExec   OpKind = "exec"   // run a command of the daemon's allowlist (docs/exec.md)
 )
 
 // IfAbsent is the IfMatch value that requires the file not to exist.
 const IfAbsent = "absent"
 
-// Op is one change to one file of a store.
+// Op is one change to one file of a store, or one run of an allowlisted
+// command (OpExec).
 type Op struct {
-	// Kind is one of OpPut, OpAppend, OpMerge, OpDelete.
+	// Kind is one of OpPut, OpAppend, OpMerge, OpDelete, OpExec.
 	Kind OpKind
 	// Path is relative to the store root, slash-separated.
 	Path string
@@ -59,22 +68,46 @@ type Op struct {
 	// IfAbsent, or the content hash ("sha256:<hex>", see ContentHash) the
 	// file must have.
 	IfMatch string
+
+	// Name, Args, Dir and Timeout are for OpExec only, whose job has no
+	// other op. Name is the command's name on the daemon's allowlist;
+	// Args are passed after the command's fixed arguments, as argv (never
+	// through a shell), and must be ones the allowlist allows.
+	Name string
+	Args []string
+	// Dir is the working directory, relative to the store, slash-separated;
+	// empty means the one the allowlist gives the command.
+	Dir string
+	// Timeout shortens the command's timeout for this run; 0 means the
+	// allowlist's. It may not exceed the allowlist's.
+	Timeout time.Duration
 }
 
 // wireOp is Op as JSON. Data travels as "data" (a UTF-8 string) when it is
 // valid UTF-8 and as "data_b64" (standard base64) otherwise, so that job
 // files stay readable by people and any bytes can still be sent.
 type wireOp struct {
-	Op      OpKind  `json:"op"`
-	Path    string  `json:"path"`
-	Data    *string `json:"data,omitempty"`
-	DataB64 *string `json:"data_b64,omitempty"`
-	IfMatch string  `json:"if_match,omitempty"`
+	Op        OpKind   `json:"op"`
+	Path      string   `json:"path,omitempty"`
+	Data      *string  `json:"data,omitempty"`
+	DataB64   *string  `json:"data_b64,omitempty"`
+	IfMatch   string   `json:"if_match,omitempty"`
+	Name      string   `json:"name,omitempty"`
+	Args      []string `json:"args,omitempty"`
+	Dir       string   `json:"dir,omitempty"`
+	TimeoutMS *int64   `json:"timeout_ms,omitempty"`
 }
 
 // MarshalJSON encodes the op in its wire form.
 func (o Op) MarshalJSON() ([]byte, error) {
-	w := wireOp{Op: o.Kind, Path: o.Path, IfMatch: o.IfMatch}
+	w := wireOp{Op: o.Kind, Path: o.Path, IfMatch: o.IfMatch, Name: o.Name, Args: o.Args, Dir: o.Dir}
+	if o.Timeout != 0 {
+		ms := max(o.Timeout.Milliseconds(), 1)
+		if o.Timeout < 0 {
+			ms = 0 // invalid either way: the decoder refuses it as Validate does
+		}
+		w.TimeoutMS = &ms
+	}
 	if o.Data != nil {
 		if utf8.Valid(o.Data) {
 			s := string(o.Data)
@@ -93,7 +126,18 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 	if err := strictUnmarshal(b, &w); err != nil {
 		return err
 	}
-	*o = Op{Kind: w.Op, Path: w.Path, IfMatch: w.IfMatch}
+	*o = Op{Kind: w.Op, Path: w.Path, IfMatch: w.IfMatch, Name: w.Name, Args: w.Args, Dir: w.Dir}
+	if len(o.Args) == 0 {
+		o.Args = nil // "args": [] is no args
+	}
+	if w.TimeoutMS != nil {
+		// An explicit timeout of 0 or less is kept as a negative one, so
+		// that Validate rejects it with a reason (0 would mean "none given").
+		o.Timeout = -1
+		if ms := *w.TimeoutMS; ms > 0 {
+			o.Timeout = time.Duration(min(ms, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
+		}
+	}
 	switch {
 	case w.Data != nil && w.DataB64 != nil:
 		return fmt.Errorf("op has both data and data_b64")
@@ -122,6 +166,12 @@ type Job struct {
 	Ops []Op `json:"ops"`
 	// Meta is free-form caller metadata, recorded with the outcome.
 	Meta map[string]string `json:"meta,omitempty"`
+	// Coalesce is an optional coalescing key, for exec jobs only: while a
+	// job with this key and command waits in the queue, not yet started,
+	// later ones join it instead of running again, and all get its
+	// outcome (docs/exec.md). Use one key only for runs that may stand in
+	// for each other.
+	Coalesce string `json:"coalesce,omitempty"`
 	// Submitted is when the client built the job (informational).
 	Submitted time.Time `json:"submitted,omitzero"`
 }
@@ -167,9 +217,22 @@ func (j *Job) Validate() error {
 	if len(j.Ops) > MaxOps {
 		return Reject(ReasonTooLarge, "job has %d ops, limit %d", len(j.Ops), MaxOps)
 	}
+	if j.Coalesce != "" {
+		if err := checkCoalesce(j.Coalesce); err != nil {
+			return err
+		}
+	}
 	for i, op := range j.Ops {
 		switch op.Kind {
+		case OpExec:
+			if err := j.validateExec(i); err != nil {
+				return err
+			}
+			continue
 		case OpPut, OpAppend, OpMerge, OpDelete:
+			if op.Name != "" || op.Args != nil || op.Dir != "" || op.Timeout != 0 {
+				return Reject(ReasonBadInput, "op %d: name, args, dir and timeout_ms are for exec ops only", i)
+			}
 		case "":
 			return Reject(ReasonBadInput, "op %d: missing op kind", i)
 		default:
@@ -182,8 +245,71 @@ func (j *Job) Validate() error {
 			return Reject(ReasonBadInput, "op %d: if_match %q: want %q or sha256:<64 hex>", i, truncate(op.IfMatch, 80), IfAbsent)
 		}
 	}
+	if j.Coalesce != "" && !j.IsExec() {
+		return Reject(ReasonBadInput, "a coalescing key is for exec jobs only: a job that joins another does not run its own ops, and file ops are not interchangeable")
+	}
 	return nil
 }
+
+// validateExec checks exec op i: the job's only op, a command name, args
+// that can be argv, a directory inside the store and a positive timeout.
+func (j *Job) validateExec(i int) error {
+	op := j.Ops[i]
+	if len(j.Ops) != 1 {
+		return Reject(ReasonBadInput, "op %d: an exec op must be its job's only op: a command's effects cannot be undone, so they cannot be all or nothing with other ops", i)
+	}
+	if !ValidCommandName(op.Name) {
+		return Reject(ReasonBadInput, "op %d: exec command name %q: want 1-64 characters of [A-Za-z0-9_.-], starting with a letter or digit", i, truncate(op.Name, 40))
+	}
+	if op.Path != "" || op.Data != nil || op.IfMatch != "" {
+		return Reject(ReasonBadInput, "op %d: an exec op takes no path, data or if_match", i)
+	}
+	if len(op.Args) > MaxArgs {
+		return Reject(ReasonTooLarge, "op %d: %d arguments, limit %d", i, len(op.Args), MaxArgs)
+	}
+	for k, a := range op.Args {
+		if !utf8.ValidString(a) || strings.IndexByte(a, 0) >= 0 {
+			return Reject(ReasonBadInput, "op %d: argument %d is not UTF-8 text without NUL bytes", i, k)
+		}
+	}
+	if op.Dir != "" {
+		if err := CheckPath(op.Dir); err != nil {
+			return Reject(ReasonPathEscapes, "op %d: dir: %v", i, err)
+		}
+	}
+	if op.Timeout < 0 {
+		return Reject(ReasonBadInput, "op %d: timeout_ms: want a positive number of milliseconds, or none for the command's own", i)
+	}
+	return nil
+}
+
+// ValidCommandName reports whether name may name an exec command: 1 to 64
+// characters of [A-Za-z0-9_.-], starting with a letter or digit.
+func ValidCommandName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkCoalesce checks a coalescing key: 1 to MaxCoalesceLen bytes of
+// printable UTF-8, on an exec job.
+func checkCoalesce(key string) error {
+	if len(key) > MaxCoalesceLen || !utf8.ValidString(key) || strings.IndexFunc(key, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return Reject(ReasonBadInput, "coalescing key %q: want 1-%d bytes of printable UTF-8", truncate(key, 40), MaxCoalesceLen)
+	}
+	return nil
+}
+
+// IsExec reports whether the job runs a command (its op is OpExec).
+func (j *Job) IsExec() bool { return len(j.Ops) == 1 && j.Ops[0].Kind == OpExec }
 
 // Encode validates the job, sets its version if unset, and returns its
 // wire form.
@@ -294,8 +420,11 @@ func truncate(s string, n int) string {
 // same job (a retry); with different digests they are a conflict
 // (ReasonIDConflict). It is "sha256:" and the lower-case hex SHA-256 of
 // the netstrings ("<decimal length>:<bytes>,") of, in order, "scribe-job-1",
-// each op's kind, path, if_match and data, then each meta key and value in
-// byte order of the keys (docs/protocol.md).
+// "coalesce:" and the coalescing key if the job has one, each op's kind
+// then, for file ops, its path, if_match and data, and for exec ops its
+// name, dir, timeout in milliseconds (decimal) and args as a JSON array of
+// strings, then each meta key and value in byte order of the keys
+// (docs/protocol.md).
 func (j *Job) Digest() string {
 	h := sha256.New()
 	ns := func(b []byte) {
@@ -305,8 +434,22 @@ func (j *Job) Digest() string {
 		h.Write([]byte{','})
 	}
 	ns([]byte("scribe-job-1"))
+	if j.Coalesce != "" {
+		ns([]byte("coalesce:" + j.Coalesce))
+	}
 	for _, op := range j.Ops {
 		ns([]byte(op.Kind))
+		if op.Kind == OpExec {
+			args := []byte("[]")
+			if len(op.Args) > 0 {
+				args, _ = json.Marshal(op.Args)
+			}
+			ns([]byte(op.Name))
+			ns([]byte(op.Dir))
+			ns(strconv.AppendInt(nil, op.Timeout.Milliseconds(), 10))
+			ns(args)
+			continue
+		}
 		ns([]byte(op.Path))
 		ns([]byte(op.IfMatch))
 		ns(op.Data)

@@ -1,6 +1,8 @@
 package queue_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -95,6 +97,60 @@ func TestOpUnmarshalErrors(t *testing.T) {
 	}
 }
 
+func execOp() queue.Op { return queue.Op{Kind: queue.OpExec, Name: "mine"} }
+
+// TestExecWire: an exec op's wire form, and the explicit timeouts that
+// decode but do not validate (0 would otherwise read as "none given").
+func TestExecWire(t *testing.T) {
+	op := queue.Op{Kind: queue.OpExec, Name: "mine", Args: []string{"--wing", "a b"}, Dir: "d", Timeout: 1500 * time.Millisecond}
+	b, err := json.Marshal(op)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"op":"exec","name":"mine","args":["--wing","a b"],"dir":"d","timeout_ms":1500}`, string(b))
+	var back queue.Op
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, op, back)
+
+	for _, ms := range []string{"0", "-5"} {
+		j, err := queue.Decode([]byte(`{"v":1,"id":"j1","store":"s","ops":[{"op":"exec","name":"mine","timeout_ms":` + ms + `}]}`))
+		requireReason(t, err, queue.ReasonBadInput)
+		assert.Contains(t, err.Error(), "timeout_ms")
+		assert.Equal(t, "j1", j.ID)
+	}
+	j, err := queue.Decode([]byte(`{"v":1,"id":"j1","store":"s","ops":[{"op":"exec","name":"mine","args":[]}],"coalesce":"k"}`))
+	require.NoError(t, err)
+	assert.Nil(t, j.Ops[0].Args)
+	assert.Equal(t, "k", j.Coalesce)
+	assert.True(t, j.IsExec())
+}
+
+// TestExecDigest: every field of an exec job that changes what runs
+// changes its digest; "args": [] and no args are the same job.
+func TestExecDigest(t *testing.T) {
+	base := func() *queue.Job {
+		return &queue.Job{V: 1, ID: "j", Store: "s", Ops: []queue.Op{{Kind: queue.OpExec, Name: "mine", Args: []string{"a"}}}}
+	}
+	d := base().Digest()
+	for name, mutate := range map[string]func(*queue.Job){
+		"name":      func(j *queue.Job) { j.Ops[0].Name = "mine2" },
+		"args":      func(j *queue.Job) { j.Ops[0].Args = []string{"b"} },
+		"arg split": func(j *queue.Job) { j.Ops[0].Args = []string{"", "a"} },
+		"dir":       func(j *queue.Job) { j.Ops[0].Dir = "d" },
+		"timeout":   func(j *queue.Job) { j.Ops[0].Timeout = time.Second },
+		"coalesce":  func(j *queue.Job) { j.Coalesce = "k" },
+	} {
+		j := base()
+		mutate(j)
+		assert.NotEqual(t, d, j.Digest(), name)
+	}
+	a, b := base(), base()
+	a.Ops[0].Args, b.Ops[0].Args = nil, []string{}
+	assert.Equal(t, a.Digest(), b.Digest())
+	// The digest of file jobs is unchanged by exec support.
+	put := &queue.Job{Ops: []queue.Op{{Kind: queue.OpPut, Path: "a", Data: []byte("x")}}}
+	h := sha256.Sum256([]byte("12:scribe-job-1,3:put,1:a,0:,1:x,"))
+	assert.Equal(t, "sha256:"+hex.EncodeToString(h[:]), put.Digest())
+}
+
 func TestValidate(t *testing.T) {
 	manyOps := func(n int) []queue.Op {
 		ops := make([]queue.Op, n)
@@ -129,7 +185,32 @@ func TestValidate(t *testing.T) {
 		{"nil ops", func(j *queue.Job) { j.Ops = nil }, queue.ReasonBadInput},
 		{"max ops", func(j *queue.Job) { j.Ops = manyOps(queue.MaxOps) }, ""},
 		{"too many ops", func(j *queue.Job) { j.Ops = manyOps(queue.MaxOps + 1) }, queue.ReasonTooLarge},
-		{"unknown op", func(j *queue.Job) { j.Ops[0].Kind = "exec" }, queue.ReasonUnknownOp},
+		{"unknown op", func(j *queue.Job) { j.Ops[0].Kind = "run" }, queue.ReasonUnknownOp},
+		{"exec", func(j *queue.Job) { j.Ops = []queue.Op{execOp()} }, ""},
+		{"exec with args, dir, timeout", func(j *queue.Job) {
+			j.Ops = []queue.Op{{Kind: queue.OpExec, Name: "mine.v2", Args: []string{"--wing", "", "ö"}, Dir: "sub/dir", Timeout: time.Second}}
+		}, ""},
+		{"exec coalesced", func(j *queue.Job) { j.Ops, j.Coalesce = []queue.Op{execOp()}, "mine for ever" }, ""},
+		{"exec among other ops", func(j *queue.Job) { j.Ops = append(j.Ops, execOp()) }, queue.ReasonBadInput},
+		{"exec without name", func(j *queue.Job) { j.Ops = []queue.Op{{Kind: queue.OpExec}} }, queue.ReasonBadInput},
+		{"exec name with slash", func(j *queue.Job) { j.Ops = []queue.Op{{Kind: queue.OpExec, Name: "../bin/sh"}} }, queue.ReasonBadInput},
+		{"exec name starting with dash", func(j *queue.Job) { j.Ops = []queue.Op{{Kind: queue.OpExec, Name: "-x"}} }, queue.ReasonBadInput},
+		{"exec name too long", func(j *queue.Job) { j.Ops = []queue.Op{{Kind: queue.OpExec, Name: strings.Repeat("m", 65)}} }, queue.ReasonBadInput},
+		{"exec with path", func(j *queue.Job) { op := execOp(); op.Path = "a"; j.Ops = []queue.Op{op} }, queue.ReasonBadInput},
+		{"exec with data", func(j *queue.Job) { op := execOp(); op.Data = []byte{}; j.Ops = []queue.Op{op} }, queue.ReasonBadInput},
+		{"exec arg with NUL", func(j *queue.Job) { op := execOp(); op.Args = []string{"a\x00b"}; j.Ops = []queue.Op{op} }, queue.ReasonBadInput},
+		{"exec arg not UTF-8", func(j *queue.Job) { op := execOp(); op.Args = []string{"\xff"}; j.Ops = []queue.Op{op} }, queue.ReasonBadInput},
+		{"exec too many args", func(j *queue.Job) { op := execOp(); op.Args = make([]string, queue.MaxArgs+1); j.Ops = []queue.Op{op} }, queue.ReasonTooLarge},
+		{"exec dir escapes", func(j *queue.Job) { op := execOp(); op.Dir = "../elsewhere"; j.Ops = []queue.Op{op} }, queue.ReasonPathEscapes},
+		{"exec dir absolute", func(j *queue.Job) { op := execOp(); op.Dir = "/tmp"; j.Ops = []queue.Op{op} }, queue.ReasonPathEscapes},
+		{"exec dir in .scribe", func(j *queue.Job) { op := execOp(); op.Dir = ".scribe"; j.Ops = []queue.Op{op} }, queue.ReasonPathEscapes},
+		{"exec negative timeout", func(j *queue.Job) { op := execOp(); op.Timeout = -1; j.Ops = []queue.Op{op} }, queue.ReasonBadInput},
+		{"file op with exec fields", func(j *queue.Job) { j.Ops[0].Args = []string{"x"} }, queue.ReasonBadInput},
+		{"coalesce on a file job", func(j *queue.Job) { j.Coalesce = "k" }, queue.ReasonBadInput},
+		{"coalesce key with newline", func(j *queue.Job) { j.Ops, j.Coalesce = []queue.Op{execOp()}, "a\nb" }, queue.ReasonBadInput},
+		{"coalesce key too long", func(j *queue.Job) {
+			j.Ops, j.Coalesce = []queue.Op{execOp()}, strings.Repeat("k", queue.MaxCoalesceLen+1)
+		}, queue.ReasonBadInput},
 		{"op kind case matters", func(j *queue.Job) { j.Ops[0].Kind = "PUT" }, queue.ReasonUnknownOp},
 		{"missing op kind", func(j *queue.Job) { j.Ops[0].Kind = "" }, queue.ReasonBadInput},
 		{"bad path", func(j *queue.Job) { j.Ops[0].Path = "../x" }, queue.ReasonPathEscapes},

@@ -36,6 +36,10 @@ const (
 	ReasonInternal           Reason = "internal_error"      // the applier failed on this job (a bug)
 	ReasonIDConflict         Reason = "id_conflict"         // the ID was already used by a different job
 	ReasonAbandoned          Reason = "abandoned"           // an operator gave up an interrupted batch (scribe recover --abandon)
+	ReasonNotAllowed         Reason = "not_allowed"         // exec: command not on the allowlist, or arguments it does not allow
+	ReasonExecFailed         Reason = "exec_failed"         // exec: the command exited non-zero, died of a signal, or could not start
+	ReasonTimeout            Reason = "timeout"             // exec: the command overran its timeout and was killed with its process group
+	ReasonInterrupted        Reason = "interrupted"         // exec: the writer died while the command ran, and it is not safe to run again
 )
 
 // Outcome is the recorded, final result of a job. Once recorded in a store's
@@ -66,6 +70,36 @@ type Outcome struct {
 	// submission is an ID conflict. Empty in outcomes recorded before
 	// digests were kept, and for jobs that could not be decoded.
 	Digest string `json:"digest,omitempty"`
+	// Exec is the run of an exec job's command: its exit status and
+	// bounded output. Nil for file jobs, and for exec jobs rejected before
+	// their command ran.
+	Exec *ExecResult `json:"exec,omitempty"`
+	// CoalescedInto is the ID of the job whose run this job joined (see
+	// Job.Coalesce): this job did not run on its own, and its outcome is
+	// that run's.
+	CoalescedInto string `json:"coalesced_into,omitempty"`
+}
+
+// ExecResult is what an exec job's command did.
+type ExecResult struct {
+	// Command is the command's name on the allowlist.
+	Command string `json:"command"`
+	// ExitCode is the command's exit status, or -1 if it died of a signal
+	// (Signal) or never started.
+	ExitCode int `json:"exit_code"`
+	// Signal names the signal that ended the command, if one did.
+	Signal string `json:"signal,omitempty"`
+	// Stdout and Stderr are the command's output, at most the allowlist's
+	// output cap each: its start and its end, with the middle cut when it
+	// wrote more (StdoutCut, StderrCut bytes). Bytes that are not UTF-8
+	// are replaced with U+FFFD.
+	Stdout    string `json:"stdout,omitempty"`
+	Stderr    string `json:"stderr,omitempty"`
+	StdoutCut int64  `json:"stdout_cut,omitempty"`
+	StderrCut int64  `json:"stderr_cut,omitempty"`
+	// Started is when the command started; DurationMS how long it ran.
+	Started    time.Time `json:"started"`
+	DurationMS int64     `json:"duration_ms"`
 }
 
 // Conflict returns the rejection a caller gets when its job, of digest

@@ -54,15 +54,17 @@ type StatusReport struct {
 	PID      int       `json:"pid"`
 	Version  string    `json:"version"`
 	Started  time.Time `json:"started"`
-	Queued   uint64    `json:"queued"`            // jobs waiting in the stream
-	Applied  uint64    `json:"applied"`           // jobs applied since start
-	Rejected uint64    `json:"rejected"`          // jobs rejected since start
-	Holding  bool      `json:"holding"`           // the writer holds the store lock now
-	Epoch    uint64    `json:"epoch"`             // epoch of the writer's current or last hold
-	Holder   *Holder   `json:"holder,omitempty"`  // who holds the store lock, if anyone
-	Waiting  string    `json:"waiting,omitempty"` // why the writer is waiting, if it is
-	Fault    string    `json:"fault,omitempty"`   // the I/O fault the writer is retrying on, if any
-	Dead     uint64    `json:"dead_letters"`      // dead letters kept in the journal
+	Queued   uint64    `json:"queued"`             // jobs waiting in the stream
+	Applied  uint64    `json:"applied"`            // jobs applied since start
+	Rejected uint64    `json:"rejected"`           // jobs rejected since start
+	Holding  bool      `json:"holding"`            // the writer holds the store lock now
+	Epoch    uint64    `json:"epoch"`              // epoch of the writer's current or last hold
+	Holder   *Holder   `json:"holder,omitempty"`   // who holds the store lock, if anyone
+	Waiting  string    `json:"waiting,omitempty"`  // why the writer is waiting, if it is
+	Fault    string    `json:"fault,omitempty"`    // the I/O fault the writer is retrying on, if any
+	Running  string    `json:"running,omitempty"`  // the exec job whose command runs now, if any
+	Deferred string    `json:"deferred,omitempty"` // why the next job is deferred (exec: its lock is held, or it exited busy), if it is
+	Dead     uint64    `json:"dead_letters"`       // dead letters kept in the journal
 }
 
 // DeadLetter is a message that reached a store's queue but carried no

@@ -93,7 +93,7 @@ func TestDecodeUnknownOp(t *testing.T) {
 		reason queue.Reason
 		detail string
 	}{
-		{`"exec"`, queue.ReasonUnknownOp, `op 0: unknown op "exec"`},
+		{`"run"`, queue.ReasonUnknownOp, `op 0: unknown op "run"`},
 		{`"PUT"`, queue.ReasonUnknownOp, `op 0: unknown op "PUT"`},
 		{`""`, queue.ReasonBadInput, `op 0: missing op kind`},
 	}

@@ -74,6 +74,10 @@ type Config struct {
 	// ID), and the writer drains those streams first, in order, and
 	// deletes them. Leave it false on a server that stores share.
 	OwnServer bool
+	// Commands is the exec allowlist: the commands exec jobs may run, by
+	// name. Each must pass Command.Check. Without it, exec jobs are
+	// rejected queue.ReasonNotAllowed.
+	Commands []Command
 	// CheckQueue, if set, is called every QueueCheckInterval to find and
 	// repair a fault of the queue's server that its clients cannot see,
 	// such as a stream's lasting write error after the disk filled up

@@ -19,7 +19,8 @@ import (
 // batch pipeline.
 // The steps, in order (docs/recovery.md): fetched, intent, file (after each
 // file written), files, commit, ack (after the first ack), acked,
-// published. Unset, it costs one comparison per step.
+// published; for exec jobs, ran (after the command, before its outcome is
+// recorded). Unset, it costs one comparison per step.
 const envCrashAt = "SCRIBE_CRASH_AT"
 
 // envPanicOn makes the applier panic on an op whose path is its value, to

@@ -25,7 +25,8 @@ var (
 	keyRetention   = []byte("retention")     // the retention the last prune used (the daemon's)
 	keyAttempt     = []byte("attempt")       // seq (8) + attempts (8) of the job being tried one at a time
 	keyIntent      = []byte("batch")
-	keyStuck       = []byte("stuck") // why the last redo of the intent failed, while it stands
+	keyStuck       = []byte("stuck")   // why the last redo of the intent failed, while it stands
+	keyRunning     = []byte("running") // in bucketIntent: the exec run in progress (runRecord), while its command runs
 )
 
 // journalTimeout bounds the wait for bbolt's own file lock. The journal is
@@ -210,35 +211,98 @@ func (j *Journal) commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq
 				return err
 			}
 		}
-		b := tx.Bucket(bucketOutcomes)
-		for _, o := range outs {
-			if o.ID == "" || b.Get([]byte(o.ID)) != nil {
-				continue
-			}
-			v, err := queue.EncodeOutcome(o)
-			if err != nil {
-				return err
-			}
-			if err := b.Put([]byte(o.ID), v); err != nil {
-				return err
-			}
-			if err := tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil); err != nil {
-				return err
-			}
-		}
-		m := tx.Bucket(bucketMeta)
-		if lastSeq > getUint(m, keyLastSeq) {
-			if err := m.Put(keyLastSeq, putUint(lastSeq)); err != nil {
-				return err
-			}
-		}
-		if err := m.Delete(keyAttempt); err != nil {
+		if err := recordOutcomes(tx, outs, lastSeq); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketIntent).Delete(keyStuck); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketIntent).Delete(keyIntent)
+	})
+}
+
+// recordOutcomes records outcomes not yet recorded and the last sequence,
+// and drops the attempt record of the job they settle.
+func recordOutcomes(tx *bolt.Tx, outs []*queue.Outcome, lastSeq uint64) error {
+	b := tx.Bucket(bucketOutcomes)
+	for _, o := range outs {
+		if o.ID == "" || b.Get([]byte(o.ID)) != nil {
+			continue
+		}
+		v, err := queue.EncodeOutcome(o)
+		if err != nil {
+			return err
+		}
+		if err := b.Put([]byte(o.ID), v); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil); err != nil {
+			return err
+		}
+	}
+	m := tx.Bucket(bucketMeta)
+	if lastSeq > getUint(m, keyLastSeq) {
+		if err := m.Put(keyLastSeq, putUint(lastSeq)); err != nil {
+			return err
+		}
+	}
+	return m.Delete(keyAttempt)
+}
+
+// runRecord is an exec run in progress: written before its command starts,
+// replaced by the outcomes when it ends. Found by a later holder (of
+// another epoch), it means the writer died, or lost the store, while the
+// command ran (see shared.recoverRun).
+type runRecord struct {
+	Epoch     uint64    `json:"epoch"`
+	Command   string    `json:"command"`
+	RerunSafe bool      `json:"rerun_safe"`
+	Started   time.Time `json:"started"`
+	// Outcomes are the run's jobs' outcomes as prepared: the job that
+	// runs first, then those that joined it.
+	Outcomes []*queue.Outcome `json:"outcomes"`
+	LastSeq  uint64           `json:"last_seq"`
+}
+
+// setRunning records the run about to start.
+func (j *Journal) setRunning(r *runRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketIntent).Put(keyRunning, b)
+	})
+}
+
+// running returns the run in progress, or nil.
+func (j *Journal) running() (*runRecord, error) {
+	var r *runRecord
+	err := j.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIntent)
+		if b == nil {
+			return nil
+		}
+		if v := b.Get(keyRunning); v != nil {
+			r = new(runRecord)
+			return json.Unmarshal(v, r)
+		}
+		return nil
+	})
+	return r, err
+}
+
+// endRun drops the run record and, in the same transaction, records the
+// run's outcomes (none when the run does not count: deferred, or to be
+// run again).
+func (j *Journal) endRun(outs []*queue.Outcome, lastSeq uint64) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		if len(outs) > 0 {
+			if err := recordOutcomes(tx, outs, lastSeq); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketIntent).Delete(keyRunning)
 	})
 }
 

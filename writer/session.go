@@ -154,6 +154,9 @@ type shared struct {
 	own      [3]fileKey
 	sessions int
 	log      *slog.Logger
+	// epoch is the hold's: a run record of this epoch belongs to a
+	// command this hold is running (see recoverRun).
+	epoch uint64
 }
 
 // OpenSession takes the store lock without waiting (a busy store returns a
@@ -217,6 +220,7 @@ func openShared(real string, ls *lockState, hs *holdState, log *slog.Logger) (_ 
 			return nil, err
 		}
 	}
+	st.epoch = hs.epoch
 	if st.tree, err = openTree(real); err != nil {
 		return nil, err
 	}
@@ -302,8 +306,11 @@ func (s *shared) verify() error {
 // is kept in the journal, for status, until a redo succeeds.
 func (s *shared) recover() error {
 	in, err := s.journal.pendingIntent()
-	if err != nil || in == nil {
+	if err != nil {
 		return err
+	}
+	if in == nil {
+		return s.recoverRun()
 	}
 	s.log.Warn("redoing an interrupted batch", "epoch", in.Epoch, "files", len(in.Changes), "jobs", len(in.Outcomes))
 	if err := materialize(s.tree, in.Changes, true); err != nil {
@@ -316,7 +323,7 @@ func (s *shared) recover() error {
 	if err := s.journal.commit(in.Outcomes, nil, in.LastSeq); err != nil {
 		return fmt.Errorf("recover interrupted batch: %w", err)
 	}
-	return nil
+	return s.recoverRun()
 }
 
 // Epoch is the fencing token of this hold of the store lock.

@@ -107,10 +107,16 @@ type Writer struct {
 	cons    jetstream.Consumer // the stream's; replaced by run while the pump is stopped
 	log     *slog.Logger
 	msgs    chan jetstream.Msg
-	svc     micro.Service
-	cancel  context.CancelFunc
-	done    chan struct{}
-	started time.Time
+	// ahead are the messages run has taken from msgs and not yet
+	// processed, in order; taken counts them, to keep that order when an
+	// exec run puts back jobs that joined it. Only run touches them.
+	ahead    []item
+	taken    uint64
+	commands map[string]*Command
+	svc      micro.Service
+	cancel   context.CancelFunc
+	done     chan struct{}
+	started  time.Time
 	// reconsume asks run to consume afresh: the server's JetStream was
 	// restarted (see Config.CheckQueue).
 	reconsume chan struct{}
@@ -140,7 +146,21 @@ type Writer struct {
 	// when it last finished one (or started). See Idle.
 	inHand   bool
 	lastDone time.Time
+	// running is the exec run in progress, deferred why the job in hand
+	// is deferred; for the status report.
+	running  *running
+	deferred string
 }
+
+// item is a message taken from the queue, decoded.
+type item struct {
+	m jetstream.Msg
+	e Entry
+	n uint64 // the order it was taken in
+}
+
+// isExec reports whether the item is an exec job, which runs alone.
+func (it item) isExec() bool { return it.e.Err == nil && it.e.Job.IsExec() }
 
 // formerStream is a stream of this store under a former path: see
 // Config.OwnServer.
@@ -177,6 +197,9 @@ func New(ctx context.Context, cfg Config) (*Writer, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now(), cautious: cautiousJobs}
+	if w.commands, err = checkCommands(cfg.Commands, lockPathOf(real, cfg.LockPath)); err != nil {
+		return nil, err
+	}
 	if w.js, err = jetstream.New(cfg.Conn); err != nil {
 		return nil, err
 	}
@@ -485,6 +508,7 @@ func (w *Writer) watch(ctx context.Context, done chan<- struct{}) {
 func (w *Writer) consumeAfresh(ctx context.Context) bool {
 	w.stopPump()
 	<-w.pumped
+	w.ahead = nil
 	for drained := false; !drained; {
 		select {
 		case <-w.msgs:
@@ -553,33 +577,67 @@ func (w *Writer) run(ctx context.Context) {
 	defer w.release()
 	for {
 		select {
-		case <-ctx.Done():
-			return
-		case <-idle.C:
-			w.release()
-			w.liftStranded(ctx)
 		case <-w.reconsume:
 			if !w.consumeAfresh(ctx) {
 				return
 			}
-		case m := <-w.msgs:
-			w.setInHand(true)
-			batch := []jetstream.Msg{m}
-		fill:
-			for len(batch) < w.cfg.BatchSize && w.cautious == 0 {
-				select {
-				case m := <-w.msgs:
-					batch = append(batch, m)
-				default:
-					break fill
-				}
-			}
-			ok := w.process(ctx, batch)
-			w.setInHand(false)
-			if !ok {
+		default:
+		}
+		if len(w.ahead) == 0 {
+			select {
+			case <-ctx.Done():
 				return
+			case <-idle.C:
+				w.release()
+				w.liftStranded(ctx)
+			case <-w.reconsume:
+				if !w.consumeAfresh(ctx) {
+					return
+				}
+			case m := <-w.msgs:
+				w.take(m)
 			}
-			idle.Reset(w.cfg.IdleRelease)
+			continue
+		}
+		w.setInHand(true)
+		w.fill()
+		var ok bool
+		if head := w.ahead[0]; head.isExec() {
+			w.ahead = w.ahead[1:]
+			ok = w.processExec(ctx, head)
+		} else {
+			// File jobs up to the next exec job, which runs alone.
+			n := 1
+			for n < len(w.ahead) && n < w.cfg.BatchSize && w.cautious == 0 && !w.ahead[n].isExec() {
+				n++
+			}
+			batch := slices.Clone(w.ahead[:n])
+			w.ahead = w.ahead[n:]
+			ok = w.process(ctx, batch)
+		}
+		w.setInHand(false)
+		if !ok {
+			return
+		}
+		idle.Reset(w.cfg.IdleRelease)
+	}
+}
+
+// take decodes a message and appends it to ahead.
+func (w *Writer) take(m jetstream.Msg) {
+	w.taken++
+	w.ahead = append(w.ahead, item{m: m, e: w.entry(m), n: w.taken})
+}
+
+// fill takes the messages already delivered, without waiting, until ahead
+// holds a batch's worth.
+func (w *Writer) fill() {
+	for len(w.ahead) < w.cfg.BatchSize {
+		select {
+		case m := <-w.msgs:
+			w.take(m)
+		default:
+			return
 		}
 	}
 }
@@ -610,12 +668,9 @@ func (w *Writer) Idle() time.Duration {
 // process applies a batch, acks it and publishes its outcomes. It returns
 // false if ctx ended while it was waiting for the store, leaving the batch
 // unacked in the queue.
-func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
+func (w *Writer) process(ctx context.Context, items []item) bool {
 	crashPoint("fetched")
-	entries := make([]Entry, len(batch))
-	for i, m := range batch {
-		entries[i] = w.entry(m)
-	}
+	batch, entries := split(items)
 	if w.session != nil && demanded(w.store) {
 		// A direct writer is waiting: the batch in hand can wait for it.
 		w.log.Info("handing the store to a waiting direct writer", "grace", w.cfg.HandOffGrace)
@@ -633,6 +688,15 @@ func (w *Writer) process(ctx context.Context, batch []jetstream.Msg) bool {
 	crashPoint("published")
 	w.maybePrune(ctx)
 	return true
+}
+
+// split returns the messages and entries of items.
+func split(items []item) ([]jetstream.Msg, []Entry) {
+	msgs, entries := make([]jetstream.Msg, len(items)), make([]Entry, len(items))
+	for i, it := range items {
+		msgs[i], entries[i] = it.m, it.e
+	}
+	return msgs, entries
 }
 
 // entry decodes a message into the Entry to apply.
@@ -696,26 +760,33 @@ func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []Ent
 		// An I/O fault (disk full, read-only, EIO): nothing of this batch
 		// is recorded as applied and nothing is acked. Keep the batch in
 		// hand and retry; the next Apply first completes what was begun.
-		w.setFault(err.Error())
-		if errors.Is(err, ErrStoreChanged) {
-			// The lock file or journal is no longer the one this hold
-			// opened: another writer may hold the real one. Let go, and
-			// take the store anew through its path.
-			w.release()
-		}
-		if attempt == 0 || time.Since(lastFaultLog) >= w.cfg.WaitLog {
-			lastFaultLog = time.Now()
-			w.log.Error("apply batch failed; retrying", "err", err, "jobs", len(batch), "attempt", attempt+1)
-		}
-		if attempt > 0 && attempt%20 == 0 {
-			for _, m := range batch {
-				_ = m.InProgress()
-			}
-		}
-		if !sleep(ctx, backoff(attempt)) {
+		if !w.retryAfterFault(ctx, err, attempt, batch, &lastFaultLog) {
 			return nil, false
 		}
 	}
+}
+
+// retryAfterFault records and logs an I/O fault that kept a batch from
+// being applied or recorded, and waits before the next attempt: the
+// batch stays in hand, unacked. It returns false if ctx ended.
+func (w *Writer) retryAfterFault(ctx context.Context, err error, attempt int, batch []jetstream.Msg, lastLog *time.Time) bool {
+	w.setFault(err.Error())
+	if errors.Is(err, ErrStoreChanged) {
+		// The lock file or journal is no longer the one this hold
+		// opened: another writer may hold the real one. Let go, and
+		// take the store anew through its path.
+		w.release()
+	}
+	if attempt == 0 || time.Since(*lastLog) >= w.cfg.WaitLog {
+		*lastLog = time.Now()
+		w.log.Error("apply batch failed; retrying", "err", err, "jobs", len(batch), "attempt", attempt+1)
+	}
+	if attempt > 0 && attempt%20 == 0 {
+		for _, m := range batch {
+			_ = m.InProgress()
+		}
+	}
+	return sleep(ctx, backoff(attempt))
 }
 
 // count adds a batch's outcomes to the status report's counters.
@@ -1003,6 +1074,11 @@ func (w *Writer) Report(ctx context.Context) *queue.StatusReport {
 	w.mu.Lock()
 	r.Holding, r.Epoch, r.Applied, r.Rejected, r.Waiting = w.session != nil, w.epoch, w.applied, w.rejected, w.waiting
 	r.Fault = joinFaults(w.fault, w.queueFault)
+	r.Deferred = w.deferred
+	if w.running != nil {
+		r.Running = w.running.String()
+		r.Holding = true // through the hold the command was handed
+	}
 	w.mu.Unlock()
 	r.Store, r.StoreID = w.store, w.storeID
 	r.Queued, _ = w.Queued(ctx)

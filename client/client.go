@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 )
 
 // Route says whether jobs go through the daemon.
@@ -17,7 +18,9 @@ type Route string
 // Routes.
 const (
 	// RoutePrefer uses the daemon if one serves the store, and otherwise
-	// writes directly, failing fast if the store is busy.
+	// writes directly, failing fast if the store is busy. A process that
+	// was handed a standing hold of the store (a `scribe lock` child, an
+	// exec command) writes directly under that hold.
 	RoutePrefer Route = "prefer"
 	// RouteRequire uses the daemon only; Open fails with ErrNoDaemon
 	// without one.
@@ -150,7 +153,11 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{store: real, storeID: queue.StoreID(real)}
-	if o.route != RouteDirect {
+	// A process handed a standing hold of the store (run by `scribe lock`,
+	// or by the daemon as an exec command) writes under it: queued, its
+	// job would wait for the holder, which may be waiting for it.
+	inherited := o.route == RoutePrefer && writer.InheritedHold(real, o.lockPath)
+	if o.route != RouteDirect && !inherited {
 		q, err := openQueued(ctx, real, c.storeID, o)
 		if err != nil {
 			return nil, err
@@ -165,7 +172,7 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	}
 	c.r = &direct{
 		store: real, lockPath: o.lockPath, wait: o.wait, command: o.command, log: o.log,
-		fallback: o.route == RoutePrefer,
+		fallback: o.route == RoutePrefer && !inherited,
 	}
 	return c, nil
 }
@@ -196,7 +203,8 @@ func (c *Client) prepare(job *queue.Job) ([]byte, error) {
 // Submit queues a job and returns once the daemon's queue has stored it:
 // from then on it will be applied exactly once. Without a daemon (route
 // prefer or direct) the job is applied directly and Submit returns its
-// rejection, if any, as an error. A job without an ID gets one.
+// rejection, if any, as an error; an exec job, which runs only in the
+// daemon, fails with ErrExecNeedsDaemon. A job without an ID gets one.
 //
 // An ID that was already used by a different job is a *queue.RejectError
 // with queue.ReasonIDConflict: the job will not be applied. When the queue
@@ -220,7 +228,9 @@ func (c *Client) Submit(ctx context.Context, job *queue.Job) error {
 // different job is rejected with queue.ReasonIDConflict.
 //
 // A direct write to a busy store fails with a *BusyError (ErrBusy), at
-// once or, with WithWait, once the wait runs out.
+// once or, with WithWait, once the wait runs out. An exec job runs only
+// in the daemon: without one it fails with ErrExecNeedsDaemon before
+// anything is done.
 func (c *Client) Apply(ctx context.Context, job *queue.Job) (*queue.Outcome, error) {
 	data, err := c.prepare(job)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/scribehq/scribe/queue"
@@ -35,6 +36,15 @@ func (d *direct) submit(ctx context.Context, job *queue.Job, _ []byte, _ bool) e
 }
 
 func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte) (*queue.Outcome, error) {
+	// Before anything else, the lock and the journal included: a direct
+	// writer has no allowlist, so an exec job could only be refused, and
+	// that refusal would be recorded under its ID for good.
+	if slices.ContainsFunc(job.Ops, func(op queue.Op) bool { return op.Kind == queue.OpExec }) {
+		if !d.fallback {
+			return nil, fmt.Errorf("%s: the direct route does not use the daemon: %w", d.store, ErrExecNeedsDaemon)
+		}
+		return nil, fmt.Errorf("%s: %w", d.store, ErrExecNeedsDaemon)
+	}
 	if d.fallback {
 		st, err := queue.ReadStranded(d.store)
 		if err != nil {

@@ -36,6 +36,11 @@
 // Submit there still queues through a running daemon, which cannot apply
 // it before the command ends.
 //
+// Exec jobs (queue.OpExec) run only in the daemon, which has the
+// allowlist of commands: without one, Submit and Apply refuse them with
+// ErrExecNeedsDaemon (an ErrNoDaemon) before taking the lock or writing
+// anything. WithAutostart starts a daemon for them.
+//
 // While a daemon that stopped or died may have left jobs queued, the
 // prefer route refuses to write directly past them (ErrUnavailable)
 // instead of reordering; RouteDirect goes past them.

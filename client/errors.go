@@ -12,6 +12,12 @@ var (
 	// ErrNoDaemon means no daemon serves the store and the route requires
 	// one.
 	ErrNoDaemon = errors.New("no daemon serves this store")
+	// ErrExecNeedsDaemon means an exec job (queue.OpExec) met no daemon
+	// to run it: exec jobs run only in the store's daemon, whose
+	// configuration has the allowlist of commands, never directly. Start
+	// the daemon, or open the client WithAutostart. It matches
+	// ErrNoDaemon.
+	ErrExecNeedsDaemon = fmt.Errorf("%w: exec jobs run in the daemon, which has the allowlist", ErrNoDaemon)
 	// ErrBusy means a direct write found the store lock held. The error
 	// is a *BusyError naming the holder. ErrBusy is writer.ErrLocked, so
 	// it matches the store lock's busy errors from anywhere in scribe.

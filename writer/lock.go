@@ -280,6 +280,33 @@ func (l *Hold) ChildEnv(fd int) []string {
 	}
 }
 
+// InheritedHold reports whether this process was handed a hold on the
+// store's lock (lockPath, or the default) that still stands: by `scribe
+// lock`, or by the daemon that runs it as an exec command (see
+// ChildEnv). A write then joins that hold, whereas a job queued to the
+// daemon would wait for the holder, which may be waiting for this very
+// process. It changes nothing on disk.
+func InheritedHold(store, lockPath string) bool {
+	id, token := os.Getenv(EnvLockID), os.Getenv(EnvLockToken)
+	if id == "" || token == "" {
+		return false
+	}
+	path := lockPath
+	if path == "" {
+		real, err := queue.ResolveStore(store)
+		if err != nil {
+			return false
+		}
+		path = DefaultLockPath(real)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || keyOfInfo(fi).String() != id {
+		return false
+	}
+	h, err := ReadHolder(path)
+	return err == nil && h != nil && h.Token == token
+}
+
 // openGate opens a join gate, through an open file description of its own.
 func openGate(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)

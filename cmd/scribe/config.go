@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,13 +19,13 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/writer"
 )
 
 // Config is what a config file sets for `scribe serve` (docs/config.md):
 // one top-level TOML key per flag, none of them tied to a store, so that
-// one file can serve several stores. A nil field is not set by the file.
-// Later sections (e.g. [exec.NAME] tables for the exec allowlist) get
-// tables of their own; top-level keys stay the serve settings.
+// one file can serve several stores, and the exec allowlist in [exec.NAME]
+// tables. A nil field is not set by the file.
 type Config struct {
 	Host         *string        // host: listen address (--host)
 	Port         *int64         // port: listen port, 0 for a free one (--port)
@@ -41,9 +40,17 @@ type Config struct {
 	Retention    *time.Duration // retention (--retention)
 	LogLevel     *string        // log_level: debug, info, warn or error (--log-level)
 	ExitIdle     *time.Duration // exit_idle: 0 for never (--exit-idle)
+	// Autostart is the store's opt-in for a daemon on demand: read by
+	// `scribe submit` (its --autostart default), ignored by serve.
+	Autostart *bool
+
+	// Commands is the exec allowlist, the [exec.NAME] tables in the
+	// file's order, each checked (writer.Command.Check).
+	Commands []writer.Command
 
 	// Path is the file the settings were read from; Lines maps each key
-	// set to its line in it.
+	// set to its line in it: top-level keys by name, the allowlist's as
+	// exec.NAME and exec.NAME.KEY (toml.Key's form).
 	Path  string
 	Lines map[string]int
 }
@@ -72,7 +79,12 @@ var configKeys = []configKey{
 	durationKey("retention", "retention", func(c *Config) **time.Duration { return &c.Retention }, false),
 	stringKey("log_level", "log-level", func(c *Config) **string { return &c.LogLevel }, checkLogLevel),
 	durationKey("exit_idle", "exit-idle", func(c *Config) **time.Duration { return &c.ExitIdle }, true),
+	// Not a serve flag (serve ignores it): submit's --autostart.
+	boolKey("autostart", "autostart", func(c *Config) **bool { return &c.Autostart }),
 }
+
+// execTable is the top-level key of the exec allowlist's tables.
+const execTable = "exec"
 
 // ConfigError is one problem in a config file. Line is 0 when the problem
 // has no line (the file as a whole), Key empty when it has no key.
@@ -126,6 +138,30 @@ func ReadConfig(path string) (*Config, error) {
 // value of the wrong type or an invalid one is an error naming the file,
 // the line and the key. Every problem is reported, not only the first.
 func DecodeConfig(path string, data []byte) (*Config, error) {
+	return decodeConfig(path, data, nil)
+}
+
+// ReadCallerConfig reads only what a caller (`scribe submit`) takes from a
+// store's config file, autostart and exit_idle, from a file held to the
+// same rules. The rest of the file is serve's to check: a problem there
+// (a program missing from this process's PATH, say) must not fail a
+// hook's writes.
+func ReadCallerConfig(path string) (*Config, error) {
+	f, err := openConfigFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return decodeConfig(path, data, map[string]bool{"autostart": true, "exit_idle": true})
+}
+
+// decodeConfig is DecodeConfig, of only the top-level keys in only if it
+// is not nil: the others are neither checked nor set.
+func decodeConfig(path string, data []byte, only map[string]bool) (*Config, error) {
 	var raw map[string]any
 	md, err := toml.Decode(string(data), &raw)
 	if err != nil {
@@ -138,7 +174,12 @@ func DecodeConfig(path string, data []byte) (*Config, error) {
 	c := &Config{Path: path, Lines: map[string]int{}}
 	lines := keyLines(string(data))
 	var errs ConfigErrors
-	dir := filepath.Dir(path)
+	// Absolute: a command's program must be, and relative paths in the
+	// file are the file's folder's, wherever serve runs.
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
 	known := map[string]configKey{}
 	for _, k := range configKeys {
 		known[k.name] = k
@@ -146,9 +187,15 @@ func DecodeConfig(path string, data []byte) (*Config, error) {
 	reported := map[string]bool{}
 	for _, key := range md.Keys() {
 		top := key[0]
+		line := lineOf(lines, top)
 		k, ok := known[top]
 		switch {
-		case reported[top]:
+		case reported[top], only != nil && !only[top]:
+			continue
+		case top == execTable:
+			reported[top] = true
+			c.Lines[top] = line
+			errs = append(errs, decodeExec(c, raw[top], lines, dir)...)
 			continue
 		case !ok:
 			reported[top] = true
@@ -157,13 +204,13 @@ func DecodeConfig(path string, data []byte) (*Config, error) {
 			case map[string]any, []map[string]any:
 				problem = "unknown table"
 			}
-			errs = append(errs, &ConfigError{File: path, Line: lines[top], Key: top, Problem: problem})
+			errs = append(errs, &ConfigError{File: path, Line: line, Key: top, Problem: problem})
 			continue
 		}
 		reported[top] = true
-		c.Lines[top] = lines[top]
+		c.Lines[top] = line
 		if err := k.set(c, raw[top], dir); err != nil {
-			errs = append(errs, &ConfigError{File: path, Line: lines[top], Key: top, Problem: err.Error()})
+			errs = append(errs, &ConfigError{File: path, Line: line, Key: top, Problem: err.Error()})
 		}
 	}
 	if len(errs) > 0 {
@@ -171,40 +218,6 @@ func DecodeConfig(path string, data []byte) (*Config, error) {
 		return nil, errs
 	}
 	return c, nil
-}
-
-// topKey finds where a top-level key is set: before the first table
-// header a line `key =` (bare or quoted, or dotted `key.x =`); anywhere a
-// header [key…] or [[key…]]. The schema's keys are all top-level, so an
-// unknown key or a known one is always one of these.
-var (
-	keyLineRE    = regexp.MustCompile(`^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*[=.]`)
-	headerLineRE = regexp.MustCompile(`^\s*\[\[?\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*[\].]`)
-)
-
-// keyLines maps each top-level key of a TOML document to the line (from 1)
-// where it is first set.
-func keyLines(doc string) map[string]int {
-	lines := map[string]int{}
-	inTable := false
-	for i, line := range strings.Split(doc, "\n") {
-		if m := headerLineRE.FindStringSubmatch(line); m != nil {
-			inTable = true
-			if name := m[1] + m[2] + m[3]; lines[name] == 0 {
-				lines[name] = i + 1
-			}
-			continue
-		}
-		if inTable {
-			continue
-		}
-		if m := keyLineRE.FindStringSubmatch(line); m != nil {
-			if name := m[1] + m[2] + m[3]; lines[name] == 0 {
-				lines[name] = i + 1
-			}
-		}
-	}
-	return lines
 }
 
 // openConfigFile opens a config file that only the daemon's user can
@@ -333,6 +346,12 @@ func printConfig(w io.Writer, fset *flag.FlagSet, cfg *Config, sources map[strin
 		}
 		fmt.Fprintf(w, "%-40s # %s\n", k.name+" = "+value, from)
 	}
+	autostart, from := "false", "default"
+	if cfg != nil && cfg.Autostart != nil {
+		autostart, from = strconv.FormatBool(*cfg.Autostart), fmt.Sprintf("file %s:%d", cfg.Path, cfg.Lines["autostart"])
+	}
+	fmt.Fprintf(w, "%-40s # %s; read by scribe submit, not by serve\n", "autostart = "+autostart, from)
+	printCommands(w, cfg)
 }
 
 func stringKey(name, flagName string, field func(*Config) **string, check func(string) error) configKey {
@@ -387,17 +406,9 @@ func durationKey(name, flagName string, field func(*Config) **time.Duration, zer
 	return configKey{
 		name: name, flag: flagName,
 		set: func(c *Config, v any, _ string) error {
-			s, ok := v.(string)
-			if !ok {
-				return wrongType(v, `a duration string such as "90s"`)
-			}
-			d, err := time.ParseDuration(s)
+			d, err := durationValue(v, zeroOK)
 			if err != nil {
-				return fmt.Errorf("%q is not a duration: want a number with a unit (ns, us, ms, s, m, h) such as \"90s\" or \"1h30m\"", s)
-			}
-			switch {
-			case d < 0, d == 0 && !zeroOK:
-				return fmt.Errorf("%q: want a positive duration", s)
+				return err
 			}
 			*field(c) = &d
 			return nil

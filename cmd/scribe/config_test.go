@@ -45,7 +45,12 @@ func TestDecodeConfig(t *testing.T) {
 		{name: "empty", doc: "", check: func(t *testing.T, c *Config) { assert.Nil(t, c.MaxJobs) }},
 		{name: "unknown key", doc: "batch = 10\n\nmax_job = 5\n", want: []problem{{3, "max_job", "unknown key"}}},
 		{name: "key of another case", doc: "\nMAX_JOBS = 5\n", want: []problem{{2, "MAX_JOBS", "unknown key"}}},
-		{name: "unknown table", doc: "batch = 10\n[exec.mine]\nprogram = \"mine\"\n", want: []problem{{2, "exec", "unknown table"}}},
+		{name: "unknown table", doc: "batch = 10\n[daemon.mine]\nprogram = \"mine\"\n", want: []problem{{2, "daemon", "unknown table"}}},
+		{name: "autostart", doc: "\nautostart = true\n", check: func(t *testing.T, c *Config) {
+			assert.True(t, *c.Autostart)
+			assert.Equal(t, 2, c.Lines["autostart"])
+		}},
+		{name: "autostart not a boolean", doc: "autostart = 1\n", want: []problem{{1, "autostart", "wrong type: an integer, want a boolean"}}},
 		{name: "wrong type", doc: "batch = 10\nmax_jobs = \"500\"\n", want: []problem{{2, "max_jobs", "wrong type: a string, want an integer"}}},
 		{name: "duration as integer", doc: "\n\nretention = 3600\n", want: []problem{{3, "retention", "wrong type: an integer"}}},
 		{name: "bad duration", doc: "host = \"::1\"\nidle_release = \"5 minutes\"\n", want: []problem{{2, "idle_release", "not a duration"}}},
@@ -92,7 +97,9 @@ func TestDecodeConfig(t *testing.T) {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // TestConfigDocExample decodes the example in docs/config.md strictly: the
-// documented file must be one serve accepts, with every key of the schema.
+// documented file must be one serve accepts, with every key of the schema,
+// exec tables included (its command is flock(1), on PATH where the tests
+// run).
 func TestConfigDocExample(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/config.md")
 	require.NoError(t, err)
@@ -104,6 +111,11 @@ func TestConfigDocExample(t *testing.T) {
 		_, ok := k.get(c)
 		assert.True(t, ok, "the example does not set %s", k.name)
 		assert.Contains(t, string(doc), "| `"+k.name+"` |", "docs/config.md's table lacks %s", k.name)
+	}
+	require.NotEmpty(t, c.Commands, "the example has no [exec.NAME] table")
+	for _, k := range execKeys {
+		assert.Contains(t, c.Lines, "exec."+c.Commands[0].Name+"."+k.name, "the example's command does not set %s", k.name)
+		assert.Contains(t, string(doc), "| `"+k.name+"` |", "docs/config.md's exec table lacks %s", k.name)
 	}
 }
 

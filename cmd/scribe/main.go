@@ -96,6 +96,7 @@ Usage:
   scribe serve  --store DIR [flags]                 run the daemon for a store
   scribe submit --store DIR [flags] OP PATH [DATA|-] queue one op (DATA from stdin if - or absent)
   scribe submit --store DIR [flags] --job FILE       queue a multi-op job (FILE may be -)
+  scribe submit --store DIR [flags] exec NAME [ARGS] run an allowlisted command in the daemon
   scribe status --store DIR [--json] [JOB_ID]        daemon status, or a job's outcome
   scribe lock   --store DIR [--wait DUR] -- CMD ARGS run CMD holding the store lock
   scribe recover --store DIR [--abandon]            finish, or give up, an interrupted batch

@@ -52,6 +52,13 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return reportConfigErrors(c.Stderr, err)
 	}
+	if err := cfg.CheckCommandLocks(storeLockPaths(*store, *lockFile)); err != nil {
+		return reportConfigErrors(c.Stderr, err)
+	}
+	var commands []writer.Command // the exec allowlist: none without a file
+	if cfg != nil {
+		commands = cfg.Commands
+	}
 	var syncInterval time.Duration
 	if *syncFlag != "always" {
 		d, err := time.ParseDuration(*syncFlag)
@@ -91,7 +98,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		HandOffGrace: *grace, WarnAfter: *warnAfter,
 		Limits: queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes}, Retention: *retention,
 		Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
-		OwnServer: true, CheckQueue: srv.CheckQueue,
+		OwnServer: true, CheckQueue: srv.CheckQueue, Commands: commands,
 	})
 	if errors.Is(err, queue.ErrNoSpace) {
 		log.Debug("create stream", "err", err)
@@ -108,7 +115,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err := lk.Announce(&d); err != nil {
 		return err
 	}
-	log.Info("serving", "store", d.Store, "store_id", d.StoreID, "url", d.URL, "pid", d.PID, "sync", *syncFlag)
+	log.Info("serving", "store", d.Store, "store_id", d.StoreID, "url", d.URL, "pid", d.PID, "sync", *syncFlag, "exec_commands", len(commands))
 	waitIdle(ctx, w, lk, &d, *exitIdle, log)
 	log.Info("shutting down")
 	if err := w.Close(); err != nil {

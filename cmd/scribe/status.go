@@ -124,15 +124,7 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 		if asJSON {
 			return writeJSON(c.Stdout, r)
 		}
-		fmt.Fprintf(c.Stdout, "store %s (%s)\ndaemon pid %d, version %s, up %s\nqueued %d, applied %d, rejected %d since start; %d dead letters\n",
-			r.Store, r.StoreID, r.PID, r.Version, time.Since(r.Started).Round(time.Second), r.Queued, r.Applied, r.Rejected, r.Dead)
-		printHolder(c, r.Holder)
-		if r.Waiting != "" {
-			fmt.Fprintf(c.Stdout, "writer waiting: %s\n", r.Waiting)
-		}
-		if r.Fault != "" {
-			fmt.Fprintf(c.Stdout, "writer failing, retrying: %s\n", r.Fault)
-		}
+		c.printReport(r)
 		return nil
 	}
 	real, err := queue.ResolveStore(store)
@@ -175,6 +167,23 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 		fmt.Fprintln(c.Stdout, st.Note)
 	}
 	return nil
+}
+
+// printReport prints the daemon's status report for people.
+func (c *StatusCommand) printReport(r *queue.StatusReport) {
+	fmt.Fprintf(c.Stdout, "store %s (%s)\ndaemon pid %d, version %s, up %s\nqueued %d, applied %d, rejected %d since start; %d dead letters\n",
+		r.Store, r.StoreID, r.PID, r.Version, time.Since(r.Started).Round(time.Second), r.Queued, r.Applied, r.Rejected, r.Dead)
+	printHolder(c, r.Holder)
+	for _, line := range []struct{ label, text string }{
+		{"writer waiting", r.Waiting},
+		{"writer failing, retrying", r.Fault},
+		{"running", r.Running},   // an exec job's command, now
+		{"deferred", r.Deferred}, // why the next job waits (exec: its lock, a busy exit)
+	} {
+		if line.text != "" {
+			fmt.Fprintf(c.Stdout, "%s: %s\n", line.label, line.text)
+		}
+	}
 }
 
 func printHolder(c *StatusCommand, h *queue.Holder) {

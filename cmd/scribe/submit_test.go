@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/queue"
+)
+
+func TestBuildJob(t *testing.T) {
+	dir := t.TempDir()
+	jobFile := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	execJob := jobFile("exec.json", `{"ops":[{"op":"exec","name":"reindex","args":["a"]}]}`)
+	putJob := jobFile("put.json", `{"ops":[{"op":"put","path":"f","data":"x"}]}`)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		jobFile  string
+		ifMatch  string
+		coalesce string
+		want     *queue.Job
+		usage    string // a usage error containing this
+		rejected string // the job is built, and queue validation rejects it with this
+	}{
+		{
+			name: "exec",
+			args: []string{"exec", "reindex"},
+			want: &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpExec, Name: "reindex"}}},
+		},
+		{
+			name: "exec arguments verbatim",
+			args: []string{"exec", "reindex", "-n", "--wait", "--", "a b", ""},
+			want: &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpExec, Name: "reindex", Args: []string{"-n", "--wait", "--", "a b", ""}}}},
+		},
+		{
+			name:     "exec coalescing",
+			args:     []string{"exec", "reindex", "notes"},
+			coalesce: "reindex-all",
+			want:     &queue.Job{V: queue.Version, Coalesce: "reindex-all", Ops: []queue.Op{{Kind: queue.OpExec, Name: "reindex", Args: []string{"notes"}}}},
+		},
+		{
+			name:     "exec job file coalescing",
+			jobFile:  execJob,
+			coalesce: "k",
+			want:     &queue.Job{Coalesce: "k", Ops: []queue.Op{{Kind: queue.OpExec, Name: "reindex", Args: []string{"a"}}}},
+		},
+		{
+			name: "put",
+			args: []string{"put", "f.txt", "x"},
+			want: &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpPut, Path: "f.txt", Data: []byte("x")}}},
+		},
+		{name: "exec without a name", args: []string{"exec"}, usage: "want exec NAME [ARGS...]"},
+		{name: "exec with if-match", args: []string{"exec", "reindex"}, ifMatch: "absent", usage: "--if-match is for file ops"},
+		{name: "coalescing a file op", args: []string{"put", "f.txt", "x"}, coalesce: "k", usage: "--coalesce is for exec jobs only"},
+		{name: "coalescing a file job", jobFile: putJob, coalesce: "k", rejected: "rejected (bad_input): a coalescing key is for exec jobs only"},
+		{name: "a bad command name", args: []string{"exec", "-reindex"}, rejected: `rejected (bad_input): op 0: exec command name "-reindex"`},
+		{name: "no arguments", usage: "want OP PATH [DATA|-] or exec NAME [ARGS...], got 0 arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &SubmitCommand{&Main{Stdin: strings.NewReader("")}}
+			job, err := c.buildJob(tc.args, tc.jobFile, tc.ifMatch, tc.coalesce)
+			if tc.usage != "" {
+				require.Error(t, err)
+				assert.Equal(t, exitUsage, exitCode(err))
+				assert.Contains(t, err.Error(), tc.usage)
+				return
+			}
+			require.NoError(t, err)
+			if tc.want != nil {
+				assert.Equal(t, tc.want, job)
+			}
+			job.ID, job.Store = "job-1", queue.StoreID("/s") // as the client prepares it
+			_, err = queue.Encode(job)
+			if tc.rejected == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.rejected)
+			assert.Equal(t, exitRejected, exitCode(submitError(err, client.RoutePrefer)))
+		})
+	}
+}
+
+// runScribe runs the command line in this process.
+func runScribe(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := (&Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut}).Run(t.Context(), args)
+	if err != nil {
+		errOut.WriteString("scribe: " + err.Error() + "\n")
+	}
+	return out.String(), errOut.String(), exitCode(err)
+}
+
+// Without a daemon an exec job is refused before anything is done: exit
+// 69, with the CLI's way out; a bad coalescing key is the caller's error.
+func TestSubmitExecWithoutDaemon(t *testing.T) {
+	t.Setenv("SCRIBE_AUTOSTART", "")
+	t.Setenv("SCRIBE_ROUTE", "")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{
+			name: "prefer",
+			args: []string{"exec", "reindex", "--wait"},
+			code: exitNoDaemon,
+			want: []string{"no daemon serves this store: exec jobs run in the daemon, which has the allowlist; start scribe serve, or use --autostart (or SCRIBE_AUTOSTART=1)"},
+		},
+		{
+			name: "direct",
+			args: []string{"--route", "direct", "--wait", "exec", "reindex"},
+			code: exitNoDaemon,
+			want: []string{"the direct route does not use the daemon", "without --route direct"},
+		},
+		{
+			name: "require",
+			args: []string{"--route", "require", "exec", "reindex"},
+			code: exitNoDaemon,
+		},
+		{
+			name: "coalescing a file op",
+			args: []string{"--coalesce", "k", "append", "f.txt", "x"},
+			code: exitUsage,
+			want: []string{"--coalesce is for exec jobs only"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := t.TempDir()
+			stdout, stderr, code := runScribe(t, append([]string{"submit", "--store", store}, tc.args...)...)
+			assert.Equal(t, tc.code, code, stderr)
+			assert.Empty(t, stdout)
+			for _, w := range tc.want {
+				assert.Contains(t, stderr, w)
+			}
+			assert.NoFileExists(t, queue.Layout{Root: store}.Journal(), "nothing was done")
+			assert.NoFileExists(t, queue.Layout{Root: store}.Lock())
+		})
+	}
+}
+
+// autostart and exit_idle in the store's config file are submit's
+// defaults, below the command line and the environment; a file serve
+// would refuse fails the submit the same way.
+func TestSubmitAutostartSettings(t *testing.T) {
+	newExecFixture(t) // PATH with a tool
+	for _, tc := range []struct {
+		name      string
+		file      string // the store's config.toml; "" for none
+		mode      os.FileMode
+		args      []string
+		env       map[string]string
+		autostart bool
+		exitIdle  time.Duration
+		code      int    // of the error, 0 for none
+		stderr    string // in what submit printed
+	}{
+		{name: "no file", autostart: false, exitIdle: client.DefaultExitIdle},
+		{name: "file opts in", file: "autostart = true\n", autostart: true, exitIdle: client.DefaultExitIdle},
+		{name: "file opts in, with its exit_idle", file: "autostart = true\nexit_idle = \"10m\"\n", autostart: true, exitIdle: 10 * time.Minute},
+		{name: "file's exit_idle never is not for autostart", file: "autostart = true\nexit_idle = \"0s\"\n", autostart: true, exitIdle: client.DefaultExitIdle},
+		{name: "file opts out", file: "autostart = false\n", autostart: false, exitIdle: client.DefaultExitIdle},
+		{name: "flag over file", file: "autostart = true\n", args: []string{"--autostart=false"}, autostart: false, exitIdle: client.DefaultExitIdle},
+		{name: "environment over file", file: "autostart = true\n", env: map[string]string{"SCRIBE_AUTOSTART": "0"}, autostart: false, exitIdle: client.DefaultExitIdle},
+		{name: "flag, file's exit_idle", file: "exit_idle = \"10m\"\n", args: []string{"--autostart"}, autostart: true, exitIdle: 10 * time.Minute},
+		{name: "exit-idle flag over file", file: "autostart = true\nexit_idle = \"10m\"\n", args: []string{"--exit-idle", "2m"}, autostart: true, exitIdle: 2 * time.Minute},
+		{name: "exit-idle environment over file", file: "autostart = true\nexit_idle = \"10m\"\n", env: map[string]string{"SCRIBE_EXIT_IDLE": "1m"}, autostart: true, exitIdle: time.Minute},
+		{name: "insecure file", file: "autostart = true\n", mode: 0o620, code: exitRejected},
+		{name: "invalid file", file: "autostart = \"yes\"\n", code: exitUsage, stderr: "config.toml:1: autostart: wrong type: a string, want a boolean"},
+		{
+			// serve's to refuse: a hook's submit reads only its two keys.
+			name: "a command serve would refuse",
+			file: "autostart = true\n[exec.mine]\nprogram = \"no-such-tool\"\ntimeout = \"1m\"\nlock_file = \"lock\"\nbogus = 1\n",
+			autostart: true, exitIdle: client.DefaultExitIdle,
+		},
+		{name: "invalid file, settled without it", file: "bogus = 1\n", args: []string{"--autostart", "--exit-idle", "1m"}, autostart: true, exitIdle: time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SCRIBE_AUTOSTART", "")
+			t.Setenv("SCRIBE_EXIT_IDLE", "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			store := t.TempDir()
+			path := queue.Layout{Root: store}.Config()
+			if tc.file != "" {
+				require.NoError(t, os.Mkdir(filepath.Dir(path), 0o700))
+				require.NoError(t, os.WriteFile(path, []byte(tc.file), 0o600))
+				if tc.mode != 0 {
+					require.NoError(t, os.Chmod(path, tc.mode))
+				}
+			}
+			// The flags as submit declares them.
+			fs := flag.NewFlagSet("submit", flag.ContinueOnError)
+			autostart := fs.Bool("autostart", envBool("SCRIBE_AUTOSTART"), "")
+			exitIdle := fs.Duration("exit-idle", envDuration("SCRIBE_EXIT_IDLE", client.DefaultExitIdle), "")
+			require.NoError(t, fs.Parse(tc.args))
+			var stderr bytes.Buffer
+			c := &SubmitCommand{&Main{Stderr: &stderr}}
+			gotAutostart, gotExitIdle, err := c.autostartSettings(fs, store, *autostart, *exitIdle)
+			if tc.code != 0 {
+				require.Error(t, err)
+				assert.Equal(t, tc.code, exitCode(err), "%v", err)
+				assert.Contains(t, stderr.String()+err.Error(), path)
+				assert.Contains(t, stderr.String(), tc.stderr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.autostart, gotAutostart)
+			assert.Equal(t, tc.exitIdle, gotExitIdle)
+		})
+	}
+}
+
+// An exec job's outcome reads as the command's own output.
+func TestWriteExecOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		exec           queue.ExecResult
+		stdout, stderr string
+	}{
+		{name: "both streams", exec: queue.ExecResult{Stdout: "out\n", Stderr: "err\n"}, stdout: "out\n", stderr: "err\n"},
+		{name: "none", exec: queue.ExecResult{}, stdout: "", stderr: ""},
+		{
+			name:   "cut",
+			exec:   queue.ExecResult{Stdout: "start…end", StdoutCut: 100, Stderr: "e", StderrCut: 7},
+			stdout: "start…end",
+			stderr: "e" + "scribe: job j1: 100 bytes cut from the middle of the command's stdout (its max_output)\n" +
+				"scribe: job j1: 7 bytes cut from the middle of the command's stderr (its max_output)\n",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			c := &SubmitCommand{&Main{Stdout: &stdout, Stderr: &stderr}}
+			c.writeExecOutput(&queue.Outcome{ID: "j1", Status: queue.StatusApplied, Exec: &tc.exec})
+			assert.Equal(t, tc.stdout, stdout.String())
+			assert.Equal(t, tc.stderr, stderr.String())
+		})
+	}
+}
+
+func TestStatusReportLines(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		report queue.StatusReport
+		want   []string
+		absent []string
+	}{
+		{name: "idle", absent: []string{"running:", "deferred:", "writer waiting:"}},
+		{
+			name:   "exec",
+			report: queue.StatusReport{Running: "job j1: reindex, for 2s", Deferred: "job j2: lock /x/tool.lock is held"},
+			want:   []string{"\nrunning: job j1: reindex, for 2s\n", "\ndeferred: job j2: lock /x/tool.lock is held\n"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout bytes.Buffer
+			(&StatusCommand{&Main{Stdout: &stdout}}).printReport(&tc.report)
+			for _, w := range tc.want {
+				assert.Contains(t, stdout.String(), w)
+			}
+			for _, a := range tc.absent {
+				assert.NotContains(t, stdout.String(), a)
+			}
+		})
+	}
+}

@@ -185,8 +185,8 @@ func TestSubmitAutostartSettings(t *testing.T) {
 		{name: "invalid file", file: "autostart = \"yes\"\n", code: exitUsage, stderr: "config.toml:1: autostart: wrong type: a string, want a boolean"},
 		{
 			// serve's to refuse: a hook's submit reads only its two keys.
-			name: "a command serve would refuse",
-			file: "autostart = true\n[exec.mine]\nprogram = \"no-such-tool\"\ntimeout = \"1m\"\nlock_file = \"lock\"\nbogus = 1\n",
+			name:      "a command serve would refuse",
+			file:      "autostart = true\n[exec.mine]\nprogram = \"no-such-tool\"\ntimeout = \"1m\"\nlock_file = \"lock\"\nbogus = 1\n",
 			autostart: true, exitIdle: client.DefaultExitIdle,
 		},
 		{name: "invalid file, settled without it", file: "bogus = 1\n", args: []string{"--autostart", "--exit-idle", "1m"}, autostart: true, exitIdle: time.Minute},

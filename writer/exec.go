@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -411,9 +410,8 @@ func (c *Command) maxOutput() int {
 	return DefaultMaxOutput
 }
 
-// drainWait bounds the wait for a command's output pipes to close once its
-// process group is gone: a process that left the group may keep them.
-const drainWait = time.Second
+// spoolEvery is how often the output of a running command is read.
+const spoolEvery = 50 * time.Millisecond
 
 // runCommand runs a plan's command with hold, the store lock, handed down
 // as descriptor 3, in its own process group, and waits for it: until it
@@ -431,68 +429,53 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	c.Env = append(c.Env, "SCRIBE_STORE="+store, "SCRIBE_JOB_ID="+plan.job.ID, "SCRIBE_COMMAND="+cmd.Name)
 	c.Env = append(c.Env, hold.ChildEnv(3)...)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Pipes of our own, not exec's copying: Wait then returns when the
-	// command exits, even if something it started keeps the pipes open.
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		r.startErr = err
-		return r
+	// Output goes to files, not pipes: a command that outlives a killed
+	// daemon must not die of SIGPIPE at its next line of output.
+	var spools [2]*spool
+	for i, cp := range []*capture{r.stdout, r.stderr} {
+		sp, err := newSpool(queue.Layout{Root: store}.Meta(), cp)
+		if err != nil {
+			r.startErr = err
+			return r
+		}
+		defer sp.close()
+		spools[i] = sp
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		r.startErr = err
-		return r
-	}
-	c.Stdout, c.Stderr = outW, errW
-	err = c.Start()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
+	c.Stdout, c.Stderr = spools[0].f, spools[1].f
+	if err := c.Start(); err != nil {
 		r.startErr = err
 		return r
 	}
 	pgid := c.Process.Pid
 	started(pgid)
-	drained := make(chan struct{}, 2)
-	for _, p := range []struct {
-		r *os.File
-		c *capture
-	}{{outR, r.stdout}, {errR, r.stderr}} {
-		go func() {
-			_, _ = io.Copy(p.c, p.r)
-			drained <- struct{}{}
-		}()
-	}
 	exited := make(chan error, 1)
 	go func() { exited <- c.Wait() }()
 	timeout := time.NewTimer(plan.timeout)
 	defer timeout.Stop()
+	tick := time.NewTicker(spoolEvery)
+	defer tick.Stop()
 	var werr error
-	select {
-	case werr = <-exited:
-	case <-timeout.C:
-		r.timedOut = true
-		werr = killGroup(pgid, cmd.grace(), exited)
-	case <-stop:
-		r.stopped = true
-		werr = killGroup(pgid, cmd.grace(), exited)
+	for waiting := true; waiting; {
+		select {
+		case werr = <-exited:
+			waiting = false
+		case <-tick.C:
+			spools[0].drain()
+			spools[1].drain()
+		case <-timeout.C:
+			r.timedOut = true
+			werr = killGroup(pgid, cmd.grace(), exited)
+			waiting = false
+		case <-stop:
+			r.stopped = true
+			werr = killGroup(pgid, cmd.grace(), exited)
+			waiting = false
+		}
 	}
 	r.took = time.Since(r.started)
 	_ = unix.Kill(-pgid, unix.SIGKILL) // what the command left behind in its group
-	wait := time.NewTimer(drainWait)
-	for range 2 {
-		select {
-		case <-drained:
-		case <-wait.C:
-		}
-	}
-	wait.Stop()
-	outR.Close()
-	errR.Close()
+	spools[0].drain()
+	spools[1].drain()
 	var ee *exec.ExitError
 	switch {
 	case werr == nil:
@@ -509,6 +492,48 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	}
 	return r
 }
+
+// spool is a file a command writes its output to: unlinked as soon as it
+// is made (it goes when the last process that has it open does), read
+// into a capture as it grows, and its read part punched out, so that
+// neither memory nor disk use grows with what the command writes (where
+// the filesystem can punch holes).
+type spool struct {
+	f   *os.File
+	off int64
+	c   *capture
+	buf []byte
+}
+
+func newSpool(dir string, c *capture) (*spool, error) {
+	f, err := os.CreateTemp(dir, "exec-*.out")
+	if err != nil {
+		return nil, fmt.Errorf("command output: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("command output: %w", err)
+	}
+	return &spool{f: f, c: c, buf: make([]byte, 64<<10)}, nil
+}
+
+// drain reads what the command wrote since the last drain.
+func (s *spool) drain() {
+	from := s.off
+	for {
+		n, err := s.f.ReadAt(s.buf, s.off)
+		_, _ = s.c.Write(s.buf[:n])
+		s.off += int64(n)
+		if err != nil || n == 0 {
+			break
+		}
+	}
+	if s.off > from {
+		_ = unix.Fallocate(int(s.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, from, s.off-from)
+	}
+}
+
+func (s *spool) close() { s.f.Close() }
 
 // killGroup sends SIGTERM to a process group and, if its leader has not
 // exited after grace, SIGKILL; it returns the leader's exit.

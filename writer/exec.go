@@ -825,7 +825,7 @@ func (w *Writer) deferExec(ctx context.Context, plan *execPlan, msgs []jetstream
 	}
 	wait := min(minDeferral<<min(*n, 10), maxDeferral)
 	*n++
-	w.setDeferred(fmt.Sprintf("job %s (command %s) since %s, %d times: %s; next try in %s",
+	w.setDeferred(fmt.Sprintf("job %s (command %s), waiting since %s (tries: %d): %s; next try in %s",
 		plan.job.ID, plan.cmd.Name, since.Format(time.RFC3339), *n, de.Why, wait))
 	if time.Since(*lastLog) >= w.cfg.WaitLog {
 		*lastLog = time.Now()

@@ -70,6 +70,16 @@ func (c *StatusCommand) job(ctx context.Context, cl *client.Client, id string, a
 		fmt.Fprintf(c.Stdout, " (%s): %s", out.Reason, out.Detail)
 	}
 	fmt.Fprintf(c.Stdout, "\n  by %s, epoch %d, seq %d, at %s\n", out.Mode, out.Epoch, out.Seq, out.At.Format(time.RFC3339Nano))
+	if out.CoalescedInto != "" {
+		fmt.Fprintf(c.Stdout, "  joined the run of job %s\n", out.CoalescedInto)
+	}
+	if x := out.Exec; x != nil {
+		fmt.Fprintf(c.Stdout, "  command %s: exit %d", x.Command, x.ExitCode)
+		if x.Signal != "" {
+			fmt.Fprintf(c.Stdout, " (%s)", x.Signal)
+		}
+		fmt.Fprintf(c.Stdout, ", started %s, ran %s; --json for its output\n", x.Started.Format(time.RFC3339), time.Duration(x.DurationMS)*time.Millisecond)
+	}
 	return nil
 }
 

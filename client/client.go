@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -85,6 +86,9 @@ func WithRoute(r Route) Option { return func(o *options) { o.route = r } }
 
 // WithLockFile makes direct writes take the store lock on path instead of
 // <store>/.scribe/lock, to share the lock an existing tool already uses.
+// Without it, direct writes take the lock file the store's live daemon
+// names in its discovery file, if any; with it, one the daemon does not
+// take fails with ErrOtherLockFile.
 func WithLockFile(path string) Option { return func(o *options) { o.lockPath = path } }
 
 // WithWait makes a direct write wait up to d for a busy store instead of
@@ -124,6 +128,10 @@ type route interface {
 	lookup(ctx context.Context, id string) (*queue.Lookup, error)
 	report(ctx context.Context) (*queue.StatusReport, error)
 	deadLetters(ctx context.Context) (*queue.DeadLetters, error)
+	// locate, waitFor and jobs are Locate, Wait and Jobs (jobs.go).
+	locate(ctx context.Context, id string) (*queue.Lookup, error)
+	waitFor(ctx context.Context, id string) (*queue.Lookup, error)
+	jobs(ctx context.Context, q queue.JobsQuery) (*queue.JobList, error)
 	// daemon is the discovery of the daemon in use, nil for none.
 	daemon() *queue.Discovery
 	close() error
@@ -153,10 +161,15 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{store: real, storeID: queue.StoreID(real)}
+	// Direct writes take the lock the store's daemon takes, or they would
+	// not exclude it: its lock file when none was given, and none other.
+	// A hold handed down is on that file too. A mismatch matters only
+	// when the client writes directly.
+	lockPath, lockErr := daemon.LockFile(real, o.lockPath)
 	// A process handed a standing hold of the store (run by `scribe lock`,
 	// or by the daemon as an exec command) writes under it: queued, its
 	// job would wait for the holder, which may be waiting for it.
-	inherited := o.route == RoutePrefer && writer.InheritedHold(real, o.lockPath)
+	inherited := o.route == RoutePrefer && lockErr == nil && writer.InheritedHold(real, lockPath)
 	if o.route != RouteDirect && !inherited {
 		q, err := openQueued(ctx, real, c.storeID, o)
 		if err != nil {
@@ -170,8 +183,11 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("%s: %w", real, ErrNoDaemon)
 		}
 	}
+	if lockErr != nil {
+		return nil, lockErr
+	}
 	c.r = &direct{
-		store: real, lockPath: o.lockPath, wait: o.wait, command: o.command, log: o.log,
+		store: real, lockPath: lockPath, wait: o.wait, command: o.command, log: o.log,
 		fallback: o.route == RoutePrefer && !inherited,
 	}
 	return c, nil
@@ -187,13 +203,19 @@ func (c *Client) StoreID() string { return c.storeID }
 // Close closes the connection to the daemon, if any, for good.
 func (c *Client) Close() error { return c.r.close() }
 
-// prepare gives the job an ID if it has none, binds it to the store and
-// encodes it. A malformed job returns a *queue.RejectError.
+// prepare gives the job an ID if it has none, binds it to the store,
+// trims a leading "./" from its paths (queue.TrimDotSlash) and encodes
+// it. A malformed job returns a *queue.RejectError.
 func (c *Client) prepare(job *queue.Job) ([]byte, error) {
 	if job.ID == "" {
 		job.ID = queue.NewID()
 	}
 	job.Store = c.storeID
+	// People write "./notes.txt"; the wire format takes clean paths only.
+	for i := range job.Ops {
+		job.Ops[i].Path = queue.TrimDotSlash(job.Ops[i].Path)
+		job.Ops[i].Dir = queue.TrimDotSlash(job.Ops[i].Dir)
+	}
 	if job.Submitted.IsZero() {
 		job.Submitted = time.Now().UTC()
 	}

@@ -3,7 +3,9 @@
 // its discovery file and queues jobs there (Submit, Apply), or, when no
 // daemon serves the store, applies them directly under the store lock,
 // failing fast with ErrBusy when the store is busy. Status looks an
-// outcome up in the journal.
+// outcome up in the journal; Locate also tells a job that is queued (and
+// where) from one that is unknown, Wait waits for an outcome, and Jobs
+// lists recent outcomes and queued jobs.
 //
 // In the layout (cmd → client, writer, embednats → queue) it builds on
 // queue (the wire format) and writer (the direct route). It does not link

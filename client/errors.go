@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -36,6 +37,11 @@ var (
 	// (or race) them. Start the daemon to apply them, or use RouteDirect
 	// to go past them. It matches ErrUnavailable too.
 	ErrStranded = fmt.Errorf("%w: no daemon serves the store, but jobs may still be queued", ErrUnavailable)
+	// ErrOtherLockFile means a direct write was given a store lock file
+	// (WithLockFile) other than the one the store's live daemon takes: it
+	// would not exclude the daemon, so the client refuses to write. Give
+	// the daemon's lock file, or none to take it by itself.
+	ErrOtherLockFile = daemon.ErrOtherLockFile
 	// ErrUnverified means the server at the discovery file's address did
 	// not prove it is the daemon the file names (no TLS, or not the pinned
 	// certificate): the client sent it nothing. Open fails with it wrapped
@@ -65,7 +71,9 @@ func (e *BusyError) Error() string {
 	if e.Holder == nil {
 		return fmt.Sprintf("store is busy: lock %s is held by an unknown process", e.Lock)
 	}
-	return fmt.Sprintf("store is busy: lock %s is held by pid %d on %s (%s: %s)", e.Lock, e.Holder.PID, e.Holder.Host, e.Holder.Mode, e.Holder.Command)
+	// The command comes from the lock file, which any program may write:
+	// quoted and cut, it cannot forge lines of output.
+	return fmt.Sprintf("store is busy: lock %s is held by pid %d on %s (%s: %s)", e.Lock, e.Holder.PID, e.Holder.Host, e.Holder.Mode, writer.QuoteCommand(e.Holder.Command))
 }
 
 // Unwrap returns the store lock's own error.

@@ -120,7 +120,7 @@ func Start(ctx context.Context, lk *daemon.Lock, cfg Config) (_ *Server, err err
 	if s.ns, err = server.NewServer(opts); err != nil {
 		return nil, fmt.Errorf("start nats: %w", err)
 	}
-	s.ns.SetLoggerV2(&slogAdapter{logger}, false, false, false)
+	s.ns.SetLoggerV2(&slogAdapter{l: logger}, false, false, false)
 	s.ns.Start()
 	if !s.ns.ReadyForConnections(10 * time.Second) {
 		return nil, errors.New("start nats: not ready after 10s")
@@ -149,6 +149,13 @@ func Start(ctx context.Context, lk *daemon.Lock, cfg Config) (_ *Server, err err
 // delete, purge or read the queue itself. Everything else is denied,
 // JetStream's API ($JS.API.>) included; the daemon's own connection uses
 // the "daemon" user, which submitters never see (docs/security.md).
+//
+// NATS matches a subscription's subject against these token by token, so
+// the outcomes "*" also admits a subscription to outcomes.> (its ">" is one
+// token there). No deny rule can refuse that one alone: it would match
+// every outcome subject. It gets every outcome, as outcomes.* does (job IDs
+// are one token), and besides only replies that a submitter addressed to
+// deeper subjects (tests/protocol_test.go).
 func clientPermissions(storeID string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{

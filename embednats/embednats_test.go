@@ -420,3 +420,34 @@ func TestCertificateNamesTheHost(t *testing.T) {
 	require.NoError(t, err, d.URL)
 	nc.Close()
 }
+
+// A submitter that publishes where it may not, again and again, is
+// refused each time, but cannot flood the daemon's log: one WARN line,
+// no ERROR.
+func TestViolationsDoNotFloodTheLog(t *testing.T) {
+	var logs logBuffer
+	info := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv := start(t, newStore(t), embednats.Config{Logger: info})
+	d := srv.Discovery()
+	nc, err := connect(t, d, nats.UserInfo(d.User, d.Password))
+	require.NoError(t, err)
+	defer nc.Close()
+	refused := make(chan error, 100)
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { refused <- err })
+	const n = 30
+	for range n {
+		require.NoError(t, nc.Publish("$JS.API.STREAM.DELETE.x", nil))
+	}
+	require.NoError(t, nc.Flush())
+	for range n {
+		select {
+		case err := <-refused:
+			assert.ErrorIs(t, err, nats.ErrPermissionViolation)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server did not refuse every publish")
+		}
+	}
+	assert.Equal(t, 1, strings.Count(logs.String(), "Publish Violation"), logs.String())
+	assert.Contains(t, logs.String(), "level=WARN")
+	assert.NotContains(t, logs.String(), "level=ERROR")
+}

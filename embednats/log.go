@@ -4,10 +4,25 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 )
 
+// violationEvery is how often, at most, the log gets a line about
+// clients' permission violations: any submitter can make them at will,
+// and must not be able to flood the daemon's log.
+const violationEvery = 10 * time.Second
+
 // slogAdapter sends nats-server's log to a slog.Logger.
-type slogAdapter struct{ l *slog.Logger }
+type slogAdapter struct {
+	l *slog.Logger
+	// now is the clock (tests set it); nil means time.Now.
+	now func() time.Time
+
+	mu         sync.Mutex
+	lastLogged time.Time // of a violation line
+	suppressed int       // violations not logged since
+}
 
 func (a *slogAdapter) Noticef(format string, v ...any) { a.l.Debug(fmt.Sprintf(format, v...)) }
 func (a *slogAdapter) Warnf(format string, v ...any) {
@@ -21,6 +36,43 @@ func (a *slogAdapter) Warnf(format string, v ...any) {
 	a.l.Warn(msg)
 }
 func (a *slogAdapter) Fatalf(format string, v ...any) { a.l.Error(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Errorf(format string, v ...any) { a.l.Error(fmt.Sprintf(format, v...)) }
+func (a *slogAdapter) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if isViolation(msg) {
+		a.violation(msg)
+		return
+	}
+	a.l.Error(msg)
+}
 func (a *slogAdapter) Debugf(format string, v ...any) { a.l.Debug(fmt.Sprintf(format, v...)) }
 func (a *slogAdapter) Tracef(format string, v ...any) {}
+
+// isViolation reports whether a server error line is a client's
+// permission violation ("Publish Violation - Subject …", "Subscription
+// Violation - …"): the client was refused, nothing is wrong with the
+// daemon.
+func isViolation(msg string) bool {
+	return strings.Contains(msg, "Publish Violation") || strings.Contains(msg, "Subscription Violation")
+}
+
+// violation logs a client's permission violation at WARN, at most once
+// per violationEvery, with the count of those not logged since the last
+// line. Each line is logged at debug level in full.
+func (a *slogAdapter) violation(msg string) {
+	now := time.Now
+	if a.now != nil {
+		now = a.now
+	}
+	t := now()
+	a.l.Debug(msg)
+	a.mu.Lock()
+	if !a.lastLogged.IsZero() && t.Sub(a.lastLogged) < violationEvery {
+		a.suppressed++
+		a.mu.Unlock()
+		return
+	}
+	suppressed := a.suppressed
+	a.lastLogged, a.suppressed = t, 0
+	a.mu.Unlock()
+	a.l.Warn("a client was refused: "+msg, "suppressed_since_last", suppressed, "at_most_every", violationEvery)
+}

@@ -38,6 +38,16 @@ type Discovery struct {
 	// (CertFingerprint): the one certificate a client accepts.
 	TLSCertSHA256 string    `json:"tls_cert_sha256"`
 	Started       time.Time `json:"started"`
+	// LockFile is the store lock file the daemon takes (absolute; its
+	// folder's symlinks resolved): <store>/.scribe/lock, or its
+	// --lock-file. Direct writers given no lock file take this one, so
+	// that they exclude the daemon (daemon.LockFile). Empty in the files
+	// of daemons older than this field.
+	LockFile string `json:"lock_file,omitempty"`
+	// IdleReleaseMS is the daemon's idle-release period in milliseconds:
+	// how long it keeps the store lock after its last batch. For busy
+	// messages only; 0 when unknown.
+	IdleReleaseMS int64 `json:"idle_release_ms,omitempty"`
 }
 
 // ErrUnverified means a server did not prove that it is the daemon a

@@ -20,6 +20,20 @@ const tmpSuffix = ".scribe-tmp"
 // ("." and tmpSuffix), so that every file scribe writes can be replaced.
 const MaxNameLen = 255 - 1 - len(tmpSuffix)
 
+// relativeHint ends the message of a path that is not a clean path
+// relative to the store: the usual mistake is a shell habit ("/abs",
+// "../x", "a//b").
+const relativeHint = "; use a path relative to the store, such as notes/today.md"
+
+// TrimDotSlash removes one leading "./" from a path given by a person
+// ("./notes.txt" is "notes.txt"), and nothing else: "a/./b" and "././x"
+// are left for CheckPath to refuse. The wire format stays strict (a job
+// carries clean paths); callers normalise before they build a job (the
+// client and the command line do).
+func TrimDotSlash(p string) string {
+	return strings.TrimPrefix(p, "./")
+}
+
 // CheckPath applies the lexical rules for an op path: relative,
 // slash-separated, clean (no ".", ".." or empty segments), not inside
 // MetaDir, no name ending in ".scribe-tmp" (the writer's temporary files),
@@ -33,9 +47,9 @@ func CheckPath(p string) error {
 	case len(p) > MaxPathLen:
 		return fmt.Errorf("path is %d bytes, limit %d", len(p), MaxPathLen)
 	case p[0] == '/':
-		return fmt.Errorf("path %q is absolute", p)
+		return fmt.Errorf("path %q is absolute%s", p, relativeHint)
 	case strings.ContainsRune(p, '\\'):
-		return fmt.Errorf("path %q contains a backslash", p)
+		return fmt.Errorf("path %q contains a backslash%s", p, relativeHint)
 	}
 	if !utf8.ValidString(p) {
 		return fmt.Errorf("path %q is not valid UTF-8", p)
@@ -48,9 +62,9 @@ func CheckPath(p string) error {
 	for seg := range strings.SplitSeq(p, "/") {
 		switch seg {
 		case "":
-			return fmt.Errorf("path %q has an empty segment", p)
+			return fmt.Errorf("path %q has an empty segment%s", p, relativeHint)
 		case ".", "..":
-			return fmt.Errorf("path %q has a %q segment", p, seg)
+			return fmt.Errorf("path %q has a %q segment%s", p, seg, relativeHint)
 		}
 		if len(seg) > MaxNameLen {
 			return fmt.Errorf("path has a name of %d bytes, limit %d (%.40q…)", len(seg), MaxNameLen, seg)

@@ -75,3 +75,36 @@ func TestCheckPath(t *testing.T) {
 		})
 	}
 }
+
+// A person's "./notes.txt" is "notes.txt"; anything else with a "."
+// segment stays for CheckPath to refuse, with a hint.
+func TestTrimDotSlash(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		valid    bool // CheckPath accepts the result
+	}{
+		{"./notes.txt", "notes.txt", true},
+		{"./a/b", "a/b", true},
+		{"notes.txt", "notes.txt", true},
+		{".notes", ".notes", true},
+		{"a/./b", "a/./b", false},
+		{"././x", "./x", false},
+		{"./", "", false},
+		{".", ".", false},
+		{"./../x", "../x", false},
+		{".//x", "/x", false},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got := queue.TrimDotSlash(tc.in)
+			assert.Equal(t, tc.want, got)
+			err := queue.CheckPath(got)
+			if tc.valid {
+				assert.NoError(t, err)
+				return
+			}
+			if assert.Error(t, err) && got != "" {
+				assert.Contains(t, err.Error(), "use a path relative to the store")
+			}
+		})
+	}
+}

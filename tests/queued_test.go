@@ -125,6 +125,10 @@ func TestRejectedJobsDoNotBlock(t *testing.T) {
 	startDaemon(t, store)
 	require.NoError(t, os.WriteFile(filepath.Join(store, "doc.json"), []byte(`{"a":1}`), 0o644))
 	outside := filepath.Join(filepath.Dir(store), "outside.txt")
+	// An unknown OP on the command line is a usage error (exit 2, no job
+	// built); in a job file it is the job's rejection.
+	unknownOp := filepath.Join(t.TempDir(), "unknown-op.json")
+	require.NoError(t, os.WriteFile(unknownOp, []byte(`{"ops":[{"op":"frobnicate","path":"f.txt","data":"x"}]}`), 0o644))
 
 	cli := []struct {
 		name   string
@@ -132,7 +136,7 @@ func TestRejectedJobsDoNotBlock(t *testing.T) {
 		reason queue.Reason
 	}{
 		{"path leaves the store", []string{"append", "../outside.txt", "x"}, queue.ReasonPathEscapes},
-		{"unknown op", []string{"frobnicate", "f.txt", "x"}, queue.ReasonUnknownOp},
+		{"unknown op", []string{"--job", unknownOp}, queue.ReasonUnknownOp},
 		{"merge of invalid JSON", []string{"merge", "doc.json", "{not json"}, queue.ReasonInvalidJSON},
 		{"merge into a non-object", []string{"merge", "list.json", `{"a":1}`}, queue.ReasonInvalidJSON},
 	}

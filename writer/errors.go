@@ -3,7 +3,9 @@ package writer
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/scribehq/scribe/queue"
 )
@@ -65,7 +67,26 @@ func (e *LockedError) Error() string {
 	}
 	h := e.Holder
 	return fmt.Sprintf("store is busy: lock %s is held by pid %d on %s (%s: %s) for %s",
-		e.Path, h.PID, h.Host, h.Mode, h.Command, time.Since(h.Since).Round(time.Millisecond))
+		e.Path, h.PID, h.Host, h.Mode, QuoteCommand(h.Command), time.Since(h.Since).Round(time.Millisecond))
+}
+
+// MaxCommandShown is how many bytes of a holder's command QuoteCommand
+// keeps.
+const MaxCommandShown = 80
+
+// QuoteCommand is a lock holder's command as error messages show it: Go
+// quoted, so that newlines and control characters from the lock file
+// (which any program may write) cannot forge lines of output, and cut
+// after MaxCommandShown bytes ("…" marks the cut).
+func QuoteCommand(cmd string) string {
+	if len(cmd) <= MaxCommandShown {
+		return strconv.Quote(cmd)
+	}
+	cut := MaxCommandShown
+	for cut > 0 && !utf8.RuneStart(cmd[cut]) {
+		cut--
+	}
+	return strconv.Quote(cmd[:cut] + "…")
 }
 
 // Is makes errors.Is(err, ErrLocked) true.

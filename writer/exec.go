@@ -529,7 +529,7 @@ func (s *spool) drain() {
 		}
 	}
 	if s.off > from {
-		_ = unix.Fallocate(int(s.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, from, s.off-from)
+		punchHole(s.f, from, s.off-from)
 	}
 }
 
@@ -820,6 +820,7 @@ func cmpUint(a, b uint64) int {
 // deferral's backoff. It returns false if ctx ended.
 func (w *Writer) deferExec(ctx context.Context, plan *execPlan, msgs []jetstream.Msg, de *DeferError, n *int, since, lastLog *time.Time) bool {
 	w.release()
+	w.observer().Deferred(plan.cmd.Name)
 	if *n == 0 {
 		*since = time.Now()
 	}
@@ -858,7 +859,7 @@ func (w *Writer) runHeld(ctx context.Context, plan *execPlan, msgs []jetstream.M
 		return nil, false
 	}
 	defer hold.Unlock()
-	w.release()
+	w.releaseKeeping()
 	since := time.Now()
 	done := make(chan struct{})
 	defer close(done)
@@ -885,6 +886,7 @@ func (w *Writer) runHeld(ctx context.Context, plan *execPlan, msgs []jetstream.M
 	w.mu.Lock()
 	w.running = nil
 	w.mu.Unlock()
+	w.observeRun(plan, r)
 	if r.stopped {
 		return nil, false
 	}

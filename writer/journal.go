@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -130,8 +131,11 @@ func (j *Journal) Outcome(id string) (*queue.Outcome, error) {
 // prune cutoff.
 func (j *Journal) Lookup(id string) (queue.Lookup, error) {
 	o, err := j.Outcome(id)
-	if err != nil || o != nil {
-		return queue.Lookup{Found: o != nil, Outcome: o}, err
+	if err != nil {
+		return queue.Lookup{}, err
+	}
+	if o != nil {
+		return queue.Lookup{Found: true, Outcome: o, State: queue.StateOf(o)}, nil
 	}
 	pruned, err := j.PrunedBefore()
 	return queue.Lookup{PrunedBefore: pruned}, err
@@ -176,12 +180,9 @@ func (j *Journal) setStuck(why string) error {
 
 // Interrupted describes the batch a holder was interrupted in, if any:
 // how many jobs and files it has and, if carrying it out failed since,
-// why. It is nil when no batch is pending.
-type Interrupted struct {
-	Jobs  int    `json:"jobs"`
-	Files int    `json:"files"`
-	Stuck string `json:"stuck,omitempty"`
-}
+// why. It is nil when no batch is pending. (It is queue.Interrupted, which
+// status reports carry.)
+type Interrupted = queue.Interrupted
 
 // Interrupted returns the pending batch, or nil.
 func (j *Journal) Interrupted() (*Interrupted, error) {
@@ -457,4 +458,70 @@ func (j *Journal) DeadLetters(limit int) (out []queue.DeadLetter, total int, err
 		return nil
 	})
 	return out, total, err
+}
+
+// Info describes the journal: its path and size, how many outcomes it
+// keeps, its epoch and last applied queue sequence.
+func (j *Journal) Info() (queue.JournalInfo, error) {
+	info := queue.JournalInfo{Path: j.db.Path()}
+	if fi, err := os.Stat(info.Path); err == nil {
+		info.Bytes = fi.Size()
+	}
+	err := j.db.View(func(tx *bolt.Tx) error {
+		if m := tx.Bucket(bucketMeta); m != nil {
+			info.Epoch, info.LastSeq = getUint(m, keyEpoch), getUint(m, keyLastSeq)
+		}
+		if b := tx.Bucket(bucketOutcomes); b != nil {
+			info.Outcomes = b.Stats().KeyN
+		}
+		return nil
+	})
+	return info, err
+}
+
+// OutcomeFilter selects the outcomes Recent lists.
+type OutcomeFilter struct {
+	// Status keeps the outcomes of this status only; empty keeps all.
+	Status queue.Status
+	// Since keeps the outcomes recorded at or after it; zero keeps all.
+	Since time.Time
+	// Limit is the most outcomes listed; 0 means no limit.
+	Limit int
+}
+
+// Recent lists recorded outcomes, newest first, in the order of the
+// journal's by_time index (when each was recorded). It reads the index
+// backwards and stops at f.Since, so its cost follows what it lists (and,
+// with a Status, what it skips), not the journal's size.
+func (j *Journal) Recent(f OutcomeFilter) ([]*queue.Outcome, error) {
+	var out []*queue.Outcome
+	err := j.db.View(func(tx *bolt.Tx) error {
+		idx, outs := tx.Bucket(bucketByTime), tx.Bucket(bucketOutcomes)
+		if idx == nil || outs == nil {
+			return nil // a read-only open of a journal never written
+		}
+		c := idx.Cursor()
+		for k, _ := c.Last(); k != nil && (f.Limit <= 0 || len(out) < f.Limit); k, _ = c.Prev() {
+			if len(k) < 8 {
+				continue
+			}
+			if !f.Since.IsZero() && int64(binary.BigEndian.Uint64(k[:8])) < f.Since.UnixNano() {
+				break
+			}
+			v := outs.Get(k[8:])
+			if v == nil {
+				continue // pruned under the index: cannot happen in one transaction, but harmless
+			}
+			o, err := queue.DecodeOutcome(v)
+			if err != nil {
+				return fmt.Errorf("outcome %q: %w", k[8:], err)
+			}
+			if f.Status != "" && o.Status != f.Status {
+				continue
+			}
+			out = append(out, o)
+		}
+		return nil
+	})
+	return out, err
 }

@@ -588,15 +588,17 @@ func (h *lockState) setEpoch(epoch uint64) error {
 	return h.setHolder(h.holder)
 }
 
-// ReadHolder reads the holder identity from a lock file. It returns nil and
-// an error when the file holds none or garbage: callers then report an
-// unknown holder.
+// ReadHolder reads the holder identity from a lock file: scribe's own, or
+// the "\x00<pid> <argv…>" another tool writes (decodeHolder). It returns
+// nil and an error when the file holds none or garbage: callers then report
+// an unknown holder.
 func ReadHolder(path string) (*queue.Holder, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	return decodeHolder(b, path)
+	defer f.Close()
+	return readIdentity(f, path)
 }
 
 // readIdentity reads the identity through f, an open file on the lock file
@@ -606,15 +608,55 @@ func readIdentity(f *os.File, path string) (*queue.Holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeHolder(b, path)
+	h, err := decodeHolder(b, path)
+	if err == nil && h.Since.IsZero() {
+		// Another tool's identity has no time: it wrote it when it took
+		// the lock, so the file's modification time stands in.
+		if fi, err := f.Stat(); err == nil {
+			h.Since = fi.ModTime().UTC()
+		}
+	}
+	return h, err
 }
 
+// decodeHolder reads an identity: scribe's JSON line, or the one a tool
+// that shares the lock file writes, a NUL byte, its pid in decimal, a
+// space and its command line ("\x00<pid> <argv…>"). The latter gives a
+// Holder with that PID and Command, this host (a flock is the local
+// kernel's), no Mode and no Since (readIdentity takes the file's time).
 func decodeHolder(b []byte, path string) (*queue.Holder, error) {
+	if pid, command, ok := foreignIdentity(b); ok {
+		host, _ := os.Hostname()
+		return &queue.Holder{PID: pid, Host: host, Command: command}, nil
+	}
 	var h queue.Holder
 	if err := json.Unmarshal(b, &h); err != nil || h.PID == 0 {
 		return nil, fmt.Errorf("lock %s holds no scribe identity", path)
 	}
 	return &h, nil
+}
+
+// foreignIdentity parses "\x00<pid> <argv…>": a NUL byte, 1-10 decimal
+// digits of a positive pid, then, after one space, the command line, whose
+// words may be separated by spaces or NUL bytes (both read as spaces).
+// Trailing NULs and white space are dropped; bytes that are not UTF-8
+// become U+FFFD.
+func foreignIdentity(b []byte) (pid int, command string, ok bool) {
+	rest, ok := bytes.CutPrefix(b, []byte{0})
+	if !ok {
+		return 0, "", false
+	}
+	rest = bytes.TrimRight(rest, "\x00 \t\r\n")
+	digits, argv, _ := bytes.Cut(rest, []byte{' '})
+	if len(digits) == 0 || len(digits) > 10 || bytes.ContainsFunc(digits, func(r rune) bool { return r < '0' || r > '9' }) {
+		return 0, "", false
+	}
+	n, err := strconv.ParseInt(string(digits), 10, 32)
+	if err != nil || n <= 0 {
+		return 0, "", false
+	}
+	argv = bytes.ReplaceAll(argv, []byte{0}, []byte{' '})
+	return int(n), strings.ToValidUTF8(string(argv), "\uFFFD"), true
 }
 
 // liveHolder reads the identity in a busy lock file, discarding one that

@@ -86,6 +86,9 @@ type Config struct {
 	// server's JetStream: then the writer consumes afresh, from the
 	// oldest queued job.
 	CheckQueue func(ctx context.Context) (restarted bool, err error)
+	// Observer is told what the writer does, for metrics; nil observes
+	// nothing (see Observer).
+	Observer Observer
 }
 
 // QueueCheckInterval is how often the writer calls Config.CheckQueue while
@@ -129,6 +132,8 @@ type Writer struct {
 	cautious int
 	// lastPrune is when run last considered pruning the journal.
 	lastPrune time.Time
+	// obs is what observing holds needs (observe.go). Only run touches it.
+	obs observeState
 
 	mu       sync.Mutex // guards the fields below
 	session  *Session
@@ -150,6 +155,8 @@ type Writer struct {
 	// is deferred; for the status report.
 	running  *running
 	deferred string
+	// hand are the jobs of the batch (or exec run) in hand, for Locate.
+	hand []handJob
 }
 
 // item is a message taken from the queue, decoded.
@@ -648,6 +655,7 @@ func (w *Writer) setInHand(on bool) {
 	defer w.mu.Unlock()
 	w.inHand = on
 	if !on {
+		w.hand = nil
 		w.lastDone = time.Now()
 	}
 }
@@ -746,8 +754,10 @@ func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []Ent
 			}
 			guarded = true
 		}
+		applyStart := time.Now()
 		results, err := w.session.Apply(entries)
 		if err == nil {
+			w.observer().BatchApplied(len(entries), time.Since(applyStart))
 			if w.cautious > 0 {
 				w.cautious--
 			}
@@ -817,6 +827,7 @@ func (w *Writer) answer(batch []jetstream.Msg, entries []Entry, results []Result
 	}
 	crashPoint("acked")
 	for i, r := range results {
+		w.observeOutcome(entries[i], r)
 		o := r.Outcome
 		if o.ID == "" {
 			w.log.Warn("dead-lettered a job with no readable ID", "seq", entries[i].Seq, "reason", o.Reason, "detail", o.Detail)
@@ -856,6 +867,7 @@ func (w *Writer) maybePrune(ctx context.Context) {
 // does. Waiting is a deferral: the batch stays in hand, unacked, and its
 // ack deadline is pushed back.
 func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
+	w.noteHand(batch)
 	if w.session != nil {
 		return nil
 	}
@@ -870,6 +882,7 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 			w.mu.Lock()
 			w.session, w.epoch, w.waiting = s, s.Epoch(), ""
 			w.mu.Unlock()
+			w.observeAcquired(start)
 			return nil
 		}
 		w.mu.Lock()
@@ -951,6 +964,7 @@ func (w *Writer) release() {
 	if err := w.session.Close(); err != nil {
 		w.log.Warn("release store", "err", err)
 	}
+	w.observeReleased()
 	w.session = nil
 }
 
@@ -1035,8 +1049,8 @@ func (w *Writer) serveStatus() (micro.Service, error) {
 						d.Error = err.Error()
 					}
 					v = d
-				default:
-					v = w.Lookup(body)
+				default: // a job ID, or a locate or jobs request (jobs.go)
+					v = w.statusAnswer(body)
 				}
 				_ = req.RespondJSON(v)
 			}),
@@ -1082,12 +1096,7 @@ func (w *Writer) Report(ctx context.Context) *queue.StatusReport {
 	w.mu.Unlock()
 	r.Store, r.StoreID = w.store, w.storeID
 	r.Queued, _ = w.Queued(ctx)
-	if h, err := ReadHolder(lockPathOf(w.store, w.cfg.LockPath)); err == nil {
-		r.Holder = h
-	}
-	if d, err := w.DeadLetters(); err == nil {
-		r.Dead = uint64(d.Total)
-	}
+	w.fillReport(r) // the lock, the journal, what is in hand (jobs.go)
 	return r
 }
 

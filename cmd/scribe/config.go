@@ -40,6 +40,8 @@ type Config struct {
 	Retention    *time.Duration // retention (--retention)
 	LogLevel     *string        // log_level: debug, info, warn or error (--log-level)
 	ExitIdle     *time.Duration // exit_idle: 0 for never (--exit-idle)
+	LogFormat    *string        // log_format: text or json (--log-format)
+	MetricsAddr  *string        // metrics_addr: HOST:PORT or :PORT of /metrics, "" for none (--metrics-addr)
 	// Autostart is the store's opt-in for a daemon on demand: read by
 	// `scribe submit` (its --autostart default), ignored by serve.
 	Autostart *bool
@@ -79,6 +81,8 @@ var configKeys = []configKey{
 	durationKey("retention", "retention", func(c *Config) **time.Duration { return &c.Retention }, false),
 	stringKey("log_level", "log-level", func(c *Config) **string { return &c.LogLevel }, checkLogLevel),
 	durationKey("exit_idle", "exit-idle", func(c *Config) **time.Duration { return &c.ExitIdle }, true),
+	stringKey("log_format", "log-format", func(c *Config) **string { return &c.LogFormat }, checkLogFormat),
+	stringKey("metrics_addr", "metrics-addr", func(c *Config) **string { return &c.MetricsAddr }, checkMetricsAddr),
 	// Not a serve flag (serve ignores it): submit's --autostart.
 	boolKey("autostart", "autostart", func(c *Config) **bool { return &c.Autostart }),
 }

@@ -6,11 +6,13 @@
 //	scribe status  --store DIR [--json] [JOB_ID]        daemon status, or a job's outcome
 //	scribe lock    --store DIR [--wait DUR] -- CMD ARGS run CMD holding the store lock
 //	scribe recover --store DIR [--abandon]             finish, or give up, an interrupted batch
+//	scribe stop    --store DIR [--timeout DUR]          stop the store's daemon gracefully
 //	scribe demo                                         show the queue at work
-//	scribe version
+//	scribe version                                      also scribe --version
 //
 // Each command's flags are in `scribe COMMAND -h`; routes, exit codes,
-// environment variables and examples are in docs/cli.md.
+// environment variables and examples are in docs/cli.md; supervisors,
+// logs and metrics in docs/running.md.
 //
 // In the layout (cmd → client, writer, embednats → queue) it is the top:
 // it parses flags, sets up logging and signals, and maps errors to exit

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -29,33 +32,54 @@ type LockCommand struct{ *Main }
 // Run takes the lock (fail-fast unless --wait), runs the command with it
 // held and exits with the command's code.
 func (c *LockCommand) Run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("lock", "--store DIR [--wait DUR] -- CMD [ARGS...]")
+	fs := c.newFlagSet("lock", "--store DIR [--wait=DUR] [--lock-file FILE] -- CMD [ARGS...]\n\n"+
+		"Takes the store lock, runs CMD with it held and exits with CMD's code (75 if the lock was\n"+
+		"busy). Fail-fast unless --wait. A duration right after a bare --wait is its bound:\n"+
+		"--wait 10s is --wait=10s. Flags go before CMD; everything after -- is CMD, as given.\n"+
+		"While a daemon serves the store, the lock is the one it takes (its --lock-file)")
 	store := storeFlag(fs)
-	wait := fs.Duration("wait", 0, "wait up to `DUR` for a busy store (default: fail at once, exit 75)")
-	lockFile := fs.String("lock-file", "", "store lock `file` (default <store>/.scribe/lock)")
-	if err := parse(fs, args); err != nil {
+	var wait waitFlag
+	fs.Var(&wait, "wait", "wait up to DUR for a busy store: --wait=DUR or --wait DUR (default: fail at once, exit 75)"+waitUsage)
+	lockFile := fs.String("lock-file", "", "store lock `file` (default: the one a running daemon takes, else <store>/.scribe/lock)")
+	if err := parseWait(fs, args, &wait); err != nil {
 		return err
 	}
+	if wait.on && wait.d == 0 {
+		return usageError("--wait needs a bound for the lock: --wait=DUR or --wait DUR (waiting is bounded; without --wait, lock fails at once)")
+	}
 	if err := requireStore(*store); err != nil {
+		return err
+	}
+	if err := checkLockFileFolder(*lockFile); err != nil {
 		return err
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
 		return usageError("want a command after --")
 	}
-	// Take the store: the lock, then the epoch raised and any batch a
-	// crashed writer left finished, with the journal closed again so that
-	// CMD, or scribe commands it runs, may open it.
-	hold, err := writer.Take(ctx, *store, writer.HoldOptions{LockPath: *lockFile, Command: strings.Join(argv, " "), Wait: *wait})
-	if err != nil {
-		return err
-	}
-	defer hold.Unlock()
-	warnNetworkFS(c.Stderr, *store)
 	realStore, err := queue.ResolveStore(*store)
 	if err != nil {
 		return err
 	}
+	// The lock the store's daemon takes, or the two would not exclude
+	// each other (daemon.LockFile).
+	lockPath, err := daemon.LockFile(realStore, *lockFile)
+	if err != nil {
+		return withHint(err, lockFileHint(err))
+	}
+	bound := wait.d
+	// Take the store: the lock, then the epoch raised and any batch a
+	// crashed writer left finished, with the journal closed again so that
+	// CMD, or scribe commands it runs, may open it.
+	hold, err := writer.Take(ctx, *store, writer.HoldOptions{LockPath: lockPath, Command: strings.Join(argv, " "), Wait: bound})
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, writer.ErrLocked) {
+			return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted while waiting for the store lock: %s did not run", argv[0])}
+		}
+		return withHint(err, busyHint(*store, err, false))
+	}
+	defer hold.Unlock()
+	warnNetworkFS(c.Stderr, *store)
 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
@@ -84,4 +108,37 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 		return &exitError{code: code}
 	}
 	return fmt.Errorf("run %s: %w", argv[0], err)
+}
+
+// lockFileHint says how to give the lock file the store's daemon takes.
+func lockFileHint(err error) string {
+	var ol *daemon.OtherLockFileError
+	if !errors.As(err, &ol) {
+		return ""
+	}
+	return "give --lock-file " + shellQuote(ol.Daemon) + ", or none"
+}
+
+// checkLockFileFolder refuses a --lock-file whose folder does not exist
+// (a usage error naming it): no lock can be taken there, and a daemon
+// would wait for it for ever.
+func checkLockFileFolder(lockFile string) error {
+	if lockFile == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(lockFile)
+	if err != nil {
+		return usageError("--lock-file %s: %v", lockFile, err)
+	}
+	dir := filepath.Dir(abs)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usageError("--lock-file %s: its folder %s does not exist", lockFile, dir)
+	case err != nil:
+		return usageError("--lock-file %s: %v", lockFile, err)
+	case !fi.IsDir():
+		return usageError("--lock-file %s: %s is not a folder", lockFile, dir)
+	}
+	return nil
 }

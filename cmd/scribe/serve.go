@@ -34,6 +34,8 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	maxBytes := fs.Int64("max-bytes", queue.DefaultMaxBytes, "most `bytes` queued per store, reserved on disk up front (JetStream lets all streams reserve 75% of the free space)")
 	retention := fs.Duration("retention", writer.DefaultRetention, "keep job outcomes this `long` (a resubmitted ID older than this would apply again)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	logFormat := fs.String("log-format", "text", "log `format` on stderr: text or json (one JSON object a line)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, such as :9464 (on 127.0.0.1; non-loopback hosts are warned about); off when empty")
 	exitIdle := fs.Duration("exit-idle", 0, "exit cleanly once no job has been in hand and the queue has been empty this `long` (0: never; autostarted daemons get submit's --exit-idle)")
 	configFile := fs.String("config", "", "TOML config `file` (default <store>/.scribe/config.toml when present); flags given override it (docs/config.md)")
 	checkConfig := fs.Bool("check-config", false, "check the config file, print the settings serve would run with and where each comes from, and exit")
@@ -55,6 +57,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err := cfg.CheckCommandLocks(storeLockPaths(*store, *lockFile)); err != nil {
 		return reportConfigErrors(c.Stderr, err)
 	}
+	if err := checkLockFileFolder(*lockFile); err != nil {
+		return err // else the writer would wait for ever for a lock it cannot take
+	}
 	var commands []writer.Command // the exec allowlist: none without a file
 	if cfg != nil {
 		commands = cfg.Commands
@@ -67,13 +72,25 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		}
 		syncInterval = d
 	}
-	log, err := c.logger(*level)
+	log, err := c.serveLogger(*level, *logFormat)
 	if err != nil {
 		return err
 	}
 	if *checkConfig {
 		printConfig(c.Stdout, fs, cfg, sources)
 		return nil
+	}
+	ready := newNotifier() // before any command runs: they must not inherit NOTIFY_SOCKET
+	var ms *metricsServer
+	var met *metrics
+	var observer writer.Observer // nil, not a nil *metrics, without metrics
+	if *metricsAddr != "" {
+		if ms, err = listenMetrics(*metricsAddr, log); err != nil {
+			return err
+		}
+		defer ms.Close()
+		met = newMetrics()
+		observer = met
 	}
 	if fsName := writer.NetworkFilesystem(*store); fsName != "" {
 		log.Warn("the store is on a network filesystem, where flock(2) may not exclude writers on other machines; keep stores on a local disk", "store", *store, "fs", fsName)
@@ -98,7 +115,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		HandOffGrace: *grace, WarnAfter: *warnAfter,
 		Limits: queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes}, Retention: *retention,
 		Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
-		OwnServer: true, CheckQueue: srv.CheckQueue, Commands: commands,
+		OwnServer: true, CheckQueue: srv.CheckQueue, Commands: commands, Observer: observer,
 	})
 	if errors.Is(err, queue.ErrNoSpace) {
 		log.Debug("create stream", "err", err)
@@ -112,11 +129,24 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer w.Close() // on every early return; a second Close is a no-op
 	d := srv.Discovery()
+	// Direct writers given no lock file take this one (daemon.LockFile).
+	if d.LockFile, err = daemon.ResolveLockFile(d.Store, *lockFile); err != nil {
+		return err
+	}
+	d.IdleReleaseMS = idle.Milliseconds()
+	if ms != nil { // before the announcement: a ready daemon answers scrapes
+		met.started(d.Started, Version, d.Store, commands)
+		met.watchQueue(w)
+		ms.Serve(met.reg, log)
+		log.Info("serving metrics", "addr", ms.Addr(), "url", "http://"+ms.Addr()+"/metrics")
+	}
 	if err := lk.Announce(&d); err != nil {
 		return err
 	}
 	log.Info("serving", "store", d.Store, "store_id", d.StoreID, "url", d.URL, "pid", d.PID, "sync", *syncFlag, "exec_commands", len(commands))
+	ready.notify(log, "READY=1", fmt.Sprintf("MAINPID=%d", d.PID), "STATUS=serving "+d.Store)
 	waitIdle(ctx, w, lk, &d, *exitIdle, log)
+	ready.notify(log, "STOPPING=1")
 	log.Info("shutting down")
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("stop writer: %w", err)

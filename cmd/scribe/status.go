@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"time"
 
@@ -15,12 +16,17 @@ import (
 // StatusCommand shows a store's daemon and lock, or one job's outcome.
 type StatusCommand struct{ *Main }
 
-// Run parses flags and prints the status.
+// Run parses flags and prints the status. With --json, stdout holds JSON
+// whatever happens (see guardJSON).
 func (c *StatusCommand) Run(ctx context.Context, args []string) error {
+	return c.guardJSON(args, func(m *Main) error { return (&StatusCommand{m}).run(ctx, args) })
+}
+
+func (c *StatusCommand) run(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("status", "--store DIR [--json] [JOB_ID]")
 	store := storeFlag(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	lockFile := fs.String("lock-file", "", "store lock `file` (default <store>/.scribe/lock)")
+	asJSON := fs.Bool("json", false, "print JSON (the same keys with and without a daemon; docs/cli.md)")
+	lockFile := fs.String("lock-file", "", "store lock `file` (default: the daemon's, else <store>/.scribe/lock)")
 	dead := fs.Bool("dead", false, "list the dead letters: queued messages without a readable job ID")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -47,40 +53,76 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	return c.store(ctx, cl, *store, *lockFile, *asJSON)
 }
 
+// lookupJSON is a job's look-up as status and wait print it with --json
+// when the job has no outcome (yet).
+type lookupJSON struct {
+	ID string `json:"id"`
+	*queue.Lookup
+	// Error is why the command failed (a wait that ran out); it hides
+	// the look-up's own, which is never set in a look-up that answered.
+	Error string `json:"error,omitempty"`
+}
+
 func (c *StatusCommand) job(ctx context.Context, cl *client.Client, id string, asJSON bool) error {
-	l, err := cl.Status(ctx, id)
+	l, err := cl.Locate(ctx, id)
 	if err != nil {
 		return err
 	}
-	out := l.Outcome
-	if out == nil {
+	if out := l.Outcome; l.Found && out != nil {
 		if asJSON {
-			_ = writeJSON(c.Stdout, l)
+			return writeJSON(c.Stdout, out)
 		}
-		if !l.PrunedBefore.IsZero() {
-			return fmt.Errorf("job %s: no outcome recorded: still queued, unknown, or recorded before %s and pruned", id, l.PrunedBefore.Format(time.RFC3339))
-		}
-		return fmt.Errorf("job %s: no outcome recorded (unknown, or still queued)", id)
+		printOutcome(c.Stdout, out)
+		return nil
 	}
+	err = fmt.Errorf("job %s: %s", id, describeLookup(l))
 	if asJSON {
-		return writeJSON(c.Stdout, out)
+		_ = writeJSON(c.Stdout, lookupJSON{ID: id, Lookup: l, Error: err.Error()})
 	}
-	fmt.Fprintf(c.Stdout, "job %s: %s", out.ID, out.Status)
+	return err
+}
+
+// printOutcome prints a recorded outcome for people.
+func printOutcome(w io.Writer, out *queue.Outcome) {
+	fmt.Fprintf(w, "job %s: %s", out.ID, out.Status)
 	if !out.Applied() {
-		fmt.Fprintf(c.Stdout, " (%s): %s", out.Reason, out.Detail)
+		fmt.Fprintf(w, " (%s): %s", out.Reason, out.Detail)
 	}
-	fmt.Fprintf(c.Stdout, "\n  by %s, epoch %d, seq %d, at %s\n", out.Mode, out.Epoch, out.Seq, out.At.Format(time.RFC3339Nano))
+	fmt.Fprintf(w, "\n  by %s, epoch %d, seq %d, at %s\n", out.Mode, out.Epoch, out.Seq, out.At.Format(time.RFC3339Nano))
 	if out.CoalescedInto != "" {
-		fmt.Fprintf(c.Stdout, "  joined the run of job %s\n", out.CoalescedInto)
+		fmt.Fprintf(w, "  joined the run of job %s\n", out.CoalescedInto)
 	}
 	if x := out.Exec; x != nil {
-		fmt.Fprintf(c.Stdout, "  command %s: exit %d", x.Command, x.ExitCode)
+		fmt.Fprintf(w, "  command %s: exit %d", x.Command, x.ExitCode)
 		if x.Signal != "" {
-			fmt.Fprintf(c.Stdout, " (%s)", x.Signal)
+			fmt.Fprintf(w, " (%s)", x.Signal)
 		}
-		fmt.Fprintf(c.Stdout, ", started %s, ran %s; --json for its output\n", x.Started.Format(time.RFC3339), time.Duration(x.DurationMS)*time.Millisecond)
+		fmt.Fprintf(w, ", started %s, ran %s; --json for its output\n", x.Started.Format(time.RFC3339), time.Duration(x.DurationMS)*time.Millisecond)
 	}
-	return nil
+}
+
+// describeLookup says where a job without an outcome stands.
+func describeLookup(l *queue.Lookup) string {
+	var s string
+	switch l.JobState() {
+	case queue.StateQueued:
+		s = fmt.Sprintf("queued (position %d of %d), no outcome yet", l.Position, l.Queued)
+	case queue.StateInHand:
+		s = fmt.Sprintf("in hand (position %d of %d), no outcome yet", l.Position, l.Queued)
+	default:
+		s = "unknown: no outcome recorded, and not queued as far as scribe can tell"
+		if l.Detail != "" {
+			s = "unknown: " + l.Detail
+		}
+		if !l.PrunedBefore.IsZero() {
+			s += fmt.Sprintf("; outcomes recorded before %s may have been pruned", l.PrunedBefore.Format(time.RFC3339))
+		}
+		return s
+	}
+	if l.Detail != "" {
+		s += ": " + l.Detail
+	}
+	return s
 }
 
 func (c *StatusCommand) deadLetters(ctx context.Context, cl *client.Client, asJSON bool) error {
@@ -109,98 +151,250 @@ func truncateBytes(b []byte, n int) string {
 	return string(b[:n]) + "…"
 }
 
-// storeStatus is what `status` reports without a daemon.
+// storeStatus is what `status --json` prints, with and without a daemon:
+// every key is always present, null where it does not apply or is not
+// known (docs/cli.md documents it).
 type storeStatus struct {
-	Store   string        `json:"store"`
-	StoreID string        `json:"store_id"`
-	Daemon  bool          `json:"daemon"`
-	Holder  *queue.Holder `json:"holder,omitempty"`
-	Epoch   uint64        `json:"epoch"`
-	LastSeq uint64        `json:"last_seq"`
-	// Stranded says why jobs may wait in a queue no daemon serves.
-	Stranded string `json:"stranded,omitempty"`
+	Store   string      `json:"store"`
+	StoreID string      `json:"store_id"`
+	Daemon  *daemonJSON `json:"daemon"`
+	Lock    lockJSON    `json:"lock"`
+	// Queued, InFlight, Applied, Rejected and DeadLetters are the
+	// daemon's (since it started, for Applied and Rejected).
+	Queued      *uint64 `json:"queued"`
+	InFlight    *int    `json:"in_flight"`
+	Applied     *uint64 `json:"applied"`
+	Rejected    *uint64 `json:"rejected"`
+	DeadLetters *uint64 `json:"dead_letters"`
+	// LastError is what keeps the store from moving on now, if anything:
+	// the fault the writer retries on, or why an interrupted batch is
+	// stuck.
+	LastError *string     `json:"last_error"`
+	Waiting   *string     `json:"waiting"`
+	Fault     *string     `json:"fault"`
+	Running   *string     `json:"running"`
+	Deferred  *string     `json:"deferred"`
+	Journal   journalJSON `json:"journal"`
 	// Interrupted is a batch a holder was interrupted in and that the
 	// next holder must finish first (with why it failed, if it did).
-	Interrupted *writer.Interrupted `json:"interrupted,omitempty"`
-	Note        string              `json:"note,omitempty"`
+	Interrupted *queue.Interrupted `json:"interrupted"`
+	// Stranded says why jobs may wait in a queue no daemon serves.
+	Stranded *string `json:"stranded"`
+}
+
+// daemonJSON is the daemon serving the store.
+type daemonJSON struct {
+	PID      int       `json:"pid"`
+	Version  string    `json:"version"`
+	Started  time.Time `json:"started"`
+	UptimeMS int64     `json:"uptime_ms"`
+	// Holding says the daemon's writer holds the store lock now; Epoch
+	// is the epoch of its current or last hold.
+	Holding bool   `json:"holding"`
+	Epoch   uint64 `json:"epoch"`
+}
+
+// lockJSON is the store lock as the kernel tells it (writer.ProbeLock).
+type lockJSON struct {
+	Path  string `json:"path"`
+	State string `json:"state"` // "free" or "held"
+	// PID is the holder's pid: from the kernel's lock table, or from
+	// the identity when the kernel does not list pids. Null when free,
+	// or when held by a process the kernel does not name here.
+	PID *int `json:"pid"`
+	// Host, Mode, Command, Since and Epoch are the holder's identity
+	// (the lock file's), null when the holder wrote none.
+	Host    *string     `json:"host"`
+	Mode    *queue.Mode `json:"mode"`
+	Command *string     `json:"command"`
+	Since   *time.Time  `json:"since"`
+	Epoch   *uint64     `json:"epoch"`
+}
+
+// journalJSON is the store's journal.
+type journalJSON struct {
+	Path     string  `json:"path"`
+	Bytes    int64   `json:"bytes"`
+	Outcomes int     `json:"outcomes"`
+	Epoch    uint64  `json:"epoch"`
+	LastSeq  uint64  `json:"last_seq"`
+	Error    *string `json:"error"` // why it could not be read now (the numbers are then 0)
 }
 
 func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, lockFile string, asJSON bool) error {
-	if cl.Daemon() != nil {
-		r, err := cl.Report(ctx)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return writeJSON(c.Stdout, r)
-		}
-		c.printReport(r)
-		return nil
-	}
 	real, err := queue.ResolveStore(store)
 	if err != nil {
 		return err
 	}
 	layout := queue.Layout{Root: real}
 	st := storeStatus{Store: real, StoreID: cl.StoreID()}
-	if s, err := queue.ReadStranded(real); err != nil {
-		st.Stranded = err.Error()
-	} else if s != nil {
-		st.Stranded = s.Why
+	if d := cl.Daemon(); d != nil {
+		r, err := cl.Report(ctx)
+		if err != nil {
+			return err
+		}
+		st.fromReport(r)
+		if lockFile == "" {
+			lockFile = r.LockFile
+		}
+	} else {
+		if s, err := queue.ReadStranded(real); err != nil {
+			st.Stranded = ptr(err.Error())
+		} else if s != nil {
+			st.Stranded = ptr(s.Why)
+		}
+		st.Journal, st.Interrupted = readJournal(layout.Journal())
+	}
+	if st.Interrupted != nil && st.Interrupted.Stuck != "" && st.LastError == nil {
+		st.LastError = ptr(st.Interrupted.Stuck)
 	}
 	if lockFile == "" {
 		lockFile = layout.Lock()
 	}
-	st.Holder, _ = writer.ReadHolder(lockFile)
-	if j, err := writer.OpenJournalReadOnly(layout.Journal(), time.Second); err == nil {
-		st.Epoch, st.LastSeq, _ = j.Meta()
-		st.Interrupted, _ = j.Interrupted()
-		j.Close()
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		st.Note = "journal busy: " + err.Error()
-	}
+	st.Lock = probeLock(lockFile)
 	if asJSON {
 		return writeJSON(c.Stdout, st)
 	}
-	fmt.Fprintf(c.Stdout, "store %s (%s)\nno daemon\nepoch %d, last queue seq %d\n", st.Store, st.StoreID, st.Epoch, st.LastSeq)
-	printHolder(c, st.Holder)
-	if in := st.Interrupted; in != nil {
-		fmt.Fprintf(c.Stdout, "interrupted batch: %d jobs, %d files, to be finished by the next holder\n", in.Jobs, in.Files)
-		if in.Stuck != "" {
-			fmt.Fprintf(c.Stdout, "stuck: %s\n%s\n", in.Stuck, stuckHint(writer.ErrStuck))
-		}
-	}
-	if st.Stranded != "" {
-		fmt.Fprintf(c.Stdout, "jobs may be waiting in the queue (%s): start scribe serve to apply them\n", st.Stranded)
-	}
-	if st.Note != "" {
-		fmt.Fprintln(c.Stdout, st.Note)
-	}
+	c.printStatus(&st)
 	return nil
 }
 
-// printReport prints the daemon's status report for people.
-func (c *StatusCommand) printReport(r *queue.StatusReport) {
-	fmt.Fprintf(c.Stdout, "store %s (%s)\ndaemon pid %d, version %s, up %s\nqueued %d, applied %d, rejected %d since start; %d dead letters\n",
-		r.Store, r.StoreID, r.PID, r.Version, time.Since(r.Started).Round(time.Second), r.Queued, r.Applied, r.Rejected, r.Dead)
-	printHolder(c, r.Holder)
-	for _, line := range []struct{ label, text string }{
-		{"writer waiting", r.Waiting},
-		{"writer failing, retrying", r.Fault},
-		{"running", r.Running},   // an exec job's command, now
-		{"deferred", r.Deferred}, // why the next job waits (exec: its lock, a busy exit)
-	} {
-		if line.text != "" {
-			fmt.Fprintf(c.Stdout, "%s: %s\n", line.label, line.text)
-		}
+// fromReport fills in what the daemon's status report tells.
+func (st *storeStatus) fromReport(r *queue.StatusReport) {
+	st.Daemon = &daemonJSON{PID: r.PID, Version: r.Version, Started: r.Started, UptimeMS: time.Since(r.Started).Milliseconds(), Holding: r.Holding, Epoch: r.Epoch}
+	st.Queued, st.InFlight, st.Applied, st.Rejected, st.DeadLetters = &r.Queued, &r.InFlight, &r.Applied, &r.Rejected, &r.Dead
+	st.Waiting, st.Fault, st.Running, st.Deferred = optional(r.Waiting), optional(r.Fault), optional(r.Running), optional(r.Deferred)
+	st.LastError = optional(r.Fault)
+	st.Interrupted = r.Interrupted
+	if j := r.Journal; j != nil {
+		st.Journal = journalJSON{Path: j.Path, Bytes: j.Bytes, Outcomes: j.Outcomes, Epoch: j.Epoch, LastSeq: j.LastSeq, Error: optional(j.Error)}
+	} else { // a daemon that does not report its journal
+		st.Journal = journalJSON{Path: writer.JournalPath(r.Store), Error: ptr("the daemon does not report its journal")}
 	}
 }
 
-func printHolder(c *StatusCommand, h *queue.Holder) {
-	if h == nil {
-		fmt.Fprintln(c.Stdout, "store lock: free, or held by a process that did not say who it is")
-		return
+// readJournal reads the journal without the store lock: its numbers and
+// any interrupted batch. A journal that does not exist yet is empty.
+func readJournal(path string) (journalJSON, *queue.Interrupted) {
+	jj := journalJSON{Path: path}
+	j, err := writer.OpenJournalReadOnly(path, time.Second)
+	if errors.Is(err, fs.ErrNotExist) {
+		return jj, nil // nothing was ever applied to this store
 	}
-	fmt.Fprintf(c.Stdout, "store lock: held by pid %d on %s (%s: %s) for %s, epoch %d\n",
-		h.PID, h.Host, h.Mode, h.Command, time.Since(h.Since).Round(time.Millisecond), h.Epoch)
+	if err != nil {
+		jj.Error = ptr(fmt.Sprintf("journal busy (a writer has it open): %v", err))
+		return jj, nil
+	}
+	defer j.Close()
+	info, err := j.Info()
+	if err != nil {
+		jj.Error = ptr(err.Error())
+		return jj, nil
+	}
+	jj = journalJSON{Path: path, Bytes: info.Bytes, Outcomes: info.Outcomes, Epoch: info.Epoch, LastSeq: info.LastSeq}
+	in, err := j.Interrupted()
+	if err != nil {
+		jj.Error = ptr(err.Error())
+	}
+	return jj, in
+}
+
+// probeLock is the store lock as the kernel tells it.
+func probeLock(path string) lockJSON {
+	l := lockJSON{Path: path, State: "free"}
+	held, pids, h := writer.ProbeLock(path)
+	if !held {
+		return l
+	}
+	l.State = "held"
+	switch {
+	case h != nil:
+		l.PID, l.Host, l.Mode, l.Command, l.Since, l.Epoch = &h.PID, &h.Host, &h.Mode, &h.Command, &h.Since, &h.Epoch
+	case len(pids) > 0:
+		l.PID = &pids[0]
+	}
+	return l
+}
+
+// printReport prints a daemon's status report for people, the store
+// lock as the report tells it (its file probed, if it names one).
+func (c *StatusCommand) printReport(r *queue.StatusReport) {
+	st := storeStatus{Store: r.Store, StoreID: r.StoreID}
+	st.fromReport(r)
+	switch h := r.Holder; {
+	case r.LockFile != "":
+		st.Lock = probeLock(r.LockFile)
+	case h != nil:
+		st.Lock = lockJSON{State: "held", PID: &h.PID, Host: &h.Host, Mode: &h.Mode, Command: &h.Command, Since: &h.Since, Epoch: &h.Epoch}
+	default:
+		st.Lock = lockJSON{State: "free"}
+	}
+	c.printStatus(&st)
+}
+
+// printStatus prints the store's status for people.
+func (c *StatusCommand) printStatus(st *storeStatus) {
+	w := c.Stdout
+	fmt.Fprintf(w, "store %s (%s)\n", st.Store, st.StoreID)
+	if d := st.Daemon; d != nil {
+		fmt.Fprintf(w, "daemon pid %d, version %s, up %s\n", d.PID, d.Version, (time.Duration(d.UptimeMS) * time.Millisecond).Round(time.Second))
+		fmt.Fprintf(w, "queued %d, in flight %d, applied %d, rejected %d since start; %d dead letters\n",
+			*st.Queued, *st.InFlight, *st.Applied, *st.Rejected, *st.DeadLetters)
+	} else {
+		fmt.Fprintln(w, "no daemon")
+	}
+	printLock(w, st.Lock)
+	if j := st.Journal; j.Error != nil {
+		fmt.Fprintf(w, "journal %s: %s\n", j.Path, *j.Error)
+	} else {
+		fmt.Fprintf(w, "journal: %d outcomes, epoch %d, last queue seq %d (%d bytes)\n", j.Outcomes, j.Epoch, j.LastSeq, j.Bytes)
+	}
+	for _, line := range []struct {
+		label string
+		text  *string
+	}{
+		{"writer waiting", st.Waiting},
+		{"writer failing, retrying", st.Fault},
+		{"running", st.Running},   // an exec job's command, now
+		{"deferred", st.Deferred}, // why the next job waits (exec: its lock, a busy exit)
+	} {
+		if line.text != nil {
+			fmt.Fprintf(w, "%s: %s\n", line.label, *line.text)
+		}
+	}
+	if in := st.Interrupted; in != nil {
+		fmt.Fprintf(w, "interrupted batch: %d jobs, %d files, to be finished by the next holder\n", in.Jobs, in.Files)
+		if in.Stuck != "" {
+			fmt.Fprintf(w, "stuck: %s\n%s\n", in.Stuck, stuckHint(writer.ErrStuck))
+		}
+	}
+	if st.Stranded != nil {
+		fmt.Fprintf(w, "jobs may be waiting in the queue (%s): start scribe serve to apply them\n", *st.Stranded)
+	}
+}
+
+// printLock prints the store lock's line.
+func printLock(w io.Writer, l lockJSON) {
+	switch {
+	case l.State == "free":
+		fmt.Fprintln(w, "store lock: free")
+	case l.Mode != nil:
+		fmt.Fprintf(w, "store lock: held by pid %d on %s (%s: %s) for %s, epoch %d\n",
+			*l.PID, *l.Host, *l.Mode, writer.QuoteCommand(*l.Command), time.Since(*l.Since).Round(time.Millisecond), *l.Epoch)
+	case l.PID != nil:
+		fmt.Fprintf(w, "store lock: held by pid %d, a process that wrote no identity (not scribe, or flock(1))\n", *l.PID)
+	default:
+		fmt.Fprintln(w, "store lock: held by a process that wrote no identity (not scribe, or flock(1))")
+	}
+}
+
+// ptr returns a pointer to v.
+func ptr[T any](v T) *T { return &v }
+
+// optional is s, or nil when s is empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

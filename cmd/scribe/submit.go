@@ -10,12 +10,15 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 )
 
 // queueTimeout bounds a submit without --wait: finding the daemon and
@@ -25,8 +28,9 @@ const queueTimeout = 30 * time.Second
 // SubmitCommand queues a job (or, without a daemon, applies it directly).
 type SubmitCommand struct{ *Main }
 
-// waitFlag is --wait: a bool flag ("wait for the outcome, however long")
-// that also takes a bound ("--wait=10s").
+// waitFlag is --wait, of submit and lock alike: a bool flag ("wait,
+// however long") that also takes a bound, as --wait=10s or, through
+// parseWait, --wait 10s.
 type waitFlag struct {
 	on bool
 	d  time.Duration
@@ -55,29 +59,69 @@ func (w *waitFlag) Set(s string) error {
 	return nil
 }
 
+// parseWait is parseStrict for a command with a --wait waitFlag: a
+// positive duration right after a bare --wait is its bound ("--wait 10s"
+// is "--wait=10s"), and flags after it are parsed too. No OP and no
+// sensible lock command reads as a duration; "lock --wait -- 10s" runs a
+// command named 10s.
+func parseWait(fs *flag.FlagSet, args []string, w *waitFlag) error {
+	for {
+		rest, err := parseOnce(fs, args)
+		if err != nil {
+			return err
+		}
+		n := len(args) - len(rest)
+		if n == 0 || len(rest) == 0 || (args[n-1] != "--wait" && args[n-1] != "-wait") {
+			return nil
+		}
+		d, err := time.ParseDuration(rest[0])
+		if err != nil {
+			return nil // not a duration: the first argument
+		}
+		if d <= 0 {
+			return usageError("--wait %s: want a positive duration", rest[0])
+		}
+		w.on, w.d = true, d
+		args = rest[1:]
+	}
+}
+
+// waitUsage is the --wait flag's help, the same for submit and lock.
+const waitUsage = "; --wait=DUR, or --wait DUR, bounds the wait (exit 75 when it runs out)"
+
 // Run parses flags, builds the job and submits it.
 func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("submit", "--store DIR [flags] OP PATH [DATA|-]\n"+
 		"       scribe submit --store DIR [flags] --job FILE\n"+
 		"       scribe submit --store DIR [flags] exec NAME [ARGS...]\n\n"+
-		"OP is put, append, merge or delete (no DATA). DATA is taken verbatim (no newline added);\n"+
-		"with - or absent it is read from stdin, at most 1 MiB.\n"+
+		"OP is put, append, merge or delete (no DATA); PATH is relative to the store (a leading\n"+
+		"./ is dropped). DATA is taken verbatim: no newline is added, unless --newline. With - it\n"+
+		"is read from stdin. Without DATA it is read from stdin too, but only when stdin is not a\n"+
+		"terminal (a pipe, a file); on a terminal that is a usage error: give DATA, or -. Hooks\n"+
+		"should always pass DATA or -: their stdin is the caller's event.\n"+
+		"A job is at most 1 MiB (1048576 bytes) encoded, DATA included; a larger one is rejected\n"+
+		"too_large (exit 1).\n"+
+		"Flags go before OP: DATA may start with -. A duration right after a bare --wait is its\n"+
+		"bound: --wait 10s is --wait=10s.\n"+
 		"exec runs the command NAME of the daemon's allowlist with ARGS, passed as they are (even\n"+
 		"those starting with -); it needs a daemon (or --autostart). With --wait and without --json,\n"+
-		"the command's output is printed as its own: stdout on stdout, stderr on stderr")
+		"the command's output is printed as its own: stdout on stdout, stderr on stderr.\n"+
+		"Interrupted (Ctrl-C) after the job was sent, it exits 130 naming the job: it may still be\n"+
+		"applied (scribe status ID)")
 	store := storeFlag(fs)
 	var wait waitFlag
-	fs.Var(&wait, "wait", "wait for the outcome, without bound; --wait=DUR (with =: \"--wait 10s\" reads 10s as OP) bounds the wait, and a direct write's wait for the lock; exit 75 when it runs out")
+	fs.Var(&wait, "wait", "wait for the outcome, without bound (a direct write still fails at once on a busy lock: give --wait=DUR to wait for it)"+waitUsage)
+	newline := fs.Bool("newline", false, "end DATA with a newline: add \"\\n\" unless it ends with one (put, append, merge)")
 	id := fs.String("id", "", "job `ID`: 1-128 characters of [A-Za-z0-9_-], the idempotency key, protecting against a repeat while its outcome is kept (serve --retention); the same ID for a different job is rejected id_conflict (default: a new random one)")
 	jobFile := fs.String("job", "", "read a multi-op job from `FILE` (- for stdin)")
 	ifMatch := fs.String("if-match", "", "precondition: `absent`, or sha256:<lower-case hex> of the file's content (not with --job: put if_match in the job file)")
 	coalesce := fs.String("coalesce", "", "exec jobs only: coalescing `key`; while a job with this key and command waits in the queue, not yet started, this one joins it and gets its outcome")
 	asJSON := fs.Bool("json", false, "print the outcome (or the queued job ID) as JSON")
 	route := fs.String("route", os.Getenv("SCRIBE_ROUTE"), "`prefer` (daemon if any, else direct), require (daemon only) or direct (default $SCRIBE_ROUTE, else prefer)")
-	lockFile := fs.String("lock-file", "", "store lock `file` for direct writes (default <store>/.scribe/lock)")
+	lockFile := fs.String("lock-file", "", "store lock `file` for direct writes (default: the one a running daemon takes, else <store>/.scribe/lock)")
 	autostart := fs.Bool("autostart", envBool("SCRIBE_AUTOSTART"), "when no daemon serves the store, start one (detached, logging to <store>/.scribe/daemon.log) and submit through it (default $SCRIBE_AUTOSTART, else autostart in <store>/.scribe/config.toml)")
 	exitIdle := fs.Duration("exit-idle", envDuration("SCRIBE_EXIT_IDLE", client.DefaultExitIdle), "with --autostart: the started daemon exits once idle this `long` (default $SCRIBE_EXIT_IDLE, else exit_idle in <store>/.scribe/config.toml, else 5m)")
-	if err := parse(fs, args); err != nil {
+	if err := parseWait(fs, args, &wait); err != nil {
 		return err
 	}
 	if *exitIdle <= 0 {
@@ -86,11 +130,15 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	if err := requireStore(*store); err != nil {
 		return err
 	}
+	if err := checkLockFileFolder(*lockFile); err != nil {
+		return err
+	}
 	r, err := client.ParseRoute(*route)
 	if err != nil {
 		return usageError("%v", err)
 	}
-	job, err := c.buildJob(fs.Args(), *jobFile, *ifMatch, *coalesce)
+	jf := jobFlags{file: *jobFile, ifMatch: *ifMatch, coalesce: *coalesce, newline: *newline}
+	job, err := c.buildJob(fs.Args(), jf)
 	if err != nil {
 		return err
 	}
@@ -105,7 +153,10 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 
 	// Bound the command: by --wait=DUR, or, without --wait, by
 	// queueTimeout (a hook must not hang on a daemon that went away).
-	// Plain --wait waits for the outcome however long it takes.
+	// Plain --wait waits for the outcome however long it takes. sig is
+	// only ever ended by a signal: then the job's fate is told apart
+	// from a wait that ran out.
+	sig := ctx
 	bound := queueTimeout
 	if wait.on {
 		bound = wait.d
@@ -115,7 +166,12 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 		ctx, cancel = context.WithTimeout(ctx, bound)
 		defer cancel()
 	}
-	opts := []client.Option{client.WithRoute(r), client.WithLockFile(*lockFile)}
+	// The lock file shows a direct writer's command to those it makes
+	// wait: the op and path, never the data (which may be long, private,
+	// or hold newlines).
+	opts := []client.Option{client.WithRoute(r), client.WithLockFile(*lockFile), client.WithCommand(describeJob(fs.Args(), *jobFile))}
+	// A direct write waits for the lock only within a bound (DESIGN:
+	// waiting is opt-in and bounded): plain --wait stays fail-fast there.
 	if wait.d > 0 {
 		opts = append(opts, client.WithWait(wait.d))
 	}
@@ -128,13 +184,13 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	}
 	cl, err := client.Open(ctx, *store, opts...)
 	if err != nil {
-		return submitError(err, r)
+		return c.failed(sig, err, r, *store, nil)
 	}
 	defer cl.Close()
 
 	if !wait.on && cl.Daemon() != nil {
 		if err := cl.Submit(ctx, job); err != nil {
-			return submitError(err, r)
+			return c.failed(sig, err, r, *store, job)
 		}
 		if *asJSON {
 			return writeJSON(c.Stdout, map[string]string{"id": job.ID, "status": "queued"})
@@ -144,7 +200,7 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	}
 	out, err := cl.Apply(ctx, job)
 	if err != nil {
-		return submitError(err, r)
+		return c.failed(sig, err, r, *store, job)
 	}
 	switch {
 	case *asJSON:
@@ -212,60 +268,45 @@ func (c *SubmitCommand) autostartSettings(flags *flag.FlagSet, store string, aut
 	return autostart, exitIdle, nil
 }
 
+// jobFlags are the flags that shape the job: --job, --if-match,
+// --coalesce, --newline.
+type jobFlags struct {
+	file, ifMatch, coalesce string
+	newline                 bool
+}
+
 // buildJob reads the job from --job, or builds it from OP PATH [DATA|-]
-// or exec NAME [ARGS...]; coalesce is --coalesce.
-func (c *SubmitCommand) buildJob(args []string, jobFile, ifMatch, coalesce string) (*queue.Job, error) {
-	job, err := c.readJob(args, jobFile, ifMatch)
+// or exec NAME [ARGS...].
+func (c *SubmitCommand) buildJob(args []string, f jobFlags) (*queue.Job, error) {
+	job, err := c.readJob(args, f)
 	if err != nil {
 		return nil, err
 	}
-	if coalesce != "" {
+	if f.coalesce != "" {
 		// A --job file's job may be anything: queue validation refuses
 		// a key on a file job (exit 1, as for any invalid job file).
-		if jobFile == "" && !job.IsExec() {
+		if f.file == "" && !job.IsExec() {
 			return nil, usageError("--coalesce is for exec jobs only (exec NAME [ARGS...])")
 		}
-		job.Coalesce = coalesce
+		job.Coalesce = f.coalesce
 	}
 	return job, nil
 }
 
 // readJob reads the job from --job, or builds it from the arguments.
-func (c *SubmitCommand) readJob(args []string, jobFile, ifMatch string) (*queue.Job, error) {
-	if jobFile != "" {
-		if len(args) > 0 {
-			return nil, usageError("--job takes no OP arguments, got %q", args)
-		}
-		if ifMatch != "" {
-			return nil, usageError("--if-match applies to a single op; put if_match in the job file's ops")
-		}
-		var b []byte
-		var err error
-		if jobFile == "-" {
-			b, err = io.ReadAll(io.LimitReader(c.Stdin, queue.MaxJobBytes+1))
-		} else {
-			b, err = os.ReadFile(jobFile)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read job: %w", err)
-		}
-		var job queue.Job
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&job); err != nil {
-			return nil, queue.Reject(queue.ReasonBadInput, "job file is not a valid job: %v", err)
-		}
-		if dec.More() {
-			return nil, queue.Reject(queue.ReasonBadInput, "job file has more after the job")
-		}
-		return &job, nil
+func (c *SubmitCommand) readJob(args []string, f jobFlags) (*queue.Job, error) {
+	if f.file != "" {
+		return c.readJobFile(args, f)
 	}
 	if len(args) > 0 && args[0] == string(queue.OpExec) {
 		if len(args) < 2 {
 			return nil, usageError("want exec NAME [ARGS...]: the name of a command of the daemon's allowlist")
 		}
-		if ifMatch != "" {
+		if f.ifMatch != "" {
 			return nil, usageError("--if-match is for file ops, not exec")
+		}
+		if f.newline {
+			return nil, usageError("--newline is for DATA, not exec")
 		}
 		// Everything after NAME is argv, as given: no flags are parsed
 		// there, so "-n" or "--" reach the command.
@@ -278,21 +319,250 @@ func (c *SubmitCommand) readJob(args []string, jobFile, ifMatch string) (*queue.
 	if len(args) < 2 || len(args) > 3 {
 		return nil, usageError("want OP PATH [DATA|-] or exec NAME [ARGS...], got %d arguments", len(args))
 	}
-	op := queue.Op{Kind: queue.OpKind(args[0]), Path: args[1], IfMatch: ifMatch}
-	if op.Kind != queue.OpDelete {
-		if len(args) == 3 && args[2] != "-" {
-			op.Data = []byte(args[2])
-		} else {
-			b, err := io.ReadAll(io.LimitReader(c.Stdin, queue.MaxJobBytes+1))
-			if err != nil {
-				return nil, fmt.Errorf("read data: %w", err)
-			}
-			op.Data = b
+	// An unknown OP is a typo on this command line, not a job to
+	// reject: no job is built. (A --job file's unknown op is rejected
+	// unknown_op, as on the wire.)
+	kind := queue.OpKind(args[0])
+	switch kind {
+	case queue.OpPut, queue.OpAppend, queue.OpMerge, queue.OpDelete:
+	default:
+		return nil, usageError("unknown op %q: want put, append, merge, delete or exec", args[0])
+	}
+	op := queue.Op{Kind: kind, Path: queue.TrimDotSlash(args[1]), IfMatch: f.ifMatch}
+	if kind == queue.OpDelete {
+		if len(args) == 3 {
+			return nil, usageError("delete takes no data")
 		}
-	} else if len(args) == 3 {
-		return nil, usageError("delete takes no data")
+		if f.newline {
+			return nil, usageError("--newline is for DATA: delete takes none")
+		}
+		return &queue.Job{V: queue.Version, Ops: []queue.Op{op}}, nil
+	}
+	switch {
+	case len(args) == 3 && args[2] != "-":
+		op.Data = []byte(args[2])
+	case len(args) == 2 && isTerminalReader(c.Stdin):
+		// DESIGN's "DATA from stdin when absent", but a person at a
+		// terminal who forgot DATA would otherwise hang, typing into a
+		// job they did not mean.
+		return nil, usageError("%s %s: DATA is missing; give DATA, or - to read it from stdin (stdin is a terminal)", args[0], args[1])
+	default:
+		b, err := readLimited(c.Stdin, "DATA from stdin")
+		if err != nil {
+			return nil, err
+		}
+		op.Data = b
+	}
+	if f.newline && (len(op.Data) == 0 || op.Data[len(op.Data)-1] != '\n') {
+		op.Data = append(op.Data, '\n')
 	}
 	return &queue.Job{V: queue.Version, Ops: []queue.Op{op}}, nil
+}
+
+// readJobFile reads and decodes --job FILE (- for stdin).
+func (c *SubmitCommand) readJobFile(args []string, f jobFlags) (*queue.Job, error) {
+	if len(args) > 0 {
+		return nil, usageError("--job takes no OP arguments, got %q", args)
+	}
+	if f.ifMatch != "" {
+		return nil, usageError("--if-match applies to a single op; put if_match in the job file's ops")
+	}
+	if f.newline {
+		return nil, usageError("--newline applies to DATA; in a job file, end the data with \\n")
+	}
+	var b []byte
+	var err error
+	if f.file == "-" {
+		b, err = readLimited(c.Stdin, "the job file from stdin")
+	} else {
+		b, err = os.ReadFile(f.file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read job: %w", err)
+	}
+	var job queue.Job
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&job); err != nil {
+		return nil, queue.Reject(queue.ReasonBadInput, "job file is not a valid job: %s", jobFileProblem(b, err))
+	}
+	if dec.More() {
+		return nil, queue.Reject(queue.ReasonBadInput, "job file has more after the job")
+	}
+	return &job, nil
+}
+
+// readLimited reads what of r a job can hold. More than a job may be
+// is rejected too_large at once, saying that the size is a lower bound:
+// the rest was not read.
+func readLimited(r io.Reader, what string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, queue.MaxJobBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	if len(b) > queue.MaxJobBytes {
+		return nil, queue.Reject(queue.ReasonTooLarge, "%s is at least %d bytes; a job may be at most %d bytes (1 MiB) encoded", what, len(b), queue.MaxJobBytes)
+	}
+	return b, nil
+}
+
+// isTerminalReader reports whether r is a terminal (not a pipe, a file
+// or /dev/null).
+func isTerminalReader(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && isTTY(f.Fd())
+}
+
+// jobFileProblem says what is wrong with a job file that does not decode
+// (err), in the file's terms: "ops[1].path: want a string, not a
+// number", not Go's type names. The ops are decoded one by one to find
+// which one fails.
+func jobFileProblem(b []byte, err error) string {
+	var top map[string]json.RawMessage
+	if e := json.Unmarshal(b, &top); e != nil {
+		return jsonProblem(b, "", e)
+	}
+	if raw, ok := top["ops"]; ok {
+		var ops []json.RawMessage
+		if e := json.Unmarshal(raw, &ops); e != nil {
+			return jsonProblem(raw, "ops", e)
+		}
+		for i, r := range ops {
+			var op queue.Op
+			if e := json.Unmarshal(r, &op); e != nil {
+				return jsonProblem(r, fmt.Sprintf("ops[%d]", i), e)
+			}
+		}
+	}
+	return jsonProblem(b, "", err)
+}
+
+// jsonProblem describes a decoding error of b, found at the place named
+// by at ("" for the top, "ops", "ops[0]").
+func jsonProblem(b []byte, at string, err error) string {
+	name := func(field string) string {
+		switch {
+		case at == "":
+			return field
+		case field == "":
+			return at
+		}
+		return at + "." + field
+	}
+	prefix := func(field string) string {
+		if n := name(field); n != "" {
+			return n + ": "
+		}
+		return ""
+	}
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	var pe *time.ParseError
+	switch {
+	case errors.As(err, &te):
+		// te.Field is the path from what was decoded: "path" in an op,
+		// "ops.path" from the top (no index: hence the op-by-op pass).
+		field := te.Field
+		if at != "" {
+			if i := strings.LastIndexByte(field, '.'); i >= 0 {
+				field = field[i+1:]
+			}
+		}
+		return fmt.Sprintf("%swant %s, not %s", prefix(field), jsonKind(te.Type), article(te.Value))
+	case errors.As(err, &se) && se.Offset >= int64(len(b)):
+		return prefix("") + "the JSON ends too soon"
+	case errors.As(err, &se):
+		// Offset counts the bytes read: the culprit is the last of them.
+		line, col := position(b, se.Offset-1)
+		return fmt.Sprintf("%sline %d, column %d: %s", prefix(""), line, col, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.As(err, &pe):
+		return fmt.Sprintf("%swant a time such as 2026-01-02T15:04:05Z, not %q", prefix("submitted"), pe.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return prefix("") + "the JSON ends too soon"
+	}
+	return prefix("") + strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names what JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another value"
+}
+
+// article puts "a" or "an" before a JSON value's kind ("number",
+// "object").
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
+}
+
+// position is the 1-based line and column of byte offset off in b.
+func position(b []byte, off int64) (line, col int) {
+	off = min(max(off, 0), int64(len(b)))
+	before := b[:off]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = int(off) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return line, col
+}
+
+// describeJob is how a direct writer's lock file describes this submit:
+// the op and path, or the command name, or the job file, and never the
+// data.
+func describeJob(args []string, jobFile string) string {
+	switch {
+	case jobFile != "":
+		return "scribe submit --job " + jobFile
+	case len(args) >= 2:
+		return "scribe submit " + args[0] + " " + args[1]
+	}
+	return "scribe submit"
+}
+
+// failed turns a failed submit's error into the command line's: a signal
+// (sig ended) is exit 130 naming the job, which may still be applied, if
+// it was sent (job not nil); the rest is submitError's.
+func (c *SubmitCommand) failed(sig context.Context, err error, r client.Route, store string, job *queue.Job) error {
+	if sig.Err() == nil {
+		hint := busyHint(store, err, r == client.RouteDirect)
+		if hint == "" {
+			hint = lockFileHint(err)
+		}
+		return withHint(submitError(err, r), hint)
+	}
+	switch {
+	case job == nil:
+		err = fmt.Errorf("interrupted before the job was sent: nothing was queued or written")
+	case errors.Is(err, client.ErrBusy):
+		err = fmt.Errorf("interrupted while waiting for the store lock: job %s was not written", job.ID)
+	default:
+		err = fmt.Errorf("interrupted: job %s may still be applied; see its outcome with: scribe status --store %s %s (or wait for it: scribe wait --store %s %s)",
+			job.ID, shellQuote(store), job.ID, shellQuote(store), job.ID)
+	}
+	return &exitError{code: exitInterrupted, err: err}
 }
 
 // submitError maps a --wait that ran out to exit 75, and adds the CLI's
@@ -309,6 +579,41 @@ func submitError(err error, r client.Route) error {
 		return fmt.Errorf("%w; start scribe serve, or use --autostart (or SCRIBE_AUTOSTART=1)", err)
 	}
 	return err
+}
+
+// busyHint says what to do about a busy store lock in err (none for
+// another error): wait for it, and, when the daemon holds it, why it
+// still does after its jobs are done. direct says the daemon was avoided
+// on purpose (--route direct), which queueing would not.
+func busyHint(store string, err error, direct bool) string {
+	var holder *queue.Holder
+	var be *client.BusyError
+	var le *writer.LockedError
+	switch {
+	case errors.As(err, &be):
+		holder = be.Holder
+	case errors.As(err, &le):
+		holder = le.Holder
+	default:
+		return ""
+	}
+	if holder == nil || holder.Mode != queue.ModeDaemon {
+		return "retry, or wait for the lock with --wait=DUR (such as --wait=10s), or --wait for no bound"
+	}
+	// How long the daemon keeps the lock: its discovery file says, when
+	// it is the daemon that holds the lock.
+	idle := fmt.Sprintf("about %s by default", writer.DefaultIdleRelease)
+	if real, err := queue.ResolveStore(store); err == nil {
+		if d, err := queue.ReadDiscovery(real); err == nil && d.PID == holder.PID && d.IdleReleaseMS > 0 {
+			idle = (time.Duration(d.IdleReleaseMS) * time.Millisecond).String()
+		}
+	}
+	hint := "the daemon keeps the store lock for its idle-release period (" + idle + ") after its last batch; " +
+		"retry after that, or wait for the lock with --wait=DUR (such as --wait=5s)"
+	if direct {
+		hint += "; without --route direct the job would queue through the daemon"
+	}
+	return hint
 }
 
 // envBool is a boolean environment variable: false when unset or not a

@@ -31,6 +31,8 @@ func TestBuildJob(t *testing.T) {
 		jobFile  string
 		ifMatch  string
 		coalesce string
+		newline  bool
+		stdin    string
 		want     *queue.Job
 		usage    string // a usage error containing this
 		rejected string // the job is built, and queue validation rejects it with this
@@ -68,14 +70,52 @@ func TestBuildJob(t *testing.T) {
 		{name: "coalescing a file job", jobFile: putJob, coalesce: "k", rejected: "rejected (bad_input): a coalescing key is for exec jobs only"},
 		{name: "a bad command name", args: []string{"exec", "-reindex"}, rejected: `rejected (bad_input): op 0: exec command name "-reindex"`},
 		{name: "no arguments", usage: "want OP PATH [DATA|-] or exec NAME [ARGS...], got 0 arguments"},
+		{name: "unknown op", args: []string{"frob", "x", "y"}, usage: `unknown op "frob": want put, append, merge, delete or exec`},
+		{name: "a duration as OP", args: []string{"10s", "append", "x"}, usage: `unknown op "10s"`},
+		{
+			name: "leading ./ dropped",
+			args: []string{"put", "./notes.txt", "x"},
+			want: &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpPut, Path: "notes.txt", Data: []byte("x")}}},
+		},
+		{name: "inner ./ kept, and rejected", args: []string{"put", "a/./b", "x"}, rejected: "use a path relative to the store"},
+		{name: "absolute path rejected", args: []string{"put", "/etc/passwd", "x"}, rejected: "rejected (path_escapes): op 0: path \"/etc/passwd\" is absolute; use a path relative to the store"},
+		{
+			name: "newline added", args: []string{"append", "f", "a line"}, newline: true,
+			want: &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "f", Data: []byte("a line\n")}}},
+		},
+		{
+			name: "newline not doubled", args: []string{"append", "f", "a line\n"}, newline: true,
+			want: &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "f", Data: []byte("a line\n")}}},
+		},
+		{
+			name: "newline on empty data", args: []string{"append", "f", ""}, newline: true,
+			want: &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "f", Data: []byte("\n")}}},
+		},
+		{
+			name: "newline on stdin data", args: []string{"put", "f", "-"}, newline: true, stdin: "from stdin",
+			want: &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpPut, Path: "f", Data: []byte("from stdin\n")}}},
+		},
+		{
+			name: "absent DATA from a pipe", args: []string{"append", "f"}, stdin: "piped",
+			want: &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "f", Data: []byte("piped")}}},
+		},
+		{name: "newline with delete", args: []string{"delete", "f"}, newline: true, usage: "--newline is for DATA"},
+		{name: "newline with exec", args: []string{"exec", "reindex"}, newline: true, usage: "--newline is for DATA"},
+		{name: "newline with a job file", jobFile: putJob, newline: true, usage: "--newline applies to DATA"},
+		{name: "job file of the wrong type", jobFile: jobFile("typed.json", `{"ops":[{"op":"put","path":"a","data":"x"},{"op":"put","path":5}]}`), rejected: "job file is not a valid job: ops[1].path: want a string, not a number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &SubmitCommand{&Main{Stdin: strings.NewReader("")}}
-			job, err := c.buildJob(tc.args, tc.jobFile, tc.ifMatch, tc.coalesce)
+			c := &SubmitCommand{&Main{Stdin: strings.NewReader(tc.stdin)}}
+			job, err := c.buildJob(tc.args, jobFlags{file: tc.jobFile, ifMatch: tc.ifMatch, coalesce: tc.coalesce, newline: tc.newline})
 			if tc.usage != "" {
 				require.Error(t, err)
 				assert.Equal(t, exitUsage, exitCode(err))
 				assert.Contains(t, err.Error(), tc.usage)
+				return
+			}
+			if err != nil && tc.rejected != "" {
+				assert.Contains(t, err.Error(), tc.rejected)
+				assert.Equal(t, exitRejected, exitCode(submitError(err, client.RoutePrefer)))
 				return
 			}
 			require.NoError(t, err)

@@ -1,0 +1,426 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
+)
+
+// runCLI runs the command line in this process and prints its error as
+// main does: stdout, stderr and the exit code.
+func runCLI(t *testing.T, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := (&Main{Stdin: stdin, Stdout: &out, Stderr: &errOut}).Run(t.Context(), args)
+	var ex *exitError
+	if err != nil && (!errors.As(err, &ex) || ex.err != nil) {
+		errOut.WriteString("scribe: " + err.Error() + "\n")
+	}
+	if h := errHint(err); h != "" {
+		errOut.WriteString("scribe: " + h + "\n")
+	}
+	return out.String(), errOut.String(), exitCode(err)
+}
+
+// Help that was asked for goes to stdout with exit 0; usage errors go to
+// stderr with exit 2.
+func TestHelpOnStdout(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in the output
+		code int
+	}{
+		{[]string{"-h"}, "Usage:", exitOK},
+		{[]string{"--help"}, "Usage:", exitOK},
+		{[]string{"help"}, "Usage:", exitOK},
+		{[]string{"submit", "-h"}, "Usage: scribe submit", exitOK},
+		{[]string{"submit", "--help"}, "1 MiB", exitOK},
+		{[]string{"help", "submit"}, "Usage: scribe submit", exitOK},
+		{[]string{"help", "lock"}, "Usage: scribe lock", exitOK},
+		{[]string{"lock", "-h"}, "--wait 10s is --wait=10s", exitOK},
+		{[]string{"help", "status"}, "Usage: scribe status", exitOK},
+		{[]string{}, "Usage:", exitUsage},
+		{[]string{"frob"}, `unknown command "frob"`, exitUsage},
+		{[]string{"help", "frob"}, `unknown command "frob"`, exitUsage},
+		{[]string{"submit", "--bogus"}, "flag provided but not defined: -bogus", exitUsage},
+		{[]string{"lock", "--wait=soon", "--", "true"}, "want true, false or a positive duration", exitUsage},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, strings.NewReader(""), tc.args...)
+			assert.Equal(t, tc.code, code)
+			if tc.code == exitOK {
+				assert.Contains(t, stdout, tc.want)
+				assert.Empty(t, stderr)
+			} else {
+				assert.Contains(t, stderr, tc.want)
+				assert.Empty(t, stdout)
+			}
+		})
+	}
+}
+
+// Flags may follow arguments, up to "--"; parseStrict stops at the first
+// argument.
+func TestParseInterspersed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		strict bool
+		json   bool
+		id     string
+		rest   []string
+		code   int // of the error; 0 for none
+	}{
+		{name: "flags first", args: []string{"--json", "J"}, json: true, rest: []string{"J"}},
+		{name: "flag after", args: []string{"J", "--json"}, json: true, rest: []string{"J"}},
+		{name: "flags around", args: []string{"--id", "x", "A", "--json", "B"}, json: true, id: "x", rest: []string{"A", "B"}},
+		{name: "dashes end flags", args: []string{"A", "--", "--json", "-x"}, rest: []string{"A", "--json", "-x"}},
+		{name: "a lone dash is an argument", args: []string{"-", "--json"}, json: true, rest: []string{"-"}},
+		{name: "no arguments", args: nil, rest: []string{}},
+		{name: "a bad flag after", args: []string{"A", "--bogus"}, code: exitUsage},
+		{name: "strict stops at the first argument", args: []string{"A", "--json"}, strict: true, rest: []string{"A", "--json"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Main{Stdout: io.Discard, Stderr: io.Discard}
+			fs := m.newFlagSet("t", "")
+			asJSON := fs.Bool("json", false, "")
+			id := fs.String("id", "", "")
+			var err error
+			if tc.strict {
+				err = parseStrict(fs, tc.args)
+			} else {
+				err = parse(fs, tc.args)
+			}
+			if tc.code != 0 {
+				require.Error(t, err)
+				assert.Equal(t, tc.code, exitCode(err))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.json, *asJSON)
+			assert.Equal(t, tc.id, *id)
+			assert.Equal(t, tc.rest, append([]string{}, fs.Args()...))
+		})
+	}
+}
+
+// --wait is spelt the same for submit and lock: bare (no bound), =DUR,
+// or DUR as the next word when it is a duration.
+func TestParseWait(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		on    bool
+		bound time.Duration
+		json  bool
+		rest  []string
+		usage string
+	}{
+		{name: "none", args: []string{"append", "f", "x"}, rest: []string{"append", "f", "x"}},
+		{name: "bare", args: []string{"--wait", "append", "f", "x"}, on: true, rest: []string{"append", "f", "x"}},
+		{name: "with =", args: []string{"--wait=10s", "append", "f", "x"}, on: true, bound: 10 * time.Second, rest: []string{"append", "f", "x"}},
+		{name: "next word", args: []string{"--wait", "10s", "append", "f", "x"}, on: true, bound: 10 * time.Second, rest: []string{"append", "f", "x"}},
+		{name: "single dash", args: []string{"-wait", "1m30s", "put", "f"}, on: true, bound: 90 * time.Second, rest: []string{"put", "f"}},
+		{name: "flags after the bound", args: []string{"--wait", "10s", "--json", "append", "f", "x"}, on: true, bound: 10 * time.Second, json: true, rest: []string{"append", "f", "x"}},
+		{name: "lock's dashes", args: []string{"--wait", "10s", "--", "tar", "-cf", "x"}, on: true, bound: 10 * time.Second, rest: []string{"tar", "-cf", "x"}},
+		{name: "lock, bare", args: []string{"--wait", "--", "10s"}, on: true, rest: []string{"10s"}},
+		{name: "=true then a duration", args: []string{"--wait=true", "10s"}, on: true, rest: []string{"10s"}},
+		{name: "not a duration", args: []string{"--wait", "soon"}, on: true, rest: []string{"soon"}},
+		{name: "DATA that looks like a duration", args: []string{"--wait", "append", "f", "10s"}, on: true, rest: []string{"append", "f", "10s"}},
+		{name: "zero", args: []string{"--wait", "0s", "append", "f"}, usage: "--wait 0s: want a positive duration"},
+		{name: "false", args: []string{"--wait=false", "append", "f"}, rest: []string{"append", "f"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Main{Stdout: io.Discard, Stderr: io.Discard}
+			fs := m.newFlagSet("t", "")
+			var w waitFlag
+			fs.Var(&w, "wait", "")
+			asJSON := fs.Bool("json", false, "")
+			err := parseWait(fs, tc.args, &w)
+			if tc.usage != "" {
+				require.Error(t, err)
+				assert.Equal(t, exitUsage, exitCode(err))
+				assert.Contains(t, err.Error(), tc.usage)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.on, w.on)
+			assert.Equal(t, tc.bound, w.d)
+			assert.Equal(t, tc.json, *asJSON)
+			assert.Equal(t, tc.rest, fs.Args())
+		})
+	}
+}
+
+// A job file's errors name the place in the file and JSON's kinds, not
+// Go's types.
+func TestJobFileProblem(t *testing.T) {
+	for _, tc := range []struct {
+		file, want string
+	}{
+		{`{"ops":[{"op":"put","path":5}]}`, "ops[0].path: want a string, not a number"},
+		{`{"ops":[{"op":"put","path":"a"},{"op":"exec","name":"x","args":[1]}]}`, "ops[1].args: want a string, not a number"},
+		{`{"ops":[{"op":"put","path":"a","timeout_ms":"soon"}]}`, "ops[0].timeout_ms: want a number, not a string"},
+		{`{"id":7,"ops":[]}`, "id: want a string, not a number"},
+		{`{"ops":{}}`, "ops: want an array, not an object"},
+		{`{"meta":{"by":1}}`, "meta: want a string, not a number"},
+		{`[1]`, "want an object, not an array"},
+		{`{"submitted":"yesterday"}`, `submitted: want a time such as 2026-01-02T15:04:05Z, not "yesterday"`},
+		{`{"ops":[{"op":"put","if_mach":"absent"}]}`, `ops[0]: unknown field "if_mach"`},
+		{`{"opz":[]}`, `unknown field "opz"`},
+		{"{\n  \"ops\": [\n    {\"op\": \"put\",}\n  ]\n}", "line 3, column 18: invalid character '}' looking for beginning of object key string"},
+		{`{"ops":[`, "the JSON ends too soon"},
+		{`{"ops":[{"op":"put","data":"a","data_b64":"YQ=="}]}`, "ops[0]: op has both data and data_b64"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			var job queue.Job
+			dec := jsonDecoder(tc.file)
+			err := dec.Decode(&job)
+			require.Error(t, err)
+			got := jobFileProblem([]byte(tc.file), err)
+			assert.Equal(t, tc.want, got)
+			assert.NotContains(t, got, "Go ")
+			assert.NotContains(t, got, "queue.")
+		})
+	}
+}
+
+// The content of a --job file larger than a job may be is refused for
+// what it is, and a stdin larger than that is read only so far: the size
+// given is a lower bound.
+func TestTooLargeFromStdin(t *testing.T) {
+	big := strings.Repeat("x", 3<<20)
+	for _, tc := range []struct {
+		name string
+		args []string
+		file string
+		want string
+	}{
+		{"DATA", []string{"append", "f"}, "", fmt.Sprintf("rejected (too_large): DATA from stdin is at least %d bytes; a job may be at most 1048576 bytes (1 MiB) encoded", queue.MaxJobBytes+1)},
+		{"DATA, -", []string{"put", "f", "-"}, "", "DATA from stdin is at least 1048577 bytes"},
+		{"job file", nil, "-", "the job file from stdin is at least 1048577 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &SubmitCommand{&Main{Stdin: strings.NewReader(big)}}
+			_, err := c.buildJob(tc.args, jobFlags{file: tc.file})
+			require.ErrorIs(t, err, queue.ErrRejected)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Equal(t, exitRejected, exitCode(err))
+		})
+	}
+}
+
+// openPTY returns the two ends of a new pseudo-terminal, or skips.
+func openPTY(t *testing.T) (master, tty *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	require.NoError(t, unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0))
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	require.NoError(t, err)
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
+// DATA left out is read from stdin only when stdin is not a terminal: at
+// a terminal, it is a usage error that says what to give.
+func TestDataAbsentAtATerminal(t *testing.T) {
+	_, tty := openPTY(t)
+	store := t.TempDir()
+	stdout, stderr, code := runCLI(t, tty, "submit", "--store", store, "--route", "direct", "append", "f.txt")
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "append f.txt: DATA is missing; give DATA, or - to read it from stdin (stdin is a terminal)")
+	assert.NoFileExists(t, filepath.Join(store, "f.txt"))
+}
+
+// The lock file shows a direct submit's op and path, never its data.
+func TestDescribeJob(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		jobFile string
+		want    string
+	}{
+		{[]string{"append", "notes.txt", "secret\nline"}, "", "scribe submit append notes.txt"},
+		{[]string{"put", "f", "-"}, "", "scribe submit put f"},
+		{[]string{"delete", "f"}, "", "scribe submit delete f"},
+		{[]string{"exec", "mine", "--all"}, "", "scribe submit exec mine"},
+		{nil, "job.json", "scribe submit --job job.json"},
+		{nil, "", "scribe submit"},
+	} {
+		assert.Equal(t, tc.want, describeJob(tc.args, tc.jobFile))
+	}
+}
+
+// A busy store says how to wait, and when the daemon holds it, why: its
+// idle-release period, from its discovery file when it is that daemon's.
+func TestBusyHint(t *testing.T) {
+	store := t.TempDir()
+	real, err := queue.ResolveStore(store)
+	require.NoError(t, err)
+	require.NoError(t, os.Mkdir(queue.Layout{Root: real}.Meta(), 0o700))
+	require.NoError(t, os.WriteFile(queue.Layout{Root: real}.Discovery(), []byte(`{"pid":4242,"idle_release_ms":3000}`), 0o600))
+	daemonHolder := func(pid int) error {
+		return &client.BusyError{Lock: "L", Holder: &queue.Holder{PID: pid, Mode: queue.ModeDaemon}}
+	}
+	for _, tc := range []struct {
+		name   string
+		err    error
+		direct bool
+		want   []string
+		absent []string
+	}{
+		{name: "not busy", err: errors.New("other")},
+		{
+			name: "unknown holder", err: &writer.LockedError{Path: "L"},
+			want: []string{"--wait=DUR", "--wait for no bound"}, absent: []string{"daemon"},
+		},
+		{
+			name: "direct holder", err: &writer.LockedError{Path: "L", Holder: &queue.Holder{PID: 1, Mode: queue.ModeDirect}},
+			want: []string{"--wait=DUR"}, absent: []string{"daemon"},
+		},
+		{
+			name: "the daemon, from the lock", err: &writer.LockedError{Path: "L", Holder: &queue.Holder{PID: 4242, Mode: queue.ModeDaemon}},
+			want: []string{"idle-release period (3s) after its last batch", "--wait=DUR"},
+		},
+		{
+			name: "the daemon", err: daemonHolder(4242),
+			want: []string{"idle-release period (3s) after its last batch", "--wait=DUR"}, absent: []string{"--route direct"},
+		},
+		{
+			name: "the daemon, avoided", err: fmt.Errorf("wrapped: %w", daemonHolder(4242)), direct: true,
+			want: []string{"(3s)", "without --route direct the job would queue through the daemon"},
+		},
+		{
+			name: "another daemon than the file's", err: daemonHolder(99),
+			want: []string{"idle-release period (about 500ms by default)"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hint := busyHint(store, tc.err, tc.direct)
+			if tc.want == nil {
+				assert.Empty(t, hint)
+			}
+			for _, w := range tc.want {
+				assert.Contains(t, hint, w)
+			}
+			for _, a := range tc.absent {
+				assert.NotContains(t, hint, a)
+			}
+		})
+	}
+}
+
+// A submit interrupted by a signal exits 130 and names the job to look
+// for, unless it was never sent.
+func TestSubmitInterrupted(t *testing.T) {
+	sig, cancel := context.WithCancel(context.Background())
+	cancel()
+	job := &queue.Job{ID: "job-7"}
+	c := &SubmitCommand{&Main{}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		job  *queue.Job
+		want string
+	}{
+		{"before sending", context.Canceled, nil, "interrupted before the job was sent: nothing was queued or written"},
+		{"waiting for the outcome", context.Canceled, job, "interrupted: job job-7 may still be applied; see its outcome with: scribe status --store /s job-7 (or wait for it: scribe wait --store /s job-7)"},
+		{"waiting for the lock", &client.BusyError{Lock: "L"}, job, "interrupted while waiting for the store lock: job job-7 was not written"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.failed(sig, tc.err, client.RoutePrefer, "/s", tc.job)
+			assert.Equal(t, exitInterrupted, exitCode(err))
+			assert.Equal(t, tc.want, err.Error())
+		})
+	}
+	// Without a signal, a wait that ran out is 75, as ever.
+	err := c.failed(context.Background(), context.DeadlineExceeded, client.RoutePrefer, "/s", job)
+	assert.Equal(t, exitBusy, exitCode(err))
+}
+
+// --store is required, from the flag or $SCRIBE_STORE, and must be a
+// folder that exists: scribe never creates one.
+func TestRequireStore(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	for _, tc := range []struct {
+		store string
+		code  int
+		want  string
+	}{
+		{dir, exitOK, ""},
+		{"", exitUsage, "--store is required (or set $SCRIBE_STORE)"},
+		{filepath.Join(dir, "no such"), exitRejected, "does not exist; create the folder first: mkdir -p '" + filepath.Join(dir, "no such") + "'"},
+		{file, exitRejected, "is not a folder"},
+	} {
+		err := requireStore(tc.store)
+		assert.Equal(t, tc.code, exitCode(err), "%q", tc.store)
+		if tc.want != "" && assert.Error(t, err) {
+			assert.Contains(t, err.Error(), tc.want)
+		}
+	}
+	t.Setenv("SCRIBE_STORE", dir)
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	assert.Equal(t, dir, *storeFlag(fs), "$SCRIBE_STORE is the default")
+}
+
+// A --lock-file whose folder does not exist is a usage error naming the
+// folder.
+func TestCheckLockFileFolder(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	assert.NoError(t, checkLockFileFolder(""))
+	assert.NoError(t, checkLockFileFolder(filepath.Join(dir, "new.lock")))
+	err := checkLockFileFolder(filepath.Join(dir, "gone", "x.lock"))
+	assert.Equal(t, exitUsage, exitCode(err))
+	assert.EqualError(t, err, "--lock-file "+filepath.Join(dir, "gone", "x.lock")+": its folder "+filepath.Join(dir, "gone")+" does not exist")
+	err = checkLockFileFolder(filepath.Join(file, "x.lock"))
+	assert.Equal(t, exitUsage, exitCode(err))
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"/home/me/notes": "/home/me/notes",
+		"a b":            "'a b'",
+		"it's":           `'it'\''s'`,
+		"":               "''",
+		"~/x":            "'~/x'",
+	} {
+		assert.Equal(t, want, shellQuote(in), in)
+	}
+}
+
+// jsonDecoder decodes s as submit decodes a job file.
+func jsonDecoder(s string) *json.Decoder {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	return dec
+}

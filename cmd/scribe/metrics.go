@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
+)
+
+// The daemon's metrics (docs/running.md#metrics). They live here, not in
+// writer: package client links writer, and a hook binary must not carry
+// a metrics library. writer reports through writer.Observer.
+
+// metrics is a daemon's Prometheus registry and the writer.Observer that
+// feeds it.
+type metrics struct {
+	reg        *prometheus.Registry
+	jobs       *prometheus.CounterVec // status, reason
+	duplicates prometheus.Counter
+	batchSize  prometheus.Histogram
+	applySecs  prometheus.Histogram
+	latency    *prometheus.HistogramVec // status
+	lockWait   prometheus.Histogram
+	lockHold   prometheus.Histogram
+	deferrals  *prometheus.CounterVec   // command
+	execRuns   *prometheus.CounterVec   // command, result
+	execSecs   *prometheus.HistogramVec // command
+	starts     prometheus.Counter
+	startTime  prometheus.Gauge
+	info       *prometheus.GaugeVec // version, store, store_id
+}
+
+var _ writer.Observer = (*metrics)(nil)
+
+// Histogram buckets, in seconds unless said otherwise.
+var (
+	// A batch is 1 to --batch jobs (default 256).
+	batchBuckets = prometheus.ExponentialBuckets(1, 2, 11) // 1 … 1024 jobs
+	// An fsynced batch takes from a fraction of a millisecond to seconds
+	// on a slow disk; a job waits as long, or much longer behind a held
+	// store.
+	applyBuckets   = prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5 ms … 16 s
+	latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 18)  // 1 ms … 131 s
+	// The store is usually free (a wait of microseconds); a direct
+	// writer or a tool's lock can keep it for minutes.
+	waitBuckets = prometheus.ExponentialBuckets(0.0001, 4, 12) // 0.1 ms … 7 min
+	// A hold lasts a burst of batches plus --idle-release (500 ms).
+	holdBuckets = prometheus.ExponentialBuckets(0.01, 2, 16) // 10 ms … 5.5 min
+	execBuckets = prometheus.ExponentialBuckets(0.01, 4, 10) // 10 ms … 44 min
+)
+
+// newMetrics makes the registry: scribe's metrics, and the Go runtime's
+// and the process's.
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scribe_jobs_total",
+			Help: "Jobs decided, by status (applied, rejected) and reason (empty when applied). Duplicates are not counted: see scribe_duplicate_jobs_total.",
+		}, []string{"status", "reason"}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scribe_duplicate_jobs_total",
+			Help: "Jobs whose ID already had an outcome (a redelivery or a retried submit): answered with it, nothing applied again.",
+		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "scribe_batch_size", Help: "Jobs per applied batch (one journal transaction).", Buckets: batchBuckets,
+		}),
+		applySecs: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "scribe_batch_apply_seconds", Help: "Time to apply a batch: ops, fsyncs and the journal commit.", Buckets: applyBuckets,
+		}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "scribe_job_latency_seconds",
+			Help:    "From the job's submitted time (set by the client) to its outcome, by status; jobs without a submitted time are not observed.",
+			Buckets: latencyBuckets,
+		}, []string{"status"}),
+		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "scribe_lock_wait_seconds", Help: "Time waiting for the store lock before a batch could be applied.", Buckets: waitBuckets,
+		}),
+		lockHold: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "scribe_lock_hold_seconds", Help: "How long a hold of the store lock lasted, observed when the daemon let it go.", Buckets: holdBuckets,
+		}),
+		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scribe_exec_deferrals_total", Help: "Exec jobs deferred because their command was busy, by command.",
+		}, []string{"command"}),
+		execRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scribe_exec_runs_total",
+			Help: "Exec command runs, by command and result: ok, failed, busy, killed, timeout, start_failed, stopped.",
+		}, []string{"command", "result"}),
+		execSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "scribe_exec_duration_seconds", Help: "How long exec command runs took, by command.", Buckets: execBuckets,
+		}, []string{"command"}),
+		starts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scribe_daemon_starts_total",
+			Help: "Daemon starts: 1 in each process. A restart resets it; count restarts with changes(scribe_daemon_start_time_seconds[…]).",
+		}),
+		startTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "scribe_daemon_start_time_seconds", Help: "When the daemon started, in seconds since the Unix epoch.",
+		}),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "scribe_daemon_info", Help: "The daemon's version and store; always 1.",
+		}, []string{"version", "store", "store_id"}),
+	}
+	m.reg.MustRegister(m.jobs, m.duplicates, m.batchSize, m.applySecs, m.latency, m.lockWait, m.lockHold,
+		m.deferrals, m.execRuns, m.execSecs, m.starts, m.startTime, m.info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Series that exist from the start read 0 rather than missing.
+	m.jobs.WithLabelValues(string(queue.StatusApplied), "")
+	return m
+}
+
+// started records the daemon's start, for the store it serves and the
+// allowlisted commands it may run.
+func (m *metrics) started(at time.Time, version, store string, commands []writer.Command) {
+	m.starts.Inc()
+	m.startTime.Set(float64(at.UnixNano()) / 1e9)
+	m.info.WithLabelValues(version, store, queue.StoreID(store)).Set(1)
+	for _, c := range commands {
+		m.deferrals.WithLabelValues(c.Name)
+	}
+}
+
+// watchQueue adds the queue depth gauge, read from the writer's queue at
+// each scrape. A queue that cannot be read reads NaN.
+func (m *metrics) watchQueue(w *writer.Writer) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "scribe_queue_depth",
+		Help: "Jobs waiting in the store's queue (and in the queues of its former paths), not yet applied and acked.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := w.Queued(ctx)
+		if err != nil {
+			return math.NaN()
+		}
+		return float64(n)
+	}))
+}
+
+// BatchApplied implements writer.Observer.
+func (m *metrics) BatchApplied(size int, took time.Duration) {
+	m.batchSize.Observe(float64(size))
+	m.applySecs.Observe(took.Seconds())
+}
+
+// Outcome implements writer.Observer.
+func (m *metrics) Outcome(o *queue.Outcome, submitted time.Time, dup bool) {
+	if dup {
+		m.duplicates.Inc()
+		return
+	}
+	m.jobs.WithLabelValues(string(o.Status), string(o.Reason)).Inc()
+	// The submitted time is the client's clock: a client ahead of the
+	// daemon's would make a negative latency, which is left out.
+	if !submitted.IsZero() && !o.At.Before(submitted) {
+		m.latency.WithLabelValues(string(o.Status)).Observe(o.At.Sub(submitted).Seconds())
+	}
+}
+
+// LockWaited implements writer.Observer.
+func (m *metrics) LockWaited(d time.Duration) { m.lockWait.Observe(d.Seconds()) }
+
+// LockHeld implements writer.Observer.
+func (m *metrics) LockHeld(d time.Duration) { m.lockHold.Observe(d.Seconds()) }
+
+// Deferred implements writer.Observer.
+func (m *metrics) Deferred(command string) { m.deferrals.WithLabelValues(command).Inc() }
+
+// ExecRan implements writer.Observer.
+func (m *metrics) ExecRan(command, result string, took time.Duration) {
+	m.execRuns.WithLabelValues(command, result).Inc()
+	m.execSecs.WithLabelValues(command).Observe(took.Seconds())
+}
+
+// metricsAddr is the address --metrics-addr ADDR listens on: one without
+// a host (":9464") is loopback's, and it says whether the host is not a
+// loopback one (worth a warning: the metrics name the store).
+func metricsAddr(addr string) (hostPort string, exposed bool, err error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", false, usageError("--metrics-addr %q: want HOST:PORT or :PORT (%v)", addr, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ip := net.ParseIP(host)
+	exposed = host != "localhost" && (ip == nil || !ip.IsLoopback())
+	return net.JoinHostPort(host, port), exposed, nil
+}
+
+// checkMetricsAddr checks the config file's metrics_addr: "" (no
+// metrics) or what --metrics-addr takes.
+func checkMetricsAddr(s string) error {
+	if s == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(s); err != nil {
+		return fmt.Errorf("%q: want \"HOST:PORT\" or \":PORT\", or \"\" for none", s)
+	}
+	return nil
+}
+
+// metricsServer serves a registry at /metrics.
+type metricsServer struct {
+	ln   net.Listener
+	srv  *http.Server
+	done chan struct{}
+}
+
+// listenMetrics binds --metrics-addr; Serve starts answering. Binding
+// first makes a taken port fail serve before it touches the store.
+func listenMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
+	hostPort, exposed, err := metricsAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if exposed {
+		log.Warn("the metrics listener is not on a loopback address: anyone who can reach it can read the metrics, which name the store", "addr", hostPort)
+	}
+	ln, err := net.Listen("tcp", hostPort)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	return &metricsServer{ln: ln}, nil
+}
+
+// Addr is the address the server listens on, the port chosen when
+// --metrics-addr asked for port 0.
+func (s *metricsServer) Addr() string { return s.ln.Addr().String() }
+
+// Serve answers /metrics from reg until Close.
+func (s *metricsServer) Serve(reg *prometheus.Registry, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: promLogger{log}, Registry: reg, Timeout: 10 * time.Second,
+	}))
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+}
+
+// Close stops the server, letting a scrape in progress finish for a
+// moment, and waits for it.
+func (s *metricsServer) Close() {
+	if s.srv == nil {
+		_ = s.ln.Close()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done
+}
+
+// promLogger hands promhttp's errors to the daemon's log.
+type promLogger struct{ log *slog.Logger }
+
+func (l promLogger) Println(v ...any) { l.log.Warn("metrics: " + fmt.Sprint(v...)) }

@@ -1,0 +1,215 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+// mcpServer is a `scribe mcp` process and an MCP client session to it,
+// over its stdin and stdout.
+type mcpServer struct {
+	cs     *mcp.ClientSession
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	closed bool
+}
+
+// mcpTerminate is how long the client waits, once it has closed the
+// server's stdin, before it sends SIGTERM: far longer than a server that
+// exits on end of input takes.
+const mcpTerminate = 30 * time.Second
+
+// startMCP runs `scribe mcp --store store EXTRA...` and connects to it
+// with the SDK's client over the command transport.
+func startMCP(t *testing.T, store string, extra ...string) *mcpServer {
+	t.Helper()
+	cmd := exec.Command(scribeBin, append([]string{"mcp", "--store", store, "--log-level", "debug"}, extra...)...)
+	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=", "SCRIBE_EXIT_IDLE=")
+	s := &mcpServer{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = s.stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "scribe-tests", Version: "v0"}, nil).
+		Connect(t.Context(), &mcp.CommandTransport{Command: cmd, TerminateDuration: mcpTerminate}, nil)
+	require.NoError(t, err, "stderr:\n%s", s.stderr.String())
+	s.cs = cs
+	t.Cleanup(func() {
+		if !s.closed {
+			_ = cs.Close()
+		}
+		if t.Failed() {
+			t.Logf("scribe mcp stderr:\n%s", s.stderr.String())
+		}
+	})
+	return s
+}
+
+// call calls a tool; a tool's failure is a result, never a protocol error.
+func (s *mcpServer) call(t *testing.T, tool string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := s.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	require.NoError(t, err)
+	return res
+}
+
+// mcpText is a result's text content.
+func mcpText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// mcpStructured decodes a result's structured content into v.
+func mcpStructured(t *testing.T, res *mcp.CallToolResult, v any) {
+	t.Helper()
+	require.NotNil(t, res.StructuredContent, "no structured content: %s", mcpText(res))
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, v), "%s", b)
+}
+
+// mcpApplied checks that a write tool's result is an applied outcome with
+// this id, by the daemon, and returns it.
+func mcpApplied(t *testing.T, res *mcp.CallToolResult, id string) queue.Outcome {
+	t.Helper()
+	require.False(t, res.IsError, mcpText(res))
+	var o queue.Outcome
+	mcpStructured(t, res, &o)
+	assert.Equal(t, id, o.ID)
+	assert.Equal(t, queue.StatusApplied, o.Status)
+	assert.Equal(t, queue.ModeDaemon, o.Mode)
+	assert.Contains(t, mcpText(res), "applied job "+id)
+	return o
+}
+
+// close closes the session as a host does, by closing the server's stdin,
+// and checks that the server exits 0 at once, before any signal.
+func (s *mcpServer) close(t *testing.T) {
+	t.Helper()
+	s.closed = true
+	start := time.Now()
+	err := s.cs.Close()
+	took := time.Since(start)
+	assert.NoError(t, err, "scribe mcp exit")
+	assert.Less(t, took, mcpTerminate/2, "scribe mcp did not exit when its stdin closed")
+	require.NotNil(t, s.cmd.ProcessState, "the transport waited for the process")
+	assert.True(t, s.cmd.ProcessState.Success(), "%v", s.cmd.ProcessState)
+	assert.Contains(t, s.stderr.String(), "stdin closed, exiting")
+}
+
+// Issue 11.1: an MCP host's writes go through the store's daemon, each
+// exactly once; a call repeated with its id gets the recorded outcome.
+func TestMCPServerThroughDaemon(t *testing.T) {
+	store := newStore(t)
+	d := startDaemon(t, store)
+	s := startMCP(t, store)
+
+	tools, err := s.cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+		assert.NotNil(t, tool.InputSchema, tool.Name)
+	}
+	slices.Sort(names)
+	assert.Equal(t, []string{"append", "delete", "exec", "job", "merge", "outcome", "put", "status"}, names)
+
+	first := mcpApplied(t, s.call(t, "append", map[string]any{"path": "notes/log.txt", "data": "first", "newline": true, "id": "mcp-first"}), "mcp-first")
+	again := mcpApplied(t, s.call(t, "append", map[string]any{"path": "notes/log.txt", "data": "first", "newline": true, "id": "mcp-first"}), "mcp-first")
+	assert.Equal(t, first.Seq, again.Seq, "the recorded outcome, not a second job")
+	assert.True(t, first.At.Equal(again.At), "the recorded outcome, not a second job")
+	mcpApplied(t, s.call(t, "append", map[string]any{"path": "notes/log.txt", "data": "second", "newline": true, "id": "mcp-second"}), "mcp-second")
+	assert.Equal(t, "first\nsecond\n", readFile(t, filepath.Join(store, "notes", "log.txt")), "each write exactly once")
+	assert.Equal(t, queue.ModeDaemon, outcomeOf(t, store, "mcp-second").Mode, "the journal agrees")
+
+	res := s.call(t, "status", map[string]any{})
+	require.False(t, res.IsError, mcpText(res))
+	var st struct {
+		Writes string              `json:"writes"`
+		Daemon *queue.StatusReport `json:"daemon"`
+	}
+	mcpStructured(t, res, &st)
+	assert.Equal(t, "daemon", st.Writes)
+	require.NotNil(t, st.Daemon)
+	assert.Equal(t, d.cmd.Process.Pid, st.Daemon.PID)
+	assert.GreaterOrEqual(t, st.Daemon.Applied, uint64(2))
+	assert.Contains(t, mcpText(res), fmt.Sprintf("daemon pid %d", d.cmd.Process.Pid))
+
+	s.close(t)
+}
+
+// When the wait runs out, the result says the outcome is unknown and
+// names the job; the job is applied once the store is free, and calling
+// again with its id returns that outcome instead of writing twice.
+func TestMCPServerUnknownOutcome(t *testing.T) {
+	store := newStore(t)
+	startDaemon(t, store)
+	release := holdWithFlock(t, queue.Layout{Root: store}.Lock()) // the daemon applies nothing meanwhile
+	s := startMCP(t, store, "--wait", "1s")
+
+	args := map[string]any{"path": "log.txt", "data": "held back\n", "id": "mcp-held"}
+	res := s.call(t, "append", args)
+	require.True(t, res.IsError)
+	assert.Nil(t, res.StructuredContent, "no outcome yet")
+	text := mcpText(res)
+	assert.Contains(t, text, "outcome unknown for job mcp-held")
+	assert.Contains(t, text, `outcome tool (id "mcp-held")`)
+	assert.Contains(t, text, "do not redo the write another way")
+
+	var l queue.Lookup
+	res = s.call(t, "outcome", map[string]any{"id": "mcp-held"})
+	require.False(t, res.IsError, mcpText(res))
+	mcpStructured(t, res, &l)
+	assert.False(t, l.Found, "still queued behind the lock holder")
+	assert.Contains(t, mcpText(res), "no outcome recorded")
+
+	release()
+	require.Eventually(t, func() bool {
+		res := s.call(t, "outcome", map[string]any{"id": "mcp-held"})
+		l = queue.Lookup{}
+		mcpStructured(t, res, &l)
+		return l.Found
+	}, 30*time.Second, 50*time.Millisecond)
+	assert.Equal(t, queue.StatusApplied, l.Outcome.Status)
+
+	again := mcpApplied(t, s.call(t, "append", args), "mcp-held")
+	assert.Equal(t, l.Outcome.Seq, again.Seq)
+	assert.Equal(t, "held back\n", readFile(t, filepath.Join(store, "log.txt")), "applied once")
+	s.close(t)
+}
+
+// With --autostart and no daemon, the first write starts one and goes
+// through it, as `scribe submit --autostart` does.
+func TestMCPServerAutostart(t *testing.T) {
+	store := newStore(t)
+	stopAutostarted(t, store)
+	s := startMCP(t, store, "--autostart", "--exit-idle", testExitIdle)
+
+	res := s.call(t, "status", map[string]any{})
+	require.False(t, res.IsError, mcpText(res))
+	var st struct {
+		Writes string `json:"writes"`
+	}
+	mcpStructured(t, res, &st)
+	assert.Equal(t, "autostart", st.Writes, "status starts no daemon")
+	assert.Empty(t, serveProcs(t, store))
+
+	mcpApplied(t, s.call(t, "put", map[string]any{"path": "state.txt", "data": "on demand", "id": "mcp-auto"}), "mcp-auto")
+	assert.Equal(t, "on demand", readFile(t, filepath.Join(store, "state.txt")))
+	s.close(t)
+}

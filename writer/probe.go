@@ -1,0 +1,70 @@
+package writer
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+// ProbeLock reports what the kernel says about a store lock file, not
+// what the file remembers: a holder killed with SIGKILL loses its flock at
+// once but leaves its identity in the file.
+//
+// held says whether any process holds a lock on the file. pids are the
+// holders' pids where the kernel lists them (/proc/locks on Linux; nil
+// elsewhere, or when the file is held by a process of another pid
+// namespace or host). holder is the identity in the file, only when it
+// belongs to a live holder: its pid is among pids (or, where pids are
+// unknown, a process of this host that still exists). A held lock with a
+// nil holder is held by a process that wrote no identity (a program that
+// is not scribe, flock(1), or a scribe holder still writing it).
+//
+// Where /proc/locks cannot be read, ProbeLock takes and at once releases
+// a non-blocking flock on the file, which a contender's own non-blocking
+// attempt could find held for that instant; with /proc/locks it never
+// touches the lock. A missing lock file is free.
+func ProbeLock(path string) (held bool, pids []int, holder *queue.Holder) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false, nil, nil // no lock file: nobody holds it
+	}
+	if listed, ok := procLocks(uint64(st.Dev), st.Ino); ok {
+		for _, p := range listed {
+			if n, err := strconv.Atoi(p); err == nil {
+				pids = append(pids, n)
+			}
+		}
+		if len(listed) == 0 {
+			return false, nil, nil
+		}
+		if h := liveHolder(path); h != nil && (len(pids) == 0 || slices.Contains(pids, h.PID)) {
+			holder = h
+		}
+		return true, pids, holder
+	}
+	if !flockBusy(path) {
+		return false, nil, nil
+	}
+	return true, nil, liveHolder(path)
+}
+
+// flockBusy reports whether a non-blocking exclusive flock on path fails
+// because another open file holds one; it releases the one it gets at
+// once. A file it cannot open counts as free.
+func flockBusy(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}

@@ -73,7 +73,7 @@ func (e *BusyError) Error() string {
 	}
 	// The command comes from the lock file, which any program may write:
 	// quoted and cut, it cannot forge lines of output.
-	return fmt.Sprintf("store is busy: lock %s is held by pid %d on %s (%s: %s)", e.Lock, e.Holder.PID, e.Holder.Host, e.Holder.Mode, writer.QuoteCommand(e.Holder.Command))
+	return fmt.Sprintf("store is busy: lock %s is held by %s", e.Lock, writer.DescribeHolder(e.Holder))
 }
 
 // Unwrap returns the store lock's own error.

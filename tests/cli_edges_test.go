@@ -1,11 +1,9 @@
 package tests
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,34 +22,15 @@ import (
 
 // The command line's rough edges, each as a new user meets it (issue 11).
 
-// edgeRun is scribe with more environment, after the caller's SCRIBE_
-// variables are cleared, and stdin from a file when one is given.
+// edgeRun is scribe with more environment, and stdin from a file when one
+// is given.
 func edgeRun(t *testing.T, env []string, stdin *os.File, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, scribeBin, args...)
-	cmd.Env = append(os.Environ(), append([]string{"SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_CRASH_AT="}, env...)...)
+	var in io.Reader
 	if stdin != nil {
-		cmd.Stdin = stdin
+		in = stdin
 	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String(), duration: time.Since(start)}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			r.code = 128 + int(ws.Signal())
-		}
-	default:
-		require.NoError(t, err)
-	}
-	return r
+	return runWith(t, scribeBin, env, in, args...)
 }
 
 // edgePTY opens a pseudo-terminal and returns its terminal end, or skips.

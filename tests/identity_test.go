@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -38,23 +37,7 @@ func holdLikeTool(t *testing.T, lockFile string) (pid int, command string, relea
 	script := filepath.Join(t.TempDir(), "mine.py")
 	require.NoError(t, os.WriteFile(script, []byte(toolHolder), 0o644))
 	cmd := exec.Command(python, script, lockFile, "--wing=notes")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "held\n", line)
-	done := false
-	release = func() {
-		if !done {
-			done = true
-			stdin.Close()
-			_ = cmd.Wait()
-		}
-	}
-	t.Cleanup(release)
+	release = holdWith(t, cmd)
 	return cmd.Process.Pid, script + " " + lockFile + " --wing=notes", release
 }
 

@@ -48,7 +48,14 @@ func holdWithFlock(t *testing.T, lockFile string) (release func()) {
 	t.Helper()
 	flockBin, err := exec.LookPath("flock")
 	require.NoError(t, err, "flock(1) from util-linux is needed")
-	cmd := exec.Command(flockBin, "--exclusive", lockFile, "sh", "-c", "echo held; read _")
+	return holdWith(t, exec.Command(flockBin, "--exclusive", lockFile, "sh", "-c", "echo held; read _"))
+}
+
+// holdWith starts cmd, an outside lock holder that prints "held" once it
+// holds its lock and lets go when its stdin closes, waits for that line,
+// and returns the function that makes it let go (also run at cleanup).
+func holdWith(t *testing.T, cmd *exec.Cmd) (release func()) {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,11 +78,19 @@ func scribe(t testing.TB, stdin string, args ...string) result {
 // caller's scribe environment.
 func runProgram(t testing.TB, bin, stdin string, args ...string) result {
 	t.Helper()
+	return runWith(t, bin, nil, strings.NewReader(stdin), args...)
+}
+
+// runWith is runProgram with more environment (after the caller's SCRIBE_
+// variables are cleared) and any stdin (nil: none). A process killed by a
+// signal exits 128+signal, as a shell reports it.
+func runWith(t testing.TB, bin string, env []string, stdin io.Reader, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=")
-	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Env = append(os.Environ(), append([]string{"SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_CRASH_AT="}, env...)...)
+	cmd.Stdin = stdin
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
@@ -92,6 +101,9 @@ func runProgram(t testing.TB, bin, stdin string, args ...string) result {
 	case err == nil:
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.code = 128 + int(ws.Signal())
+		}
 	default:
 		require.NoError(t, err, "run %s %v", bin, args)
 	}

@@ -65,9 +65,17 @@ func (e *LockedError) Error() string {
 	if e.Holder == nil {
 		return fmt.Sprintf("store is busy: lock %s is held by an unknown process", e.Path)
 	}
-	h := e.Holder
-	return fmt.Sprintf("store is busy: lock %s is held by pid %d on %s (%s: %s) for %s",
-		e.Path, h.PID, h.Host, h.Mode, QuoteCommand(h.Command), time.Since(h.Since).Round(time.Millisecond))
+	return fmt.Sprintf("store is busy: lock %s is held by %s for %s",
+		e.Path, DescribeHolder(e.Holder), time.Since(e.Holder.Since).Round(time.Millisecond))
+}
+
+// DescribeHolder names a lock holder for a message: its pid, host, mode
+// (if it has one: another tool's identity has none) and quoted command.
+func DescribeHolder(h *queue.Holder) string {
+	if h.Mode == "" {
+		return fmt.Sprintf("pid %d on %s (%s)", h.PID, h.Host, QuoteCommand(h.Command))
+	}
+	return fmt.Sprintf("pid %d on %s (%s: %s)", h.PID, h.Host, h.Mode, QuoteCommand(h.Command))
 }
 
 // MaxCommandShown is how many bytes of a holder's command QuoteCommand

@@ -130,3 +130,10 @@ func TestForeignIdentityNamesBusyHolder(t *testing.T) {
 		assert.Equal(t, "scribe lock", h.Command)
 	})
 }
+
+// TestDescribeHolder: another tool's identity has no mode, and its message
+// shows none rather than an empty "(: …)".
+func TestDescribeHolder(t *testing.T) {
+	assert.Equal(t, `pid 7 on box ("mine --wing=notes")`, writer.DescribeHolder(&queue.Holder{PID: 7, Host: "box", Command: "mine --wing=notes"}))
+	assert.Equal(t, `pid 7 on box (direct: "scribe submit append a")`, writer.DescribeHolder(&queue.Holder{PID: 7, Host: "box", Mode: queue.ModeDirect, Command: "scribe submit append a"}))
+}

@@ -379,8 +379,9 @@ func printLock(w io.Writer, l lockJSON) {
 	case l.State == "free":
 		fmt.Fprintln(w, "store lock: free")
 	case l.Mode != nil:
-		fmt.Fprintf(w, "store lock: held by pid %d on %s (%s: %s) for %s, epoch %d\n",
-			*l.PID, *l.Host, *l.Mode, writer.QuoteCommand(*l.Command), time.Since(*l.Since).Round(time.Millisecond), *l.Epoch)
+		h := &queue.Holder{PID: *l.PID, Host: *l.Host, Mode: *l.Mode, Command: *l.Command}
+		fmt.Fprintf(w, "store lock: held by %s for %s, epoch %d\n",
+			writer.DescribeHolder(h), time.Since(*l.Since).Round(time.Millisecond), *l.Epoch)
 	case l.PID != nil:
 		fmt.Fprintf(w, "store lock: held by pid %d, a process that wrote no identity (not scribe, or flock(1))\n", *l.PID)
 	default:

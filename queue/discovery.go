@@ -48,6 +48,9 @@ type Discovery struct {
 	// how long it keeps the store lock after its last batch. For busy
 	// messages only; 0 when unknown.
 	IdleReleaseMS int64 `json:"idle_release_ms,omitempty"`
+	// MaxJobBytes is the largest encoded job the daemon takes; 0 (older
+	// daemons) means MaxJobBytes.
+	MaxJobBytes int `json:"max_job_bytes,omitempty"`
 }
 
 // ErrUnverified means a server did not prove that it is the daemon a

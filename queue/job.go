@@ -23,9 +23,15 @@ const Version = 1
 
 // Limits that hold for every job, whatever the daemon's configuration.
 const (
-	// MaxJobBytes is the largest encoded job accepted (1 MiB, the NATS
-	// default max payload).
+	// MaxJobBytes is the largest encoded job accepted by default (1 MiB,
+	// the NATS default max payload). A daemon may allow more
+	// (Limits.MaxJobBytes, up to MaxJobBytesLimit) and says so in its
+	// discovery file.
 	MaxJobBytes = 1 << 20
+	// MaxJobBytesLimit is the most Limits.MaxJobBytes may be: JetStream
+	// stores a message of at most 32 MiB, headers and framing included,
+	// in a file stream; 64 KiB of that is left for them.
+	MaxJobBytesLimit = 32<<20 - 64<<10
 	// MaxOps is the largest number of ops in one job.
 	MaxOps = 256
 	// MaxIDLen is the longest job ID.
@@ -126,7 +132,14 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 	if err := strictUnmarshal(b, &w); err != nil {
 		return err
 	}
-	*o = Op{Kind: w.Op, Path: w.Path, IfMatch: w.IfMatch, Name: w.Name, Args: w.Args, Dir: w.Dir}
+	op, err := w.op()
+	*o = op
+	return err
+}
+
+// op converts the wire form to an Op.
+func (w *wireOp) op() (Op, error) {
+	o := Op{Kind: w.Op, Path: w.Path, IfMatch: w.IfMatch, Name: w.Name, Args: w.Args, Dir: w.Dir}
 	if len(o.Args) == 0 {
 		o.Args = nil // "args": [] is no args
 	}
@@ -140,17 +153,30 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 	}
 	switch {
 	case w.Data != nil && w.DataB64 != nil:
-		return fmt.Errorf("op has both data and data_b64")
+		return o, fmt.Errorf("op has both data and data_b64")
 	case w.Data != nil:
 		o.Data = []byte(*w.Data)
 	case w.DataB64 != nil:
 		d, err := base64.StdEncoding.DecodeString(*w.DataB64)
 		if err != nil {
-			return fmt.Errorf("op data_b64: %w", err)
+			return o, fmt.Errorf("op data_b64: %w", err)
 		}
 		o.Data = d
 	}
-	return nil
+	return o, nil
+}
+
+// wireJob is Job as JSON, its ops in wire form: Decode reads a job in one
+// pass of the decoder (an Op's own UnmarshalJSON would scan each op's
+// bytes twice more).
+type wireJob struct {
+	V         int               `json:"v"`
+	ID        string            `json:"id"`
+	Store     string            `json:"store"`
+	Ops       []wireOp          `json:"ops"`
+	Meta      map[string]string `json:"meta,omitempty"`
+	Coalesce  string            `json:"coalesce,omitempty"`
+	Submitted time.Time         `json:"submitted,omitzero"`
 }
 
 // Job is a unit of work for one store: its ops are applied in order, all or
@@ -313,7 +339,14 @@ func (j *Job) IsExec() bool { return len(j.Ops) == 1 && j.Ops[0].Kind == OpExec 
 
 // Encode validates the job, sets its version if unset, and returns its
 // wire form.
-func Encode(j *Job) ([]byte, error) {
+func Encode(j *Job) ([]byte, error) { return EncodeLimit(j, MaxJobBytes) }
+
+// EncodeLimit is Encode for a daemon that takes jobs of up to limit bytes
+// (Discovery.MaxJobBytes); limit 0 means MaxJobBytes.
+func EncodeLimit(j *Job, limit int) ([]byte, error) {
+	if limit <= 0 {
+		limit = MaxJobBytes
+	}
 	if j.V == 0 {
 		j.V = Version
 	}
@@ -324,8 +357,8 @@ func Encode(j *Job) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxJobBytes {
-		return nil, Reject(ReasonTooLarge, "job is %d bytes encoded, limit %d", len(b), MaxJobBytes)
+	if len(b) > limit {
+		return nil, Reject(ReasonTooLarge, "job is %d bytes encoded, limit %d", len(b), limit)
 	}
 	return b, nil
 }
@@ -333,12 +366,18 @@ func Encode(j *Job) ([]byte, error) {
 // Decode parses and validates a job's wire form. On error the returned job
 // still carries whatever ID could be read (empty if none), so that the
 // rejection can be recorded under it; the error is a *RejectError.
-func Decode(b []byte) (*Job, error) {
-	if len(b) > MaxJobBytes {
-		return &Job{ID: salvageID(b)}, Reject(ReasonTooLarge, "job is %d bytes, limit %d", len(b), MaxJobBytes)
+func Decode(b []byte) (*Job, error) { return DecodeLimit(b, MaxJobBytes) }
+
+// DecodeLimit is Decode for jobs of up to limit bytes (0: MaxJobBytes).
+func DecodeLimit(b []byte, limit int) (*Job, error) {
+	if limit <= 0 {
+		limit = MaxJobBytes
 	}
-	var j Job
-	if err := strictUnmarshal(b, &j); err != nil {
+	if len(b) > limit {
+		return &Job{ID: salvageID(b)}, Reject(ReasonTooLarge, "job is %d bytes, limit %d", len(b), limit)
+	}
+	j, err := decodeJob(b)
+	if err != nil {
 		// Salvage the ID, if any, so the caller can still hear why.
 		id := salvageID(b)
 		return &Job{ID: id}, Reject(ReasonBadInput, "job is not valid JSON: %v", err)
@@ -347,9 +386,29 @@ func Decode(b []byte) (*Job, error) {
 		if !ValidID(j.ID) {
 			j.ID = ""
 		}
-		return &j, err
+		return j, err
 	}
-	return &j, nil
+	return j, nil
+}
+
+// decodeJob decodes a job's wire form strictly, in one pass.
+func decodeJob(b []byte) (*Job, error) {
+	var w wireJob
+	if err := strictUnmarshal(b, &w); err != nil {
+		return nil, err
+	}
+	j := &Job{V: w.V, ID: w.ID, Store: w.Store, Meta: w.Meta, Coalesce: w.Coalesce, Submitted: w.Submitted}
+	if w.Ops != nil {
+		j.Ops = make([]Op, len(w.Ops))
+	}
+	for i := range w.Ops {
+		op, err := w.Ops[i].op()
+		if err != nil {
+			return nil, err
+		}
+		j.Ops[i] = op
+	}
+	return j, nil
 }
 
 // strictUnmarshal decodes one JSON value, refusing unknown fields: a

@@ -18,6 +18,26 @@ type Limits struct {
 	MaxJobs int64
 	// MaxBytes is the most bytes queued at once. 0 means DefaultMaxBytes.
 	MaxBytes int64
+	// MaxJobBytes is the largest encoded job taken, at most
+	// MaxJobBytesLimit. 0 means MaxJobBytes (1 MiB). The NATS server's
+	// max payload must allow it (and its headers).
+	MaxJobBytes int
+}
+
+// JobBytes is l.MaxJobBytes, or its default.
+func (l Limits) JobBytes() int {
+	if l.MaxJobBytes <= 0 {
+		return MaxJobBytes
+	}
+	return l.MaxJobBytes
+}
+
+// Check reports a limit out of range.
+func (l Limits) Check() error {
+	if l.MaxJobBytes < 0 || l.MaxJobBytes > MaxJobBytesLimit {
+		return fmt.Errorf("max job bytes %d: want 1 to %d (JetStream stores messages of up to 32 MiB)", l.MaxJobBytes, MaxJobBytesLimit)
+	}
+	return nil
 }
 
 // Queue defaults.
@@ -51,14 +71,18 @@ func StreamConfig(storeID string, l Limits) jetstream.StreamConfig {
 		Discard:     jetstream.DiscardNew,
 		MaxMsgs:     l.MaxJobs,
 		MaxBytes:    l.MaxBytes,
-		MaxMsgSize:  MaxJobBytes + 4096, // headroom for headers
+		MaxMsgSize:  int32(l.JobBytes() + 4096), // headroom for headers
 		Duplicates:  DedupeWindow,
 		Replicas:    1,
 	}
 }
 
-// ConsumerConfig is the store writer's durable pull consumer: explicit
-// acks, every queued job in stream order.
+// ConsumerConfig is the store writer's durable pull consumer: every
+// queued job in stream order. A work-queue stream requires explicit acks,
+// but the writer acks by purging the stream up to the jobs it has decided
+// (one synced operation for many jobs, where each ack would be one). Its
+// state is kept in memory: the writer recreates it at every start, from
+// the oldest job, and the journal recognises jobs already decided.
 func ConsumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       ConsumerName,
@@ -66,6 +90,7 @@ func ConsumerConfig() jetstream.ConsumerConfig {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       AckWait,
 		MaxAckPending: 4096,
+		MemoryStorage: true,
 	}
 }
 

@@ -25,15 +25,17 @@
 //   - OpenSession (OpenSessionWait to wait), for a caller that applies
 //     jobs: a Session is the lock, the journal and an os.Root on the store
 //     folder. Session.Apply applies jobs as one batch: decided in memory,
-//     its intent committed to the journal, the files written and fsynced,
-//     then the outcomes committed in one transaction (docs/recovery.md).
+//     its outcomes and its intent committed to the journal in one fsynced
+//     transaction, then the files written and fsynced; the outcomes show
+//     in look-ups only then (docs/recovery.md).
 //
 // # The daemon's loop
 //
 // A Writer consumes a store's JetStream queue, takes the store lock only
 // while it has work, applies jobs in batches through a Session, records
-// their outcomes, acks them, publishes the outcomes and answers the
-// store's status service. It lets go of the store when idle, and between
+// their outcomes, purges them from the queue (between batches, many at
+// a time, rather than one synced ack each), publishes the outcomes and
+// answers the store's status service. It lets go of the store when idle, and between
 // batches when a direct writer waits for it, so direct writers are never
 // shut out for long.
 //

@@ -264,16 +264,17 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 	type source struct {
 		stream  jetstream.Stream
 		subject string
+		from    uint64 // the first sequence that may be undecided
 	}
 	w.mu.Lock()
 	sources := make([]source, 0, len(w.former)+1)
 	for _, f := range w.former {
-		sources = append(sources, source{f.stream, queue.JobsSubject(f.id)})
+		sources = append(sources, source{f.stream, queue.JobsSubject(f.id), 1})
 	}
 	w.mu.Unlock()
-	sources = append(sources, source{w.stream, queue.JobsSubject(w.storeID)})
+	sources = append(sources, source{w.stream, queue.JobsSubject(w.storeID), w.floor.Load() + 1})
 	for _, s := range sources {
-		for seq := uint64(1); ; {
+		for seq := s.from; ; {
 			if scanned >= limit {
 				return scanned, false, nil
 			}

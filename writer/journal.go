@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -16,7 +19,8 @@ import (
 var (
 	bucketOutcomes = []byte("outcomes") // job ID → Outcome JSON
 	bucketMeta     = []byte("meta")     // keyEpoch, keyLastSeq
-	bucketIntent   = []byte("intent")   // keyIntent → intent JSON, present only mid-batch
+	bucketIntent   = []byte("intent")   // keyIntent → intent JSON and its data, while a batch's files may be unwritten
+	bucketPending  = []byte("pending")  // job ID → nil: the outcomes the standing intent's files make true
 	bucketDead     = []byte("dead")     // stream seq → DeadLetter JSON
 	bucketByTime   = []byte("by_time")  // recorded-at (8 bytes) + job ID → nil: the pruning order
 	keyEpoch       = []byte("epoch")
@@ -26,6 +30,8 @@ var (
 	keyRetention   = []byte("retention")     // the retention the last prune used (the daemon's)
 	keyAttempt     = []byte("attempt")       // seq (8) + attempts (8) of the job being tried one at a time
 	keyIntent      = []byte("batch")
+	keyIntentGen   = []byte("gen")     // in bucketIntent: the standing intent's generation (meta keeps the last one)
+	prefixData     = []byte("data/")   // in bucketIntent: data/<i> → the raw data of the intent's i-th change
 	keyStuck       = []byte("stuck")   // why the last redo of the intent failed, while it stands
 	keyRunning     = []byte("running") // in bucketIntent: the exec run in progress (runRecord), while its command runs
 )
@@ -42,10 +48,19 @@ func JournalPath(store string) string {
 }
 
 // Journal is a store's bbolt journal: the outcome of every job by ID, the
-// epoch counter, the last applied stream sequence and, between the two
-// commits of a batch, the batch's intent (see docs/recovery.md).
+// epoch counter, the last applied stream sequence and the intent of the
+// last batch, until it is known to be on disk (see docs/recovery.md).
+//
+// A batch costs one synced transaction: its outcomes are recorded with its
+// intent, before any file changes. Until its files are written and synced
+// (settle), those outcomes are provisional: look-ups do not see them, and
+// a holder that finds the intent standing, after a crash, redoes it. The
+// next batch's transaction drops a settled intent, and so does Close.
 type Journal struct {
 	db *bolt.DB
+	// settled is the generation of the last intent this process carried
+	// out (0: none). An intent of another generation is provisional.
+	settled atomic.Uint64
 }
 
 // openJournal opens (creating) a journal for writing. Callers must hold the
@@ -56,7 +71,7 @@ func openJournal(path string) (*Journal, error) {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketOutcomes, bucketMeta, bucketIntent, bucketDead, bucketByTime} {
+		for _, b := range [][]byte{bucketOutcomes, bucketMeta, bucketIntent, bucketPending, bucketDead, bucketByTime} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -80,8 +95,19 @@ func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	return &Journal{db: db}, nil
 }
 
-// Close closes the journal.
-func (j *Journal) Close() error { return j.db.Close() }
+// Close closes the journal, dropping the intent of a batch this process
+// carried out: no later holder need redo it.
+func (j *Journal) Close() error {
+	if !j.db.IsReadOnly() && j.settled.Load() != 0 {
+		_ = j.db.Update(func(tx *bolt.Tx) error {
+			if intentGen(tx) != j.settled.Load() {
+				return nil
+			}
+			return dropIntent(tx)
+		})
+	}
+	return j.db.Close()
+}
 
 // nextEpoch raises the epoch counter and returns the new value. It is
 // called once per acquisition of the store lock.
@@ -117,7 +143,7 @@ func (j *Journal) Outcome(id string) (*queue.Outcome, error) {
 			return nil
 		}
 		v := b.Get([]byte(id))
-		if v == nil {
+		if v == nil || j.provisional(tx, []byte(id)) {
 			return nil
 		}
 		o, err := queue.DecodeOutcome(v)
@@ -125,6 +151,26 @@ func (j *Journal) Outcome(id string) (*queue.Outcome, error) {
 		return err
 	})
 	return out, err
+}
+
+// provisional reports whether the outcome of id belongs to a batch whose
+// files may not be on disk yet: the standing intent's, unless this
+// process carried it out.
+func (j *Journal) provisional(tx *bolt.Tx, id []byte) bool {
+	p := tx.Bucket(bucketPending)
+	if p == nil || p.Get(id) == nil {
+		return false
+	}
+	return intentGen(tx) != j.settled.Load()
+}
+
+// intentGen is the generation of the standing intent, 0 if none.
+func intentGen(tx *bolt.Tx) uint64 {
+	b := tx.Bucket(bucketIntent)
+	if b == nil || b.Get(keyIntent) == nil {
+		return 0
+	}
+	return getUint(b, keyIntentGen)
 }
 
 // Lookup returns the outcome of a job or, if there is none, the journal's
@@ -141,19 +187,119 @@ func (j *Journal) Lookup(id string) (queue.Lookup, error) {
 	return queue.Lookup{PrunedBefore: pruned}, err
 }
 
-// writeIntent records a batch's intent in one transaction, before any file
-// of the batch changes.
-func (j *Journal) writeIntent(in *intent) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
+// record commits a decided batch in one transaction: its outcomes,
+// dead letters and last sequence and, if it changes files, its intent
+// (in), the data kept raw beside it. It drops the intent of the batch
+// before, which must be settled. It returns the intent's generation, for
+// settle once its files are on disk.
+func (j *Journal) record(in *intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (gen uint64, err error) {
+	var header []byte
+	if in != nil {
+		h := *in
+		h.Outcomes = nil
+		h.Changes = make([]fileChange, len(in.Changes))
+		for i, c := range in.Changes {
+			c.Data = nil // kept raw, under data/<i>
+			h.Changes[i] = c
+		}
+		if header, err = json.Marshal(&h); err != nil {
+			return 0, err
+		}
 	}
-	return j.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketIntent).Put(keyIntent, b)
+	err = j.db.Update(func(tx *bolt.Tx) error {
+		if g := intentGen(tx); g != 0 && g != j.settled.Load() {
+			return errors.New("the batch before was not carried out: redo it first")
+		}
+		if err := dropIntent(tx); err != nil {
+			return err
+		}
+		if err := putDead(tx, dead); err != nil {
+			return err
+		}
+		if err := recordOutcomes(tx, outs, lastSeq); err != nil {
+			return err
+		}
+		if in == nil {
+			return nil
+		}
+		m, b, p := tx.Bucket(bucketMeta), tx.Bucket(bucketIntent), tx.Bucket(bucketPending)
+		gen = getUint(m, keyIntentGen) + 1
+		if err := m.Put(keyIntentGen, putUint(gen)); err != nil {
+			return err
+		}
+		if err := b.Put(keyIntentGen, putUint(gen)); err != nil {
+			return err
+		}
+		if err := b.Put(keyIntent, header); err != nil {
+			return err
+		}
+		for i, c := range in.Changes {
+			if c.Data == nil {
+				continue
+			}
+			if err := b.Put(dataKey(i), c.Data); err != nil {
+				return err
+			}
+		}
+		for _, o := range outs {
+			if o.ID != "" {
+				if err := p.Put([]byte(o.ID), nil); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	})
+	return gen, err
 }
 
-// pendingIntent returns the intent of a batch that was interrupted, or nil.
+// settle records that the files of the intent of generation gen are on
+// disk: its outcomes stand.
+func (j *Journal) settle(gen uint64) { j.settled.Store(gen) }
+
+// writeIntent records a batch as record does, with in.Outcomes as its
+// outcomes: what a holder that dies before writing any file leaves.
+func (j *Journal) writeIntent(in *intent) error {
+	_, err := j.record(in, in.Outcomes, nil, in.LastSeq)
+	return err
+}
+
+func dataKey(i int) []byte { return strconv.AppendInt(bytes.Clone(prefixData), int64(i), 10) }
+
+// dropIntent removes the standing intent: its header, data, generation,
+// stuck note and pending outcomes.
+func dropIntent(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketIntent)
+	if b.Get(keyIntent) == nil && b.Get(keyStuck) == nil {
+		return nil
+	}
+	for _, k := range [][]byte{keyIntent, keyIntentGen, keyStuck} {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	var data [][]byte
+	c := b.Cursor()
+	for k, _ := c.Seek(prefixData); k != nil && bytes.HasPrefix(k, prefixData); k, _ = c.Next() {
+		data = append(data, bytes.Clone(k))
+	}
+	for _, k := range data {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	if tx.Bucket(bucketPending).Stats().KeyN == 0 {
+		return nil
+	}
+	if err := tx.DeleteBucket(bucketPending); err != nil {
+		return err
+	}
+	_, err := tx.CreateBucket(bucketPending)
+	return err
+}
+
+// pendingIntent returns the intent of a batch that may not be on disk
+// (interrupted, or failed half way), or nil.
 func (j *Journal) pendingIntent() (*intent, error) {
 	var in *intent
 	err := j.db.View(func(tx *bolt.Tx) error {
@@ -162,13 +308,40 @@ func (j *Journal) pendingIntent() (*intent, error) {
 			return nil // a read-only open of a journal never written
 		}
 		v := b.Get(keyIntent)
-		if v == nil {
+		if v == nil || getUint(b, keyIntentGen) == j.settled.Load() && j.settled.Load() != 0 {
 			return nil
 		}
 		in = new(intent)
-		return json.Unmarshal(v, in)
+		if err := json.Unmarshal(v, in); err != nil {
+			return err
+		}
+		for i := range in.Changes {
+			if d := b.Get(dataKey(i)); d != nil {
+				in.Changes[i].Data = bytes.Clone(d)
+			}
+		}
+		return nil
 	})
 	return in, err
+}
+
+// pendingOutcomes returns the provisional outcomes of the standing intent
+// in: those recorded with it and, from a journal of an earlier version,
+// those it carries itself.
+func (j *Journal) pendingOutcomes(in *intent) ([]*queue.Outcome, error) {
+	outs := in.Outcomes
+	err := j.db.View(func(tx *bolt.Tx) error {
+		recorded := tx.Bucket(bucketOutcomes)
+		return tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
+			o, err := queue.DecodeOutcome(recorded.Get(k))
+			if err != nil {
+				return fmt.Errorf("outcome %q: %w", k, err)
+			}
+			outs = append(outs, o)
+			return nil
+		})
+	})
+	return outs, err
 }
 
 // setStuck records why the pending intent could not be carried out.
@@ -192,34 +365,71 @@ func (j *Journal) Interrupted() (*Interrupted, error) {
 	}
 	out := &Interrupted{Jobs: len(in.Outcomes), Files: len(in.Changes)}
 	err = j.db.View(func(tx *bolt.Tx) error {
+		out.Jobs += tx.Bucket(bucketPending).Stats().KeyN
 		out.Stuck = string(tx.Bucket(bucketIntent).Get(keyStuck))
 		return nil
 	})
 	return out, err
 }
 
-// commit records a batch's outcomes, dead letters and last sequence and
-// drops its intent, all in one transaction. Outcomes already recorded are
-// never overwritten.
+// commit records outcomes, dead letters and the last sequence, and drops
+// the standing intent (settled, or carried out by a redo), all in one
+// transaction. Outcomes already recorded are never overwritten.
 func (j *Journal) commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
-		for _, d := range dead {
-			v, err := json.Marshal(d)
+		if err := dropIntent(tx); err != nil {
+			return err
+		}
+		if err := putDead(tx, dead); err != nil {
+			return err
+		}
+		return recordOutcomes(tx, outs, lastSeq)
+	})
+}
+
+// abandon replaces the outcomes of the standing intent with outs (its
+// jobs, rejected: see Abandon) and drops it.
+func (j *Journal) abandon(outs []*queue.Outcome) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		if err := dropIntent(tx); err != nil {
+			return err
+		}
+		b := tx.Bucket(bucketOutcomes)
+		for _, o := range outs {
+			if o.ID == "" {
+				continue
+			}
+			if prev, err := queue.DecodeOutcome(b.Get([]byte(o.ID))); err == nil {
+				if err := tx.Bucket(bucketByTime).Delete(timeKey(prev.At, o.ID)); err != nil {
+					return err
+				}
+			}
+			v, err := queue.EncodeOutcome(o)
 			if err != nil {
 				return err
 			}
-			if err := tx.Bucket(bucketDead).Put(putUint(d.Seq), v); err != nil {
+			if err := b.Put([]byte(o.ID), v); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil); err != nil {
 				return err
 			}
 		}
-		if err := recordOutcomes(tx, outs, lastSeq); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketIntent).Delete(keyStuck); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketIntent).Delete(keyIntent)
+		return nil
 	})
+}
+
+func putDead(tx *bolt.Tx, dead []queue.DeadLetter) error {
+	for _, d := range dead {
+		v, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketDead).Put(putUint(d.Seq), v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recordOutcomes records outcomes not yet recorded and the last sequence,
@@ -509,8 +719,8 @@ func (j *Journal) Recent(f OutcomeFilter) ([]*queue.Outcome, error) {
 				break
 			}
 			v := outs.Get(k[8:])
-			if v == nil {
-				continue // pruned under the index: cannot happen in one transaction, but harmless
+			if v == nil || j.provisional(tx, k[8:]) {
+				continue // pruned under the index (cannot happen in one transaction, but harmless), or not yet on disk
 			}
 			o, err := queue.DecodeOutcome(v)
 			if err != nil {

@@ -300,10 +300,10 @@ func (s *shared) verify() error {
 	return nil
 }
 
-// recover redoes a batch whose intent was committed but whose outcomes
-// were not: its files may be changed in part, so every change is carried
-// out again (see materialize) before the outcomes are recorded. A failure
-// is kept in the journal, for status, until a redo succeeds.
+// recover redoes a batch whose intent stands and was not carried out by
+// this process: its files may be changed in part, so every change is
+// carried out again (see materialize) before the intent is dropped. A
+// failure is kept in the journal, for status, until a redo succeeds.
 func (s *shared) recover() error {
 	in, err := s.journal.pendingIntent()
 	if err != nil {
@@ -312,14 +312,18 @@ func (s *shared) recover() error {
 	if in == nil {
 		return s.recoverRun()
 	}
-	s.log.Warn("redoing an interrupted batch", "epoch", in.Epoch, "files", len(in.Changes), "jobs", len(in.Outcomes))
+	s.log.Warn("redoing an interrupted batch", "epoch", in.Epoch, "files", len(in.Changes))
 	if err := materialize(s.tree, in.Changes, true); err != nil {
-		stuck := &StuckError{Jobs: len(in.Outcomes), Files: len(in.Changes), Err: err}
+		stuck := &StuckError{Files: len(in.Changes), Err: err}
+		if n, jerr := s.journal.Interrupted(); jerr == nil && n != nil {
+			stuck.Jobs = n.Jobs
+		}
 		if jerr := s.journal.setStuck(stuck.Error()); jerr != nil {
 			s.log.Warn("record stuck batch", "err", jerr)
 		}
 		return stuck
 	}
+	// Outcomes an intent of an earlier version carries are recorded now.
 	if err := s.journal.commit(in.Outcomes, nil, in.LastSeq); err != nil {
 		return fmt.Errorf("recover interrupted batch: %w", err)
 	}
@@ -446,23 +450,30 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	if len(decided) == 0 {
 		return results, nil
 	}
-	if changes := ov.changes(); len(changes) > 0 {
-		in := &intent{Epoch: s.epoch, Changes: changes, Outcomes: decided, LastSeq: lastSeq}
-		if err := journal.writeIntent(in); err != nil {
-			return nil, fmt.Errorf("record intent: %w", err)
-		}
-		crashPoint("intent")
-		if err := materialize(t, changes, false); err != nil {
-			return nil, err
-		}
-		crashPoint("files")
+	// One synced journal write: the outcomes with the intent. They stand
+	// once the files are on disk; a crash before that leaves the intent,
+	// which the next holder redoes.
+	var in *intent
+	changes := ov.changes()
+	if len(changes) > 0 {
+		in = &intent{Epoch: s.epoch, Changes: changes, LastSeq: lastSeq}
 	}
+	gen, err := journal.record(in, decided, deadLetters(entries, results), lastSeq)
+	if err != nil {
+		return nil, fmt.Errorf("record batch: %w", err)
+	}
+	if in == nil {
+		return results, nil
+	}
+	crashPoint("intent")
+	if err := materialize(t, changes, false); err != nil {
+		return nil, err
+	}
+	crashPoint("files")
 	if err := s.st.verify(); err != nil {
 		return nil, err
 	}
-	if err := journal.commit(decided, deadLetters(entries, results), lastSeq); err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", err)
-	}
+	journal.settle(gen)
 	return results, nil
 }
 
@@ -554,13 +565,17 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 	}
 	detail := fmt.Sprintf("the batch this job was in was interrupted and could not be finished (%s); an operator gave it up: these files may hold part of it: %s",
 		cmp.Or(summary.Stuck, "no reason recorded"), strings.Join(files, ", "))
+	outs, err := j.pendingOutcomes(in)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now().UTC()
-	for _, out := range in.Outcomes {
+	for _, out := range outs {
 		if out.Applied() {
 			out.Status, out.Reason, out.Detail, out.At = queue.StatusRejected, queue.ReasonAbandoned, detail, now
 		}
 	}
-	if err := j.commit(in.Outcomes, nil, in.LastSeq); err != nil {
+	if err := j.abandon(outs); err != nil {
 		return nil, fmt.Errorf("abandon interrupted batch: %w", err)
 	}
 	return summary, nil

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,6 +29,10 @@ const (
 	DefaultWaitLog      = 10 * time.Second
 	DefaultWarnAfter    = 30 * time.Second
 	DefaultHandOffGrace = 250 * time.Millisecond
+	// MaxLinger bounds how long the writer waits for more jobs before a
+	// batch, when the last batch shows that several producers are
+	// active (see Writer.linger).
+	MaxLinger = 2 * time.Millisecond
 )
 
 // Config configures a Writer. Store and Conn are required.
@@ -134,6 +139,22 @@ type Writer struct {
 	lastPrune time.Time
 	// obs is what observing holds needs (observe.go). Only run touches it.
 	obs observeState
+	// lastBatch and lastApply are the size and apply time of the last
+	// batch of file jobs: the load linger expects. Only run touches them.
+	lastBatch int
+	lastApply time.Duration
+	// The store's own stream is never acked message by message: each ack
+	// would cost JetStream a synced delete record. Instead run purges it
+	// up to the floor (see purge). committed is the highest sequence of
+	// it whose outcome the journal has, purged the floor of the last
+	// purge, purgeTimer (nil when stopped) runs while a purge is owed.
+	// Only run touches them.
+	committed, purged uint64
+	lastPurge         time.Time
+	purgeTimer        *time.Timer
+	// floor is the sequence up to which every job of the store's own
+	// stream is decided: purge removes them. Queued and scan read it.
+	floor atomic.Uint64
 
 	mu       sync.Mutex // guards the fields below
 	session  *Session
@@ -161,9 +182,10 @@ type Writer struct {
 
 // item is a message taken from the queue, decoded.
 type item struct {
-	m jetstream.Msg
-	e Entry
-	n uint64 // the order it was taken in
+	m   jetstream.Msg
+	e   Entry
+	n   uint64 // the order it was taken in
+	own bool   // of the store's own stream (not a former path's)
 }
 
 // isExec reports whether the item is an exec job, which runs alone.
@@ -202,6 +224,9 @@ func New(ctx context.Context, cfg Config) (*Writer, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := cfg.Limits.Check(); err != nil {
+		return nil, err
 	}
 	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now(), cautious: cautiousJobs}
 	if w.commands, err = checkCommands(cfg.Commands, lockPathOf(real, cfg.LockPath)); err != nil {
@@ -312,7 +337,9 @@ func (w *Writer) pump(ctx context.Context, done chan<- struct{}) {
 // consume moves the consumer's messages into w.msgs until ctx ends or the
 // consumer fails.
 func (w *Writer) consume(ctx context.Context, cons jetstream.Consumer) error {
-	iter, err := cons.Messages(jetstream.PullMaxMessages(w.cfg.BatchSize))
+	// Buffer a batch's worth, but no more bytes than a batch takes (and
+	// never less than the largest job, or the pull would stall).
+	iter, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(w.cfg.BatchSize, max(maxBatchBytes, 2*(w.cfg.Limits.JobBytes()+4096))))
 	if err != nil {
 		return err
 	}
@@ -593,8 +620,12 @@ func (w *Writer) run(ctx context.Context) {
 		if len(w.ahead) == 0 {
 			select {
 			case <-ctx.Done():
+				w.purge(context.Background(), true)
 				return
+			case <-w.purgeDue():
+				w.purge(ctx, true)
 			case <-idle.C:
+				w.purge(ctx, true)
 				w.release()
 				w.liftStranded(ctx)
 			case <-w.reconsume:
@@ -610,12 +641,17 @@ func (w *Writer) run(ctx context.Context) {
 		w.fill()
 		var ok bool
 		if head := w.ahead[0]; head.isExec() {
+			w.purge(ctx, true) // the run may take long
 			w.ahead = w.ahead[1:]
 			ok = w.processExec(ctx, head)
 		} else {
 			// File jobs up to the next exec job, which runs alone.
-			n := 1
+			w.linger()
+			n, size := 1, len(w.ahead[0].m.Data())
 			for n < len(w.ahead) && n < w.cfg.BatchSize && w.cautious == 0 && !w.ahead[n].isExec() {
+				if size += len(w.ahead[n].m.Data()); size > maxBatchBytes {
+					break
+				}
 				n++
 			}
 			batch := slices.Clone(w.ahead[:n])
@@ -624,8 +660,9 @@ func (w *Writer) run(ctx context.Context) {
 		}
 		w.setInHand(false)
 		if !ok {
-			return
+			return // ctx ended with a batch in hand: not decided, so no purge
 		}
+		w.purge(ctx, false)
 		idle.Reset(w.cfg.IdleRelease)
 	}
 }
@@ -633,7 +670,13 @@ func (w *Writer) run(ctx context.Context) {
 // take decodes a message and appends it to ahead.
 func (w *Writer) take(m jetstream.Msg) {
 	w.taken++
-	w.ahead = append(w.ahead, item{m: m, e: w.entry(m), n: w.taken})
+	w.ahead = append(w.ahead, item{m: m, e: w.entry(m), n: w.taken, own: w.isOwn(m)})
+}
+
+// isOwn reports whether m is of the store's own stream.
+func (w *Writer) isOwn(m jetstream.Msg) bool {
+	md, err := m.Metadata()
+	return err == nil && md.Stream == queue.StreamName(w.storeID)
 }
 
 // fill takes the messages already delivered, without waiting, until ahead
@@ -644,6 +687,96 @@ func (w *Writer) fill() {
 		case m := <-w.msgs:
 			w.take(m)
 		default:
+			return
+		}
+	}
+}
+
+// maxBatchBytes bounds the jobs' bytes in one batch (at least one job):
+// the batch's new file contents are held in memory and in its intent.
+const maxBatchBytes = 64 << 20
+
+// Purging: how often, and after how many decided jobs, at most.
+const (
+	purgeEvery = 100 * time.Millisecond
+	purgeJobs  = 1024
+)
+
+// purge removes from the store's own stream the jobs up to the floor:
+// those whose outcomes the journal has, below the oldest job still
+// undecided. One purge, one sync, stands for the acks of all of them.
+// Unless forced it waits until purgeEvery has passed or purgeJobs are
+// owed, and arms purgeTimer meanwhile. Only run calls it, between batches.
+// A purge that fails is retried later: the jobs it would have removed
+// are only delivered again (after a restart) and found in the journal.
+func (w *Writer) purge(ctx context.Context, force bool) {
+	floor := w.committed
+	for _, it := range w.ahead {
+		if it.own && it.e.Seq != 0 && it.e.Seq <= floor {
+			floor = it.e.Seq - 1
+		}
+	}
+	if floor > w.floor.Load() {
+		w.floor.Store(floor)
+	}
+	floor = w.floor.Load()
+	if floor <= w.purged {
+		w.stopPurgeTimer()
+		return
+	}
+	if !force && floor-w.purged < purgeJobs && time.Since(w.lastPurge) < purgeEvery {
+		if w.purgeTimer == nil {
+			w.purgeTimer = time.NewTimer(purgeEvery - time.Since(w.lastPurge))
+		}
+		return
+	}
+	w.stopPurgeTimer()
+	crashPoint("ack")
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	w.lastPurge = time.Now()
+	if err := w.stream.Purge(ctx, jetstream.WithPurgeSequence(floor+1)); err != nil {
+		w.log.Warn("purge decided jobs from the queue; retrying later", "up_to_seq", floor, "err", err)
+		w.purgeTimer = time.NewTimer(purgeEvery)
+		return
+	}
+	crashPoint("acked")
+	w.purged = floor
+}
+
+// purgeDue is the channel of purgeTimer, nil when no purge is owed.
+func (w *Writer) purgeDue() <-chan time.Time {
+	if w.purgeTimer == nil {
+		return nil
+	}
+	return w.purgeTimer.C
+}
+
+func (w *Writer) stopPurgeTimer() {
+	if w.purgeTimer != nil {
+		w.purgeTimer.Stop()
+		w.purgeTimer = nil
+	}
+}
+
+// linger waits briefly for more jobs before a batch of file jobs, so that
+// the batch, and the journal write and fsyncs it costs, is shared by
+// more of them: group commit. It waits only when the last batch had
+// several jobs (producers are active and come back as their outcomes
+// reach them), until ahead holds as many as the last batch, or for as
+// long as the last batch took to apply, at most MaxLinger.
+func (w *Writer) linger() {
+	want := min(w.lastBatch, w.cfg.BatchSize)
+	if want <= 1 || len(w.ahead) >= want || w.cautious > 0 {
+		return
+	}
+	t := time.NewTimer(min(w.lastApply, MaxLinger))
+	defer t.Stop()
+	for len(w.ahead) < want {
+		select {
+		case m := <-w.msgs:
+			w.take(m)
+		case <-t.C:
 			return
 		}
 	}
@@ -709,7 +842,7 @@ func split(items []item) ([]jetstream.Msg, []Entry) {
 
 // entry decodes a message into the Entry to apply.
 func (w *Writer) entry(m jetstream.Msg) Entry {
-	job, err := queue.Decode(m.Data())
+	job, err := queue.DecodeLimit(m.Data(), w.cfg.Limits.JobBytes())
 	e := Entry{Job: job, Err: err, Raw: m.Data()}
 	md, mdErr := m.Metadata()
 	if mdErr == nil {
@@ -757,7 +890,8 @@ func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []Ent
 		applyStart := time.Now()
 		results, err := w.session.Apply(entries)
 		if err == nil {
-			w.observer().BatchApplied(len(entries), time.Since(applyStart))
+			w.lastBatch, w.lastApply = len(entries), time.Since(applyStart)
+			w.observer().BatchApplied(len(entries), w.lastApply)
 			if w.cautious > 0 {
 				w.cautious--
 			}
@@ -814,18 +948,20 @@ func (w *Writer) count(results []Result) {
 	}
 }
 
-// answer acks a committed batch and then publishes each job's outcome.
+// answer marks a committed batch as done in the queue and then publishes
+// each job's outcome. The store's own stream forgets the jobs at the next
+// purge; a former path's stream is acked message by message.
 func (w *Writer) answer(batch []jetstream.Msg, entries []Entry, results []Result) {
 	// The journal has every outcome: now the queue may forget the jobs.
 	for i, m := range batch {
+		if seq := entries[i].Seq; w.isOwn(m) {
+			w.committed = max(w.committed, seq)
+			continue
+		}
 		if err := m.Ack(); err != nil {
 			w.log.Warn("ack", "err", err) // redelivery is harmless: the journal has the outcome
 		}
-		if i == 0 {
-			crashPoint("ack")
-		}
 	}
-	crashPoint("acked")
 	for i, r := range results {
 		w.observeOutcome(entries[i], r)
 		o := r.Outcome
@@ -1066,6 +1202,12 @@ func (w *Writer) Queued(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	n := info.State.Msgs
+	// Jobs decided but not yet purged are not queued any more.
+	if first := max(info.State.FirstSeq, 1); info.State.Msgs > 0 {
+		if floor := w.floor.Load(); floor >= first {
+			n -= min(n, floor-first+1)
+		}
+	}
 	w.mu.Lock()
 	former := slices.Clone(w.former)
 	w.mu.Unlock()

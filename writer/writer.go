@@ -710,16 +710,10 @@ const (
 // A purge that fails is retried later: the jobs it would have removed
 // are only delivered again (after a restart) and found in the journal.
 func (w *Writer) purge(ctx context.Context, force bool) {
-	floor := w.committed
-	for _, it := range w.ahead {
-		if it.own && it.e.Seq != 0 && it.e.Seq <= floor {
-			floor = it.e.Seq - 1
-		}
-	}
-	if floor > w.floor.Load() {
+	if floor := purgeFloor(w.committed, w.ahead); floor > w.floor.Load() {
 		w.floor.Store(floor)
 	}
-	floor = w.floor.Load()
+	floor := w.floor.Load()
 	if floor <= w.purged {
 		w.stopPurgeTimer()
 		return
@@ -742,6 +736,23 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 	}
 	crashPoint("acked")
 	w.purged = floor
+}
+
+// purgeFloor is the highest sequence of the store's own stream that may
+// be purged: at most the highest decided one, and below every job taken
+// but not decided (ahead). Jobs are decided in order, but not strictly:
+// jobs that join an exec run are decided before other jobs queued between
+// them (docs/exec.md), and those must stay in the queue until decided.
+// Jobs not taken yet come after every job taken: the consumer delivers in
+// order.
+func purgeFloor(committed uint64, ahead []item) uint64 {
+	floor := committed
+	for _, it := range ahead {
+		if it.own && it.e.Seq != 0 && it.e.Seq <= floor {
+			floor = it.e.Seq - 1
+		}
+	}
+	return floor
 }
 
 // purgeDue is the channel of purgeTimer, nil when no purge is owed.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/scribehq/scribe/queue"
@@ -59,6 +60,12 @@ const (
 	// queued, of an older job with its ID: not knowing is no reason to
 	// fail a job that is queued.
 	conflictCheckTimeout = 2 * time.Second
+	// outcomeQueueLen is how many messages a job's outcome subscription
+	// holds unread: one outcome is expected, perhaps a few more (a
+	// retried submit's, someone else's conflict notice). nats.go's default
+	// is 64k slots, a 512 KiB channel made and collected per Apply; when
+	// more come than fit, the rest are dropped and the journal is asked.
+	outcomeQueueLen = 4
 	// outcomePoll is how long Apply listens for an outcome before it asks
 	// the journal, in case the message was missed.
 	outcomePoll = 2 * time.Second
@@ -164,12 +171,17 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	// Direct writes take the lock the store's daemon takes, or they would
 	// not exclude it: its lock file when none was given, and none other.
 	// A hold handed down is on that file too. A mismatch matters only
-	// when the client writes directly.
-	lockPath, lockErr := daemon.LockFile(real, o.lockPath)
+	// when the client writes directly. Learning that file looks for the
+	// daemon, as the queued route does anyway: only when it is needed.
+	lockFile := sync.OnceValues(func() (string, error) { return daemon.LockFile(real, o.lockPath) })
 	// A process handed a standing hold of the store (run by `scribe lock`,
 	// or by the daemon as an exec command) writes under it: queued, its
 	// job would wait for the holder, which may be waiting for it.
-	inherited := o.route == RoutePrefer && lockErr == nil && writer.InheritedHold(real, lockPath)
+	inherited := false
+	if o.route == RoutePrefer && holdHandedDown() {
+		lockPath, err := lockFile()
+		inherited = err == nil && writer.InheritedHold(real, lockPath)
+	}
 	if o.route != RouteDirect && !inherited {
 		q, err := openQueued(ctx, real, c.storeID, o)
 		if err != nil {
@@ -183,8 +195,9 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("%s: %w", real, ErrNoDaemon)
 		}
 	}
-	if lockErr != nil {
-		return nil, lockErr
+	lockPath, err := lockFile()
+	if err != nil {
+		return nil, err
 	}
 	c.r = &direct{
 		store: real, lockPath: lockPath, wait: o.wait, command: o.command, log: o.log,
@@ -281,6 +294,13 @@ func (c *Client) Report(ctx context.Context) (*queue.StatusReport, error) {
 // ErrNoDaemon.
 func (c *Client) DeadLetters(ctx context.Context) (*queue.DeadLetters, error) {
 	return c.r.deadLetters(ctx)
+}
+
+// holdHandedDown reports whether this process's environment hands it a
+// hold of some store (writer.InheritedHold tells whether of this one):
+// without one, there is nothing to ask.
+func holdHandedDown() bool {
+	return os.Getenv(writer.EnvLockID) != "" && os.Getenv(writer.EnvLockToken) != ""
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

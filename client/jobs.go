@@ -164,7 +164,8 @@ func (q *queued) waitFor(ctx context.Context, id string) (*queue.Lookup, error) 
 		switch {
 		case ctx.Err() != nil:
 			return nil, notDecided(ctx, id)
-		case err == nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubscription):
+		case err == nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubscription),
+			errors.Is(err, nats.ErrSlowConsumer):
 		default:
 			return nil, fmt.Errorf("job %s: listen for its outcome: %w", id, err)
 		}

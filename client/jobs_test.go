@@ -9,30 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/client"
-	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
-	"github.com/scribehq/scribe/writer"
 )
-
-// startDaemon runs a real daemon for store in this process: the daemon
-// lock, the embedded server and a writer, announced in the discovery file.
-func startDaemon(t *testing.T, store string) {
-	t.Helper()
-	ctx := t.Context()
-	lk, err := daemon.Take(ctx, store, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = lk.Close() })
-	srv, err := embednats.Start(ctx, lk, embednats.Config{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn(), IdleRelease: 50 * time.Millisecond})
-	require.NoError(t, err)
-	require.NoError(t, w.Start(ctx))
-	t.Cleanup(func() { _ = w.Close() })
-	d := srv.Discovery()
-	require.NoError(t, lk.Announce(&d))
-}
 
 // Through a daemon: a job queued behind another process's hold is located
 // as queued, Wait returns its outcome once the hold ends, and Jobs lists

@@ -50,7 +50,7 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 		if err != nil || d == nil {
 			return nil, err
 		}
-		nc, js, err := dial(d)
+		nc, js, err := dial(d, q.log)
 		if err == nil {
 			q.d, q.nc, q.js = d, nc, js
 			return q, nil
@@ -67,14 +67,16 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 // sends its credentials or anything else. The connection never reconnects
 // by itself, since whoever listens on a remembered port after a restart
 // may be someone else: a lost connection is closed, and redial goes
-// through discovery again.
-func dial(d *queue.Discovery) (*nats.Conn, jetstream.JetStream, error) {
+// through discovery again. Asynchronous errors go to log, never to
+// stderr (nats.go's default).
+func dial(d *queue.Discovery, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	tc, err := d.TLSConfig()
 	if err != nil {
 		return nil, nil, err
 	}
 	nc, err := nats.Connect(d.URL, nats.Secure(tc), nats.UserInfo(d.User, d.Password),
-		nats.Timeout(dialTimeout), nats.Name("scribe-client"), nats.NoReconnect())
+		nats.Timeout(dialTimeout), nats.Name("scribe-client"), nats.NoReconnect(),
+		nats.SyncQueueLen(outcomeQueueLen), nats.ErrorHandler(asyncError(log)))
 	if err != nil {
 		var cv *tls.CertificateVerificationError
 		switch {
@@ -97,6 +99,22 @@ func dial(d *queue.Discovery) (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
+// asyncError logs what nats.go reports outside any call. Messages
+// dropped from a full outcome subscription (nats.ErrSlowConsumer) are
+// expected when others publish there: the journal is asked instead.
+func asyncError(log *slog.Logger) nats.ErrHandler {
+	return func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		level, subject := slog.LevelWarn, ""
+		if errors.Is(err, nats.ErrSlowConsumer) {
+			level = slog.LevelDebug
+		}
+		if sub != nil {
+			subject = sub.Subject
+		}
+		log.Log(context.Background(), level, "daemon connection", "subject", subject, "err", err)
+	}
+}
+
 // redial is the only way back to a daemon once the connection is lost:
 // discovery again (the daemon lock held, its discovery file, its pinned
 // certificate), whether the daemon restarted or not. It does nothing while
@@ -113,7 +131,7 @@ func (q *queued) redial(ctx context.Context) {
 	if err != nil || d == nil {
 		return
 	}
-	nc, js, err := dial(d)
+	nc, js, err := dial(d, q.log)
 	if err != nil {
 		q.log.Debug("redial daemon", "url", d.URL, "err", err)
 		return
@@ -239,7 +257,10 @@ func conflictErr(o *queue.Outcome, digest string) error {
 }
 
 func (q *queued) apply(ctx context.Context, job *queue.Job, data []byte) (*queue.Outcome, error) {
-	// Subscribe before publishing, so the outcome cannot slip past.
+	// Subscribe before publishing, so the outcome cannot slip past. No
+	// Flush (a round trip) is needed in between: both go out on one
+	// connection, whose protocol the server handles in order, and it
+	// registers a SUB as it reads it, before it reads the PUB.
 	nc, sub, err := q.subscribe(ctx, job.ID)
 	if err != nil {
 		return nil, fmt.Errorf("job %s not queued: %w", job.ID, err)
@@ -335,7 +356,8 @@ func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *n
 			lookupNow = true
 		case ctx.Err() != nil:
 			return nil, unknown()
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubscription):
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubscription),
+			errors.Is(err, nats.ErrSlowConsumer): // messages dropped: ours among them, perhaps
 			lookupNow = true
 		default:
 			return nil, err

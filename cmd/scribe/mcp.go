@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -207,13 +208,15 @@ type mcpStatus struct {
 	Note     string `json:"note" jsonschema:"what this means for writes"`
 }
 
-// Output schemas, derived once. Write tools answer with the job's
-// outcome (queue.Outcome, as on the wire), the outcome tool with the
-// journal's answer (queue.Lookup).
+// Output schemas, derived when an MCP server is built (newMCPServer),
+// not at start: inferring them takes about a millisecond, which every
+// other command, a hook's submit first, would pay for nothing. Write tools
+// answer with the job's outcome (queue.Outcome, as on the wire), the
+// outcome tool with the journal's answer (queue.Lookup).
 var (
-	outcomeSchema = mustSchema[queue.Outcome]()
-	lookupSchema  = mustSchema[queue.Lookup]()
-	statusSchema  = mustSchema[mcpStatus]()
+	outcomeSchema = sync.OnceValue(mustSchema[queue.Outcome])
+	lookupSchema  = sync.OnceValue(mustSchema[queue.Lookup])
+	statusSchema  = sync.OnceValue(mustSchema[mcpStatus])
 )
 
 // mustSchema infers the JSON schema of T; it panics on a type the
@@ -297,7 +300,7 @@ func newMCPServer(cfg mcpConfig) (*mcp.Server, error) {
 			d = yes
 		}
 		return &mcp.Tool{
-			Name: name, Title: title, Description: desc, InputSchema: input, OutputSchema: outcomeSchema,
+			Name: name, Title: title, Description: desc, InputSchema: input, OutputSchema: outcomeSchema(),
 			Annotations: &mcp.ToolAnnotations{Title: title, DestructiveHint: d, OpenWorldHint: no},
 		}
 	}
@@ -315,12 +318,12 @@ func newMCPServer(cfg mcpConfig) (*mcp.Server, error) {
 	mcp.AddTool(s, write("exec", "Run an allowlisted command",
 		"Run a command of the store daemon's allowlist in the store's turn, with the store lock held, and wait for it. Needs the store's daemon (running, or started by this server's autostart); without one the call fails and nothing runs. Applied means the command exited 0; the outcome's exec member holds its exit code and output."+answer, true, inputSchema[execArgs]()), m.exec)
 	mcp.AddTool(s, &mcp.Tool{
-		Name: "outcome", Title: "Look up a job's outcome", InputSchema: inputSchema[outcomeArgs](), OutputSchema: lookupSchema,
+		Name: "outcome", Title: "Look up a job's outcome", InputSchema: inputSchema[outcomeArgs](), OutputSchema: lookupSchema(),
 		Description: "Look up a job's recorded outcome by its ID, in the store's journal. found false means no outcome is recorded: the job is still queued, or was never received (for example refused before it reached the store).",
 		Annotations: &mcp.ToolAnnotations{Title: "Look up a job's outcome", ReadOnlyHint: true, OpenWorldHint: no},
 	}, m.outcome)
 	mcp.AddTool(s, &mcp.Tool{
-		Name: "status", Title: "Store status", InputSchema: inputSchema[statusArgs](), OutputSchema: statusSchema,
+		Name: "status", Title: "Store status", InputSchema: inputSchema[statusArgs](), OutputSchema: statusSchema(),
 		Description: "Show how writes reach the store: the daemon's status report when one serves it (queue length, counts, the lock holder, what the writer waits for), or, without one, what a write will do (write directly under the store lock, start a daemon, or be refused).",
 		Annotations: &mcp.ToolAnnotations{Title: "Store status", ReadOnlyHint: true, OpenWorldHint: no},
 	}, m.status)

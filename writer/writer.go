@@ -143,6 +143,11 @@ type Writer struct {
 	// batch of file jobs: the load linger expects. Only run touches them.
 	lastBatch int
 	lastApply time.Duration
+	// pace is the recent spacing of jobs taken (a moving average of the
+	// gaps shorter than a lull), lastTaken when the last was taken: how
+	// long linger may expect the next to take. Only run touches them.
+	pace      time.Duration
+	lastTaken time.Time
 	// The store's own stream is never acked message by message: each ack
 	// would cost JetStream a synced delete record. Instead run purges it
 	// up to the floor (see purge). committed is the highest sequence of
@@ -667,8 +672,13 @@ func (w *Writer) run(ctx context.Context) {
 	}
 }
 
-// take decodes a message and appends it to ahead.
+// take decodes a message and appends it to ahead, and updates pace.
 func (w *Writer) take(m jetstream.Msg) {
+	now := time.Now()
+	if d := now.Sub(w.lastTaken); d < 10*maxLingerGap { // longer: a lull, not a pace
+		w.pace += (d - w.pace) / 8
+	}
+	w.lastTaken = now
 	w.taken++
 	w.ahead = append(w.ahead, item{m: m, e: w.entry(m), n: w.taken, own: w.isOwn(m)})
 }
@@ -770,20 +780,37 @@ func (w *Writer) stopPurgeTimer() {
 	}
 }
 
+// Linger bounds: the pause after which no more jobs are expected, as a
+// multiple of the producers' recent pace, and its floor and ceiling.
+const (
+	lingerPaces  = 3
+	minLingerGap = 100 * time.Microsecond
+	maxLingerGap = time.Millisecond
+)
+
 // linger waits briefly for more jobs before a batch of file jobs, so that
 // the batch, and the journal write and fsyncs it costs, is shared by
 // more of them: group commit. It waits only when the last batch had
 // several jobs (producers are active and come back as their outcomes
-// reach them), until ahead holds as many as the last batch, or for as
-// long as the last batch took to apply, at most MaxLinger.
+// reach them), and only while jobs keep coming: it stops at a pause of
+// lingerPaces times their recent spacing (within minLingerGap and
+// maxLingerGap), at twice the last batch's size, or after as long as
+// the last batch took to apply, at most MaxLinger.
 func (w *Writer) linger() {
-	want := min(w.lastBatch, w.cfg.BatchSize)
-	if want <= 1 || len(w.ahead) >= want || w.cautious > 0 {
+	if w.lastBatch <= 1 || w.cautious > 0 {
 		return
 	}
-	t := time.NewTimer(min(w.lastApply, MaxLinger))
+	want := min(2*w.lastBatch, w.cfg.BatchSize)
+	deadline := time.Now().Add(min(w.lastApply, MaxLinger))
+	gap := min(max(lingerPaces*w.pace, minLingerGap), maxLingerGap)
+	t := time.NewTimer(gap)
 	defer t.Stop()
 	for len(w.ahead) < want {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		t.Reset(min(gap, left))
 		select {
 		case m := <-w.msgs:
 			w.take(m)

@@ -91,6 +91,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&MCPCommand{m}).Run(ctx, args)
 	case "demo":
 		return (&DemoCommand{m}).Run(ctx, args)
+	case "bench":
+		return (&BenchCommand{m}).Run(ctx, args)
 	case "help", "-h", "--help":
 		if cmd == "help" && len(args) > 0 {
 			return m.Run(ctx, []string{args[0], "-h"}) // "help CMD" is "CMD -h"
@@ -123,6 +125,7 @@ Usage:
   scribe stop   --store DIR [--timeout DUR]          stop the store's daemon gracefully
   scribe mcp    --store DIR [flags]                 serve the store's writes as MCP tools on stdio
   scribe demo                                        show the queue at work on a temporary store
+  scribe bench  [flags]                              measure scribe against flock, side by side
   scribe version
 
 Run "scribe COMMAND -h" or "scribe help COMMAND" for a command's flags. --store defaults

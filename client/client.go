@@ -232,7 +232,11 @@ func (c *Client) prepare(job *queue.Job) ([]byte, error) {
 	if job.Submitted.IsZero() {
 		job.Submitted = time.Now().UTC()
 	}
-	return queue.Encode(job)
+	limit := queue.MaxJobBytes // a direct write's; a daemon says its own
+	if d := c.r.daemon(); d != nil && d.MaxJobBytes > 0 {
+		limit = d.MaxJobBytes
+	}
+	return queue.EncodeLimit(job, limit)
 }
 
 // Submit queues a job and returns once the daemon's queue has stored it:

@@ -1,12 +1,19 @@
 // Package embednats runs the embedded nats-server with JetStream that a
-// scribe daemon serves a store through: file storage under the store's
-// .scribe folder, a loopback listener that requires TLS (with a
-// certificate made for this start) and credentials, an in-process
-// connection for the daemon's own writer, and the Discovery clients find
-// it by. It runs under the store's daemon lock (queue/daemon: Take, then
-// Start, then Lock.Announce the server's Discovery), which also checks
-// the .scribe folder and writes the discovery file: a daemon whose queue
-// is an external NATS server takes the same lock without this package.
+// scribe daemon serves its stores through: file storage under the store's
+// .scribe folder (Start), or for a daemon of several stores in a shared
+// queue folder with an account per store (StartShared); a loopback
+// listener that requires TLS (with a certificate made for this start) and
+// credentials, an in-process connection per store for the daemon's
+// writers, and the Discovery clients find it by. It runs under the
+// stores' daemon locks (queue/daemon: Take, then Start, then
+// Lock.Announce the server's Discovery), which also check the .scribe
+// folders and write the discovery files: a daemon whose queue is an
+// external NATS server takes the same locks without this package.
+//
+// A store's queued jobs follow it from daemon to daemon: TakeOver moves
+// them from where the previous daemon kept them (daemon.QueueHome) before
+// the store's writer starts. Watch checks the server's health once for
+// all the writers.
 //
 // In the layout (cmd → client, writer, embednats → queue) only cmd/scribe
 // imports it; it imports nothing of scribe's but queue (and queue/daemon).
@@ -23,12 +30,18 @@
 // pass for the daemon. A restarted daemon has a new port, password and
 // certificate.
 //
-// The queue lives on the store's disk, and JetStream reserves the stream's
-// byte limit there up front: a store whose disk is short of it does not
-// start (queue.ErrNoSpace). After the disk fills up, a stream keeps its
+// The queue lives on the store's disk (on the shared queue folder's, for
+// several stores), and JetStream reserves each stream's byte limit there
+// up front: a store whose disk is short of it does not start
+// (queue.ErrNoSpace). After the disk fills up, a stream keeps its
 // write error until its JetStream is restarted, which Server.CheckQueue
 // does once space is back.
 //
 // A listener on a non-loopback address is allowed but warned about:
 // anyone who can reach it and has the credentials can submit.
+//
+// The server wakes the process about ten times a second whatever it
+// serves (nats-server's access-time clock ticks every 100 ms while any
+// file store exists), and with a sync interval (Config.SyncInterval)
+// once per interval per stream: an idle daemon is never quite asleep.
 package embednats

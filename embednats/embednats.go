@@ -30,23 +30,43 @@ type Config struct {
 	// SyncInterval is how often JetStream fsyncs stored jobs; 0 means on
 	// every write, so that a returned Submit survives power loss.
 	SyncInterval time.Duration
+	// MaxJobBytes is the largest encoded job the server must carry (its
+	// max payload, with room for headers, follows); 0 means
+	// queue.MaxJobBytes.
+	MaxJobBytes int
 	// Version is recorded in the discovery.
 	Version string
 	// Logger receives the server's notices and errors; nil discards them.
 	Logger *slog.Logger
 }
 
-// Server is a running embedded NATS server for one store.
+// Server is a running embedded NATS server: for one store (Start), or
+// for several (StartShared).
 type Server struct {
-	ns        *server.Server
-	conn      *nats.Conn
-	layout    queue.Layout
-	discovery queue.Discovery
+	ns *server.Server
+	// dataDir is the folder the server keeps its JetStream data in.
+	dataDir string
+	// stores are the stores served, in the order given; byID indexes
+	// them by store ID.
+	stores []*served
+	byID   map[string]*served
+	// shared says each store has an account of its own (StartShared).
+	shared bool
+	// unserved are the queues in a shared folder of stores not served.
+	unserved []Unserved
 	// jsConfig is JetStream's configuration as the server started it,
 	// limits computed from the disk included: a restart (restartJetStream)
 	// must keep its sync policy and the storage its streams reserved.
 	jsConfig  *server.JetStreamConfig
+	log       *slog.Logger
 	closeOnce sync.Once
+}
+
+// served is one store of the server: the daemon's connection for it and
+// the discovery its clients find the server by.
+type served struct {
+	conn      *nats.Conn
+	discovery queue.Discovery
 }
 
 // DaemonInboxPrefix is the inbox prefix of the daemon's own connection.
@@ -59,7 +79,28 @@ const DaemonInboxPrefix = "_SCRIBE_DAEMON"
 // store's only server, and Take has checked the folder's permissions.
 // Clients learn of the server once its Discovery is announced
 // (daemon.Lock.Announce).
-func Start(ctx context.Context, lk *daemon.Lock, cfg Config) (_ *Server, err error) {
+func Start(ctx context.Context, lk *daemon.Lock, cfg Config) (*Server, error) {
+	store := lk.Layout().Root
+	return start(ctx, cfg, startSpec{
+		queueDir: lk.Layout().Queue(), name: "scribe-" + queue.StoreID(store), certName: queue.StoreID(store),
+		stores: []string{store},
+	})
+}
+
+// startSpec is what start needs to know of the stores it serves.
+type startSpec struct {
+	queueDir string // JetStream's store directory
+	name     string // the server's name
+	certName string // for the certificate's common name
+	stores   []string
+	// shared puts each store in an account of its own (AccountName),
+	// with unserved: the accounts of the queues of the folder's stores
+	// that are not served.
+	shared   bool
+	unserved []string
+}
+
+func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -67,8 +108,7 @@ func Start(ctx context.Context, lk *daemon.Lock, cfg Config) (_ *Server, err err
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{layout: lk.Layout()}
-	store := s.layout.Root
+	s := &Server{dataDir: spec.queueDir, byID: map[string]*served{}, shared: spec.shared, log: logger}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -86,36 +126,61 @@ func Start(ctx context.Context, lk *daemon.Lock, cfg Config) (_ *Server, err err
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	storeID := queue.StoreID(store)
-	clientPass, daemonPass := secret(), secret()
 	// Every network client must speak TLS and get this start's
 	// certificate, pinned in the discovery file: a client then sends its
 	// credentials only to this process, never to whoever binds the port
 	// after a restart. Clients present no certificate of their own.
-	cert, certPEM, err := daemonCert(storeID, host, time.Now())
+	cert, certPEM, err := daemonCert(spec.certName, host, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	opts := &server.Options{
-		ServerName:   "scribe-" + storeID,
+		ServerName:   spec.name,
 		Host:         host,
 		Port:         port,
 		JetStream:    true,
-		StoreDir:     s.layout.Queue(),
+		StoreDir:     spec.queueDir,
 		SyncAlways:   cfg.SyncInterval == 0,
 		SyncInterval: cfg.SyncInterval,
 		NoSigs:       true,
-		MaxPayload:   queue.MaxJobBytes + 64*1024,
+		MaxPayload:   int32(queue.Limits{MaxJobBytes: cfg.MaxJobBytes}.JobBytes() + 64*1024),
 		TLS:          true,
 		TLSVerify:    false,
 		TLSConfig:    &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		// A loaded machine can take seconds for a handshake; the default
 		// 2 s made hooks fail with "does not answer" under heavy load.
 		TLSTimeout: 5,
-		Users: []*server.User{
-			{Username: "daemon", Password: daemonPass},
-			{Username: "client", Password: clientPass, Permissions: clientPermissions(storeID)},
-		},
+	}
+	type creds struct{ daemonUser, daemonPass, clientUser, clientPass string }
+	storeCreds := make([]creds, len(spec.stores))
+	var accounts []string // the accounts with JetStream, shared only
+	for i, store := range spec.stores {
+		id := queue.StoreID(store)
+		c := creds{daemonUser: "daemon", daemonPass: secret(), clientUser: "client", clientPass: secret()}
+		var acc *server.Account
+		if spec.shared {
+			// An account per store: its submitters see nothing of the
+			// other stores, not even the replies to their requests,
+			// which all arrive under _INBOX.> (docs/running.md#several-stores).
+			c.daemonUser, c.clientUser = "daemon-"+id, "client-"+id
+			acc = server.NewAccount(AccountName(id))
+			opts.Accounts = append(opts.Accounts, acc)
+			accounts = append(accounts, acc.Name)
+		}
+		opts.Users = append(opts.Users,
+			&server.User{Username: c.daemonUser, Password: c.daemonPass, Account: acc},
+			&server.User{Username: c.clientUser, Password: c.clientPass, Permissions: clientPermissions(id), Account: acc})
+		storeCreds[i] = c
+	}
+	unservedPass := map[string]string{}
+	for _, name := range spec.unserved {
+		// Their queues are loaded and kept, never served: the daemon only
+		// looks at them (and deletes the empty ones), as "daemon-ID".
+		acc := server.NewAccount(name)
+		opts.Accounts = append(opts.Accounts, acc)
+		accounts = append(accounts, name)
+		unservedPass[name] = secret()
+		opts.Users = append(opts.Users, &server.User{Username: "daemon-" + name, Password: unservedPass[name], Account: acc})
 	}
 	if s.ns, err = server.NewServer(opts); err != nil {
 		return nil, fmt.Errorf("start nats: %w", err)
@@ -125,23 +190,55 @@ func Start(ctx context.Context, lk *daemon.Lock, cfg Config) (_ *Server, err err
 	if !s.ns.ReadyForConnections(10 * time.Second) {
 		return nil, errors.New("start nats: not ready after 10s")
 	}
+	for _, name := range accounts {
+		acc, err := s.ns.LookupAccount(name)
+		if err == nil {
+			// No limits: the account may use what the server's JetStream
+			// may (nats-server's dynamic limits). A restart of JetStream
+			// enables it again by itself.
+			err = acc.EnableJetStream(nil, nil)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("start nats: enable JetStream for account %s: %w", name, err)
+		}
+	}
 	s.jsConfig = s.ns.JetStreamConfig()
-	// Submitters may subscribe to _INBOX.> (their replies arrive there), so
-	// the daemon's own replies, above all the jobs its pull consumer is
-	// delivered, must not: they use another prefix no submitter can read.
-	// The connection is in-process, so it needs no TLS.
-	s.conn, err = nats.Connect("", nats.InProcessServer(s.ns), nats.UserInfo("daemon", daemonPass),
+	started := time.Now().UTC()
+	for i, store := range spec.stores {
+		id, c := queue.StoreID(store), storeCreds[i]
+		conn, err := s.connect(c.daemonUser, c.daemonPass)
+		if err != nil {
+			return nil, err
+		}
+		st := &served{conn: conn, discovery: queue.Discovery{
+			URL: s.ns.ClientURL(), User: c.clientUser, Password: c.clientPass,
+			PID: os.Getpid(), Version: cfg.Version, Store: store, StoreID: id,
+			TLSCert: string(certPEM), TLSCertSHA256: queue.CertFingerprint(cert.Certificate[0]),
+			Started: started,
+		}}
+		s.stores = append(s.stores, st)
+		s.byID[id] = st
+	}
+	if len(spec.unserved) > 0 {
+		if err := s.lookUnserved(ctx, spec.unserved, unservedPass); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// connect makes one of the daemon's in-process connections. Submitters
+// may subscribe to _INBOX.> (their replies arrive there), so the daemon's
+// own replies, above all the jobs its pull consumer is delivered, must
+// not: they use another prefix no submitter can read. The connection is
+// in-process, so it needs no TLS.
+func (s *Server) connect(user, pass string) (*nats.Conn, error) {
+	conn, err := nats.Connect("", nats.InProcessServer(s.ns), nats.UserInfo(user, pass),
 		nats.Name("scribe-daemon"), nats.CustomInboxPrefix(DaemonInboxPrefix))
 	if err != nil {
 		return nil, fmt.Errorf("connect in-process: %w", err)
 	}
-	s.discovery = queue.Discovery{
-		URL: s.ns.ClientURL(), User: "client", Password: clientPass,
-		PID: os.Getpid(), Version: cfg.Version, Store: store, StoreID: storeID,
-		TLSCert: string(certPEM), TLSCertSHA256: queue.CertFingerprint(cert.Certificate[0]),
-		Started: time.Now().UTC(),
-	}
-	return s, nil
+	return conn, nil
 }
 
 // clientPermissions lets submitters queue jobs for one store, receive
@@ -173,20 +270,42 @@ func secret() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Conn is the daemon's in-process connection, with full permissions.
-func (s *Server) Conn() *nats.Conn { return s.conn }
+// Conn is the daemon's in-process connection for the first store it
+// serves (the only one, of a server of Start), with full permissions in
+// the store's account.
+func (s *Server) Conn() *nats.Conn { return s.stores[0].conn }
 
-// Discovery is what the server published in its discovery file.
-func (s *Server) Discovery() queue.Discovery { return s.discovery }
+// Discovery is what the server publishes in the discovery file of the
+// first store it serves (the only one, of a server of Start).
+func (s *Server) Discovery() queue.Discovery { return s.stores[0].discovery }
 
-// Close shuts the server down and waits for it: the connection is
+// StoreConn is the daemon's in-process connection for the store whose ID
+// is storeID, nil if the server does not serve it.
+func (s *Server) StoreConn(storeID string) *nats.Conn {
+	if st := s.byID[storeID]; st != nil {
+		return st.conn
+	}
+	return nil
+}
+
+// StoreDiscovery is what the server publishes in the discovery file of
+// the store whose ID is storeID; false if it does not serve it.
+func (s *Server) StoreDiscovery(storeID string) (queue.Discovery, bool) {
+	st := s.byID[storeID]
+	if st == nil {
+		return queue.Discovery{}, false
+	}
+	return st.discovery, true
+}
+
+// Close shuts the server down and waits for it: the connections are
 // drained and JetStream flushed to disk. It neither withdraws the
-// discovery nor releases the daemon lock: the lock's owner does, after
+// discovery nor releases the daemon locks: their owner does, after
 // Close (withdrawing first, so that clients stop coming).
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		if s.conn != nil {
-			s.conn.Close()
+		for _, st := range s.stores {
+			st.conn.Close()
 		}
 		if s.ns != nil {
 			s.ns.Shutdown()

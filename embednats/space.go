@@ -45,7 +45,7 @@ func (s *Server) Space() Space {
 
 // queueDir is the folder the server's JetStream keeps the queue in.
 func (s *Server) queueDir() string {
-	return s.layout.Queue()
+	return s.dataDir
 }
 
 // freeSpace is the space free on dir's filesystem for an unprivileged

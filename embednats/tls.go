@@ -23,7 +23,8 @@ const certValidity = 10 * 365 * 24 * time.Hour
 // every start, self-signed, ECDSA P-256 (a cheap handshake for a hook's
 // cold start), for the loopback names and the listener's host. The key
 // stays in memory; only the certificate goes into the discovery file.
-func daemonCert(storeID, host string, now time.Time) (tls.Certificate, []byte, error) {
+// name (a store ID) goes into its common name, for people.
+func daemonCert(name, host string, now time.Time) (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("tls key: %w", err)
@@ -34,7 +35,7 @@ func daemonCert(storeID, host string, now time.Time) (tls.Certificate, []byte, e
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "scribe daemon " + storeID},
+		Subject:      pkix.Name{CommonName: "scribe daemon " + name},
 		// A little before now, for clocks that disagree by a few minutes.
 		NotBefore: now.Add(-time.Hour),
 		NotAfter:  now.Add(certValidity),

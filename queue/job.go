@@ -358,7 +358,7 @@ func EncodeLimit(j *Job, limit int) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > limit {
-		return nil, Reject(ReasonTooLarge, "job is %d bytes encoded, limit %d", len(b), limit)
+		return nil, Reject(ReasonTooLarge, "job is %d bytes encoded, limit %d (the daemon's --max-job-bytes, 1 MiB unless it says more)", len(b), limit)
 	}
 	return b, nil
 }

@@ -207,16 +207,17 @@ func TestJobFileProblem(t *testing.T) {
 // what it is, and a stdin larger than that is read only so far: the size
 // given is a lower bound.
 func TestTooLargeFromStdin(t *testing.T) {
-	big := strings.Repeat("x", 3<<20)
+	big := strings.Repeat("x", queue.MaxJobBytesLimit+(1<<20))
+	atLeast := fmt.Sprintf("at least %d bytes", queue.MaxJobBytesLimit+1)
 	for _, tc := range []struct {
 		name string
 		args []string
 		file string
 		want string
 	}{
-		{"DATA", []string{"append", "f"}, "", fmt.Sprintf("rejected (too_large): DATA from stdin is at least %d bytes; a job may be at most 1048576 bytes (1 MiB) encoded", queue.MaxJobBytes+1)},
-		{"DATA, -", []string{"put", "f", "-"}, "", "DATA from stdin is at least 1048577 bytes"},
-		{"job file", nil, "-", "the job file from stdin is at least 1048577 bytes"},
+		{"DATA", []string{"append", "f"}, "", fmt.Sprintf("rejected (too_large): DATA from stdin is %s; a job may be at most %d bytes encoded", atLeast, queue.MaxJobBytesLimit)},
+		{"DATA, -", []string{"put", "f", "-"}, "", "DATA from stdin is " + atLeast},
+		{"job file", nil, "-", "the job file from stdin is " + atLeast},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &SubmitCommand{&Main{Stdin: strings.NewReader(big)}}

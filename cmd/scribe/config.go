@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,8 +26,9 @@ import (
 
 // Config is what a config file sets for `scribe serve` (docs/config.md):
 // one top-level TOML key per flag, none of them tied to a store, so that
-// one file can serve several stores, and the exec allowlist in [exec.NAME]
-// tables. A nil field is not set by the file.
+// one file can serve several stores; the stores of a daemon of several in
+// [[store]] tables; and the exec allowlist in [exec.NAME] tables. A nil
+// field is not set by the file.
 type Config struct {
 	Host         *string        // host: listen address (--host)
 	Port         *int64         // port: listen port, 0 for a free one (--port)
@@ -37,11 +40,13 @@ type Config struct {
 	WarnAfter    *time.Duration // warn_after (--warn-after)
 	MaxJobs      *int64         // max_jobs (--max-jobs)
 	MaxBytes     *int64         // max_bytes (--max-bytes)
+	MaxJobBytes  *int64         // max_job_bytes (--max-job-bytes)
 	Retention    *time.Duration // retention (--retention)
 	LogLevel     *string        // log_level: debug, info, warn or error (--log-level)
 	ExitIdle     *time.Duration // exit_idle: 0 for never (--exit-idle)
 	LogFormat    *string        // log_format: text or json (--log-format)
 	MetricsAddr  *string        // metrics_addr: HOST:PORT or :PORT of /metrics, "" for none (--metrics-addr)
+	QueueDir     *string        // queue_dir: the shared queue folder of a daemon of several stores (--queue-dir)
 	// Autostart is the store's opt-in for a daemon on demand: read by
 	// `scribe submit` (its --autostart default), ignored by serve.
 	Autostart *bool
@@ -49,6 +54,10 @@ type Config struct {
 	// Commands is the exec allowlist, the [exec.NAME] tables in the
 	// file's order, each checked (writer.Command.Check).
 	Commands []writer.Command
+
+	// Stores are the [[store]] tables, in the file's order: the stores
+	// the daemon serves when the command line names none.
+	Stores []StoreConfig
 
 	// Path is the file the settings were read from; Lines maps each key
 	// set to its line in it: top-level keys by name, the allowlist's as
@@ -78,17 +87,35 @@ var configKeys = []configKey{
 	durationKey("warn_after", "warn-after", func(c *Config) **time.Duration { return &c.WarnAfter }, false),
 	intKey("max_jobs", "max-jobs", func(c *Config) **int64 { return &c.MaxJobs }, 1, math.MaxInt64),
 	intKey("max_bytes", "max-bytes", func(c *Config) **int64 { return &c.MaxBytes }, 1, math.MaxInt64),
+	intKey("max_job_bytes", "max-job-bytes", func(c *Config) **int64 { return &c.MaxJobBytes }, 1, queue.MaxJobBytesLimit),
 	durationKey("retention", "retention", func(c *Config) **time.Duration { return &c.Retention }, false),
 	stringKey("log_level", "log-level", func(c *Config) **string { return &c.LogLevel }, checkLogLevel),
 	durationKey("exit_idle", "exit-idle", func(c *Config) **time.Duration { return &c.ExitIdle }, true),
 	stringKey("log_format", "log-format", func(c *Config) **string { return &c.LogFormat }, checkLogFormat),
 	stringKey("metrics_addr", "metrics-addr", func(c *Config) **string { return &c.MetricsAddr }, checkMetricsAddr),
+	{name: "queue_dir", flag: "queue-dir", set: setQueueDir, get: func(c *Config) (string, bool) { return deref(c.QueueDir) }},
 	// Not a serve flag (serve ignores it): submit's --autostart.
 	boolKey("autostart", "autostart", func(c *Config) **bool { return &c.Autostart }),
 }
 
 // execTable is the top-level key of the exec allowlist's tables.
 const execTable = "exec"
+
+// storeTable is the top-level key of the [[store]] tables.
+const storeTable = "store"
+
+// StoreConfig is one [[store]] table: a store the daemon serves, and the
+// one setting a store may have of its own.
+type StoreConfig struct {
+	// Path is the store folder (path), absolute: a relative one is taken
+	// from the config file's folder.
+	Path string
+	// LockFile is its store lock file (lock_file), absolute, as the
+	// top-level key; "" for the default, <store>/.scribe/lock.
+	LockFile string
+	// Line is the table's line.
+	Line int
+}
 
 // ConfigError is one problem in a config file. Line is 0 when the problem
 // has no line (the file as a whole), Key empty when it has no key.
@@ -201,6 +228,11 @@ func decodeConfig(path string, data []byte, only map[string]bool) (*Config, erro
 			c.Lines[top] = line
 			errs = append(errs, decodeExec(c, raw[top], lines, dir)...)
 			continue
+		case top == storeTable:
+			reported[top] = true
+			c.Lines[top] = line
+			errs = append(errs, decodeStores(c, raw[top], tableArrayLines(string(data), storeTable), line, dir)...)
+			continue
 		case !ok:
 			reported[top] = true
 			problem := "unknown key"
@@ -217,11 +249,142 @@ func decodeConfig(path string, data []byte, only map[string]bool) (*Config, erro
 			errs = append(errs, &ConfigError{File: path, Line: line, Key: top, Problem: err.Error()})
 		}
 	}
+	if len(c.Stores) > 0 && c.LockFile != nil {
+		// Which store's lock would it be?
+		errs = append(errs, &ConfigError{File: path, Line: c.Lines["lock_file"], Key: "lock_file",
+			Problem: "a file with [[store]] tables sets each store's lock file in its table, not at the top level"})
+	}
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
 		return nil, errs
 	}
 	return c, nil
+}
+
+// decodeStores reads the [[store]] tables into c.Stores. lines are the
+// lines of each table's header and keys (tableArrayLines); a store written
+// as an inline table has the line of the key store, line.
+func decodeStores(c *Config, v any, lines []map[string]int, line int, dir string) ConfigErrors {
+	problem := func(line int, key, format string, args ...any) *ConfigError {
+		return &ConfigError{File: c.Path, Line: line, Key: key, Problem: fmt.Sprintf(format, args...)}
+	}
+	var tables []map[string]any
+	switch list := v.(type) {
+	case []map[string]any:
+		tables = list
+	case []any:
+		for _, t := range list {
+			m, ok := t.(map[string]any)
+			if !ok {
+				return ConfigErrors{problem(line, storeTable, "%v", wrongType(t, "a table with the store's path"))}
+			}
+			tables = append(tables, m)
+		}
+	default:
+		return ConfigErrors{problem(line, storeTable, "%v: write each store as a [[store]] table with its path", wrongType(v, "an array of tables"))}
+	}
+	var errs ConfigErrors
+	seen := map[string]int{}
+	for i, t := range tables {
+		at := func(key string) int {
+			if i < len(lines) {
+				if l, ok := lines[i][key]; ok {
+					return l
+				}
+				if l, ok := lines[i][""]; ok {
+					return l
+				}
+			}
+			return line
+		}
+		st := StoreConfig{Line: at("")}
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			key := storeTable + "." + k
+			switch k {
+			case "path":
+				p, ok := t[k].(string)
+				switch {
+				case !ok:
+					errs = append(errs, problem(at(k), key, "%v", wrongType(t[k], "a string (the store folder)")))
+				case p == "":
+					errs = append(errs, problem(at(k), key, "empty path: want the store folder"))
+				default:
+					if !filepath.IsAbs(p) {
+						p = filepath.Join(dir, p)
+					}
+					st.Path = filepath.Clean(p)
+				}
+			case "lock_file":
+				var lc Config
+				if err := setLockFile(&lc, t[k], dir); err != nil {
+					errs = append(errs, problem(at(k), key, "%v", err))
+				} else {
+					st.LockFile = *lc.LockFile
+				}
+			default:
+				errs = append(errs, problem(at(k), key, "unknown key (a store sets path and lock_file; the other settings are the daemon's, at the top level)"))
+			}
+		}
+		if _, ok := t["path"]; !ok {
+			errs = append(errs, problem(at(""), storeTable+".path", "missing: want the store folder"))
+			continue
+		}
+		if st.Path == "" {
+			continue
+		}
+		if first, dup := seen[st.Path]; dup {
+			errs = append(errs, problem(at("path"), storeTable+".path", "%s is listed twice (first at line %d)", st.Path, first))
+			continue
+		}
+		seen[st.Path] = at("path")
+		c.Stores = append(c.Stores, st)
+	}
+	return errs
+}
+
+// tableArrayLines finds the tables of the array of tables name ([[name]])
+// in a TOML document: for each, in order, the line of its header (key "")
+// and of each key set in it, by name.
+func tableArrayLines(doc, name string) []map[string]int {
+	var (
+		tables []map[string]int
+		cur    map[string]int
+		s      valueScanner
+	)
+	for i, text := range strings.Split(doc, "\n") {
+		if s.open() {
+			s.scan(text)
+			continue
+		}
+		rest := strings.TrimLeft(text, " \t")
+		switch {
+		case rest == "" || rest[0] == '#':
+			continue
+		case strings.HasPrefix(rest, "[["):
+			cur = nil
+			if path, after, ok := parseKey(rest[2:]); ok && strings.HasPrefix(strings.TrimLeft(after, " \t"), "]]") &&
+				len(path) == 1 && path[0] == name {
+				cur = map[string]int{"": i + 1}
+				tables = append(tables, cur)
+			}
+			continue
+		case rest[0] == '[':
+			cur = nil
+			continue
+		}
+		path, after, ok := parseKey(rest)
+		after = strings.TrimLeft(after, " \t")
+		if !ok || !strings.HasPrefix(after, "=") {
+			continue
+		}
+		if cur != nil {
+			if _, set := cur[path[0]]; !set {
+				cur[path[0]] = i + 1
+			}
+		}
+		s.scan(after[1:])
+	}
+	return tables
 }
 
 // openConfigFile opens a config file that only the daemon's user can
@@ -449,6 +612,23 @@ func setLockFile(c *Config, v any, dir string) error {
 		return fmt.Errorf("%s: %s is not a folder", s, filepath.Dir(s))
 	}
 	c.LockFile = &s
+	return nil
+}
+
+// setQueueDir takes queue_dir relative to the file's folder. The folder
+// need not exist: the daemon creates it.
+func setQueueDir(c *Config, v any, dir string) error {
+	s, ok := v.(string)
+	if !ok {
+		return wrongType(v, "a string (a path)")
+	}
+	if s == "" {
+		return errors.New(`empty path: leave the key out for the default, $XDG_STATE_HOME/scribe/queue`)
+	}
+	if !filepath.IsAbs(s) {
+		s = filepath.Join(dir, s)
+	}
+	c.QueueDir = &s
 	return nil
 }
 

@@ -23,6 +23,9 @@ func FuzzDecodeConfig(f *testing.F) {
 		"[exec.mine]\nprogram = \"/bin/sh\"\ntimeout = \"1m\"\nallow_args = [\"(\"]\ndir = \"../x\"\n",
 		"lock_file = \"\"\nport = 70000\n",
 		"a = \"\\u0000\"\n[exec.mine.env]\nSCRIBE_X = \"1\"\n",
+		"queue_dir = \"q\"\n[[store]]\npath = \"a\"\nlock_file = \"a.lock\"\n[[store]]\npath = \"a\"\n",
+		"store = [1, {path = 2}]\nlock_file = \"x\"\n[[store.x]]\n",
+		"store = \"x\"\n[[store]]\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -147,4 +148,102 @@ func TestReadConfigPermissions(t *testing.T) {
 	_, err = ReadConfig(filepath.Join(dir, "missing.toml"))
 	require.Error(t, err)
 	assert.Equal(t, exitUsage, exitCode(err))
+}
+
+// [[store]] tables: a store's path and lock file, relative to the file's
+// folder; every problem by line; the top-level lock_file has no store to
+// belong to.
+func TestDecodeStores(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "daemon.toml")
+	c, err := DecodeConfig(path, []byte("sync = \"1s\"\nqueue_dir = \"queue\"\n\n[[store]]\npath = \"notes\"\n\n[[store]]\n# the wiki shares its tool's lock\npath = \"/srv/wiki\"\nlock_file = \"wiki.lock\"\n"))
+	require.NoError(t, err)
+	require.Len(t, c.Stores, 2)
+	assert.Equal(t, StoreConfig{Path: filepath.Join(dir, "notes"), Line: 4}, c.Stores[0])
+	assert.Equal(t, StoreConfig{Path: "/srv/wiki", LockFile: filepath.Join(dir, "wiki.lock"), Line: 7}, c.Stores[1])
+	assert.Equal(t, filepath.Join(dir, "queue"), *c.QueueDir)
+
+	c, err = DecodeConfig(path, []byte("store = [{path = \"/a\"}, {path = \"/b\"}]\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []StoreConfig{{Path: "/a", Line: 1}, {Path: "/b", Line: 1}}, c.Stores, "inline tables too")
+
+	for _, tc := range []struct {
+		name string
+		doc  string
+		want []string // FILE:LINE: KEY: PROBLEM, without the file
+	}{
+		{"missing path", "[[store]]\nlock_file = \"x.lock\"\n", []string{":1: store.path: missing"}},
+		{"empty path", "[[store]]\npath = \"\"\n", []string{":2: store.path: empty path"}},
+		{"path not a string", "[[store]]\n\npath = 5\n", []string{":3: store.path: wrong type: an integer"}},
+		{"unknown key", "[[store]]\npath = \"/a\"\nsync = \"1s\"\n", []string{":3: store.sync: unknown key"}},
+		{"listed twice", "[[store]]\npath = \"/a\"\n[[store]]\npath = \"/a/\"\n", []string{":4: store.path: /a is listed twice (first at line 2)"}},
+		{"lock file folder missing", "[[store]]\npath = \"/a\"\nlock_file = \"/nonexistent-scribe-dir/x\"\n", []string{":3: store.lock_file: /nonexistent-scribe-dir/x: its folder does not exist"}},
+		{"top-level lock_file", "lock_file = \"x.lock\"\n[[store]]\npath = \"/a\"\n", []string{":1: lock_file: a file with [[store]] tables sets each store's lock file in its table"}},
+		{"a table, not an array", "[store]\npath = \"/a\"\n", []string{":1: store: wrong type: a table, want an array of tables"}},
+		{"empty queue_dir", "queue_dir = \"\"\n", []string{":1: queue_dir: empty path"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeConfig(path, []byte(tc.doc))
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), path+w)
+			}
+		})
+	}
+}
+
+// The stores serve serves: the command line's, else the file's, else
+// $SCRIBE_STORE; a lock file given for several stores is refused.
+func TestServedStores(t *testing.T) {
+	file := &Config{Path: "/etc/scribe.toml", Stores: []StoreConfig{{Path: "/a", LockFile: "/a.lock", Line: 3}, {Path: "/b", Line: 6}}}
+	for _, tc := range []struct {
+		name     string
+		args     []string // serve's flags
+		one      string
+		cfg      *Config
+		lockFile string
+		want     []storeSpec
+		err      string
+	}{
+		{name: "flags", args: []string{"--store", "/x", "--store", "/y"}, cfg: file,
+			want: []storeSpec{{path: "/x", from: "flag --store"}, {path: "/y", from: "flag --store"}}},
+		{name: "file", cfg: file,
+			want: []storeSpec{{path: "/a", lockFile: "/a.lock", from: "file /etc/scribe.toml:3"}, {path: "/b", from: "file /etc/scribe.toml:6"}}},
+		{name: "env", one: "/env", want: []storeSpec{{path: "/env", from: "$SCRIBE_STORE"}}},
+		{name: "one store's lock file", args: []string{"--store", "/x", "--lock-file", "/l"}, one: "/x", lockFile: "/l",
+			want: []storeSpec{{path: "/x", lockFile: "/l", from: "flag --store"}}},
+		{name: "--lock-file for several", args: []string{"--store", "/x", "--store", "/y", "--lock-file", "/l"}, lockFile: "/l", err: "--lock-file names the lock of one store"},
+		{name: "file's lock_file for several", args: []string{"--store", "/x", "--store", "/y"}, lockFile: "/l", err: "the config file's lock_file names the lock of one store"},
+		{name: "none", want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			var stores storeList
+			fs.Var(&stores, "store", "")
+			fs.String("lock-file", "", "")
+			require.NoError(t, fs.Parse(tc.args))
+			got, err := servedStores(fs, stores, tc.one, tc.cfg, tc.lockFile)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				assert.Equal(t, exitUsage, exitCode(err))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// The example of a daemon of several stores in docs/config.md decodes as
+// it is, with its stores.
+func TestConfigDocSeveralStores(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/config.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)## Several stores.*?```toml\n(.*?)```").FindSubmatch(doc)
+	require.NotNil(t, m, "no ```toml block under ## Several stores in docs/config.md")
+	c, err := DecodeConfig(filepath.Join(t.TempDir(), "daemon.toml"), m[1])
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, len(c.Stores), 2)
+	assert.NotNil(t, c.QueueDir)
 }

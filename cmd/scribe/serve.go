@@ -3,10 +3,19 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
@@ -14,51 +23,118 @@ import (
 	"github.com/scribehq/scribe/writer"
 )
 
-// ServeCommand runs the daemon for one store.
+// ServeCommand runs the daemon of one store, or of several stores with
+// one queue server (docs/running.md#several-stores).
 type ServeCommand struct{ *Main }
+
+// storeList is serve's --store, which may be given once per store.
+type storeList []string
+
+func (l *storeList) String() string { return strings.Join(*l, ", ") }
+
+func (l *storeList) Set(s string) error {
+	if s == "" {
+		return errors.New("empty store folder")
+	}
+	*l = append(*l, s)
+	return nil
+}
+
+// storeSpec is a store to serve, as the command line or the config file
+// names it.
+type storeSpec struct {
+	path     string // the folder as given
+	lockFile string // its store lock file; "" for the default
+	from     string // where it was named, for --check-config
+}
 
 // Run parses flags and serves until ctx ends (SIGINT/SIGTERM), then shuts
 // down gracefully: the batch in hand is finished and the lock released.
 func (c *ServeCommand) Run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("serve", "--store DIR [flags]")
-	store := storeFlag(fs)
+	fs := c.newFlagSet("serve", "--store DIR [--store DIR…] [flags]")
+	var storeArgs storeList
+	fs.Var(&storeArgs, "store", "store `folder`; give it once per store to serve several stores with one daemon (default $SCRIBE_STORE)")
 	host := fs.String("host", "127.0.0.1", "listen `address` (non-loopback addresses are warned about)")
 	port := fs.Int("port", 0, "listen `port` (0: a free one)")
 	syncFlag := fs.String("sync", "always", "queue durability: `always` (fsync each stored job) or an interval such as 1s (faster; a power loss can lose jobs queued in it)")
-	lockFile := fs.String("lock-file", "", "store lock `file` (default <store>/.scribe/lock); share an existing tool's lock")
+	lockFile := fs.String("lock-file", "", "store lock `file` (default <store>/.scribe/lock); share an existing tool's lock. One store only: a daemon of several sets each store's in its [[store]] table")
 	batch := fs.Int("batch", writer.DefaultBatchSize, "most `jobs` per batch")
 	idle := fs.Duration("idle-release", writer.DefaultIdleRelease, "release the store lock after this long `idle`")
 	grace := fs.Duration("hand-off-grace", writer.DefaultHandOffGrace, "stay away this `long` after letting a waiting direct writer in")
 	warnAfter := fs.Duration("warn-after", writer.DefaultWarnAfter, "warn when another holder has kept the store this `long`")
 	maxJobs := fs.Int64("max-jobs", queue.DefaultMaxJobs, "most `jobs` queued per store")
+	maxJobBytes := fs.Int("max-job-bytes", queue.MaxJobBytes, fmt.Sprintf("largest encoded `job` taken, up to %d (JetStream stores messages of up to 32 MiB); clients learn it from daemon.json", queue.MaxJobBytesLimit))
 	maxBytes := fs.Int64("max-bytes", queue.DefaultMaxBytes, "most `bytes` queued per store, reserved on disk up front (JetStream lets all streams reserve 75% of the free space)")
 	retention := fs.Duration("retention", writer.DefaultRetention, "keep job outcomes this `long` (a resubmitted ID older than this would apply again)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
 	logFormat := fs.String("log-format", "text", "log `format` on stderr: text or json (one JSON object a line)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, such as :9464 (on 127.0.0.1; non-loopback hosts are warned about); off when empty")
-	exitIdle := fs.Duration("exit-idle", 0, "exit cleanly once no job has been in hand and the queue has been empty this `long` (0: never; autostarted daemons get submit's --exit-idle)")
-	configFile := fs.String("config", "", "TOML config `file` (default <store>/.scribe/config.toml when present); flags given override it (docs/config.md)")
+	exitIdle := fs.Duration("exit-idle", 0, "exit cleanly once no job has been in hand and the queue has been empty this `long` (0: never; autostarted daemons get submit's --exit-idle); with several stores, all of them")
+	queueDir := fs.String("queue-dir", "", "the shared queue `folder` of a daemon of several stores (default $XDG_STATE_HOME/scribe/queue, or ~/.local/state/scribe/queue); a daemon of one store keeps its queue in the store")
+	configFile := fs.String("config", "", "TOML config `file` (default <store>/.scribe/config.toml when present and one store is named); flags given override it (docs/config.md)")
 	checkConfig := fs.Bool("check-config", false, "check the config file, print the settings serve would run with and where each comes from, and exit")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if !*checkConfig {
-		if err := requireStore(*store); err != nil {
+	// The store whose own config file is the default: the one named.
+	one := ""
+	switch len(storeArgs) {
+	case 0:
+		one = os.Getenv("SCRIBE_STORE")
+	case 1:
+		one = storeArgs[0]
+	}
+	// As before there were several: a store named on the command line, or
+	// none and no file to name them, is checked first.
+	if !*checkConfig && (len(storeArgs) == 1 || len(storeArgs) == 0 && *configFile == "") {
+		if err := requireStore(one); err != nil {
 			return err
 		}
 	}
 	if fs.NArg() > 0 {
 		return usageError("serve takes no arguments, got %q", fs.Args())
 	}
-	cfg, sources, err := applyConfig(fs, *store, *configFile)
+	cfg, sources, err := applyConfig(fs, one, *configFile)
 	if err != nil {
 		return reportConfigErrors(c.Stderr, err)
 	}
-	if err := cfg.CheckCommandLocks(storeLockPaths(*store, *lockFile)); err != nil {
-		return reportConfigErrors(c.Stderr, err)
+	stores, err := servedStores(fs, storeArgs, one, cfg, *lockFile)
+	if err != nil {
+		return err
 	}
-	if err := checkLockFileFolder(*lockFile); err != nil {
-		return err // else the writer would wait for ever for a lock it cannot take
+	if len(stores) == 0 && !*checkConfig {
+		return usageError("--store is required (or set $SCRIBE_STORE, or list [[store]] tables in --config)")
+	}
+	if !*checkConfig {
+		seen := map[string]bool{}
+		for _, st := range stores {
+			if err := requireStore(st.path); err != nil {
+				return err
+			}
+			// Before any lock is taken: the second lock of a store named
+			// twice would name this daemon as the one that serves it.
+			if real, err := queue.ResolveStore(st.path); err == nil {
+				if seen[real] {
+					return usageError("store %s is named twice", real)
+				}
+				seen[real] = true
+			}
+		}
+	}
+	if len(stores) == 0 { // --check-config without a store
+		if err := cfg.CheckCommandLocks(storeLockPaths("", *lockFile)); err != nil {
+			return reportConfigErrors(c.Stderr, err)
+		}
+	}
+	for _, st := range stores {
+		if err := cfg.CheckCommandLocks(storeLockPaths(st.path, st.lockFile)); err != nil {
+			return reportConfigErrors(c.Stderr, err)
+		}
+	}
+	for _, st := range stores {
+		if err := checkLockFileFolder(st.lockFile); err != nil {
+			return err // else the writer would wait for ever for a lock it cannot take
+		}
 	}
 	var commands []writer.Command // the exec allowlist: none without a file
 	if cfg != nil {
@@ -78,7 +154,21 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	}
 	if *checkConfig {
 		printConfig(c.Stdout, fs, cfg, sources)
+		printStores(c.Stdout, stores)
 		return nil
+	}
+	shared := len(stores) > 1
+	if shared {
+		if err := checkOwnConfigs(stores, cfg, log); err != nil {
+			return err
+		}
+		if *queueDir == "" {
+			if *queueDir, err = daemon.DefaultQueueDir(); err != nil {
+				return err
+			}
+		}
+	} else if *queueDir != "" {
+		log.Info("a daemon of one store keeps its queue in the store: queue_dir is for a daemon of several", "queue_dir", *queueDir)
 	}
 	ready := newNotifier() // before any command runs: they must not inherit NOTIFY_SOCKET
 	var ms *metricsServer
@@ -92,70 +182,510 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		met = newMetrics()
 		observer = met
 	}
-	if fsName := writer.NetworkFilesystem(*store); fsName != "" {
-		log.Warn("the store is on a network filesystem, where flock(2) may not exclude writers on other machines; keep stores on a local disk", "store", *store, "fs", fsName)
+	for _, st := range stores {
+		if fsName := writer.NetworkFilesystem(st.path); fsName != "" {
+			log.Warn("the store is on a network filesystem, where flock(2) may not exclude writers on other machines; keep stores on a local disk", "store", st.path, "fs", fsName)
+		}
 	}
-	// The daemon lock first: it makes this the store's only daemon and
-	// checks the .scribe folder; the queue's server runs under it.
-	lk, err := daemon.Take(ctx, *store, log)
-	if err != nil {
-		return err
+	// The daemon locks first, every store's: they make this each store's
+	// only daemon and check the .scribe folders; the queue's server runs
+	// under them. A store another daemon serves stops the start before
+	// any store is served.
+	d := &served{log: log, exitIdle: *exitIdle}
+	defer d.closeLocks()
+	for _, st := range stores {
+		lk, err := daemon.Take(ctx, st.path, log)
+		if err != nil {
+			return err
+		}
+		d.stores = append(d.stores, &servedStore{lk: lk, path: lk.Layout().Root, id: queue.StoreID(lk.Layout().Root), lockFile: st.lockFile})
 	}
-	defer lk.Close()
-	srv, err := embednats.Start(ctx, lk, embednats.Config{
-		Host: *host, Port: *port, SyncInterval: syncInterval, Version: Version, Logger: log,
-	})
+	ncfg := embednats.Config{Host: *host, Port: *port, SyncInterval: syncInterval, MaxJobBytes: *maxJobBytes, Version: Version, Logger: log}
+	var srv *embednats.Server
+	if shared {
+		paths := make([]string, len(d.stores))
+		for i, st := range d.stores {
+			paths[i] = st.path
+		}
+		if d.qd, err = daemon.TakeQueueDir(ctx, *queueDir, paths, log); err != nil {
+			return fmt.Errorf("%w; give this daemon a folder of its own with --queue-dir (queue_dir)", err)
+		}
+		srv, err = embednats.StartShared(ctx, d.qd, d.locks(), ncfg)
+	} else {
+		srv, err = embednats.Start(ctx, d.stores[0].lk, ncfg)
+	}
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	defer lk.Withdraw() // clients stop coming before the server goes
-	w, err := writer.New(ctx, writer.Config{
-		Store: *store, LockPath: *lockFile, Conn: srv.Conn(), BatchSize: *batch, IdleRelease: *idle,
-		HandOffGrace: *grace, WarnAfter: *warnAfter,
-		Limits: queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes}, Retention: *retention,
-		Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
-		OwnServer: true, CheckQueue: srv.CheckQueue, Commands: commands, Observer: observer,
-	})
-	if errors.Is(err, queue.ErrNoSpace) {
-		log.Debug("create stream", "err", err)
-		return noSpaceError(srv.Space(), *maxBytes)
+	defer d.withdraw() // clients stop coming before the server goes
+	d.srv = srv
+	// One check of the queue's server for all the writers (embednats.Watch):
+	// each writer's own, every second, would wake an idle daemon of many
+	// stores that many times.
+	watch := srv.Watch(writer.QueueCheckInterval)
+	defer watch.Close()
+	limits := queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes, MaxJobBytes: *maxJobBytes}
+	if err := limits.Check(); err != nil {
+		return usageError("--max-job-bytes: %v", err)
+	}
+	if err := d.takeOver(ctx, limits); err != nil {
+		if errors.Is(err, queue.ErrNoSpace) {
+			return noSpaceError(srv.Space(), *maxBytes)
+		}
+		return err
+	}
+	for _, st := range d.stores {
+		st.w, err = writer.New(ctx, writer.Config{
+			Store: st.path, LockPath: st.lockFile, Conn: srv.StoreConn(st.id), BatchSize: *batch, IdleRelease: *idle,
+			HandOffGrace: *grace, WarnAfter: *warnAfter, Limits: limits, Retention: *retention,
+			Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
+			// OwnServer makes the writer take every other scribe stream
+			// it sees for this store's queue under a former path, and
+			// apply its jobs to this store. True of a store's own server
+			// only. A server of several stores holds other stores'
+			// queues: one writer draining them would apply another
+			// store's jobs to its own. (Each store's queue is also in an
+			// account of its own, which other writers do not see; that
+			// must not be the only guard. A moved store's former queue is
+			// the account of its former ID: takeOver stops the start and
+			// says how to drain it.)
+			OwnServer: !shared, CheckQueue: watch.CheckQueue(), Commands: commands, Observer: observer,
+		})
+		if errors.Is(err, queue.ErrNoSpace) {
+			log.Debug("create stream", "err", err)
+			return noSpaceError(srv.Space(), *maxBytes)
+		}
+		if err != nil {
+			return err
+		}
+		if err := st.w.Start(ctx); err != nil {
+			return err
+		}
+	}
+	defer d.closeWriters() // on every early return; a second Close is a no-op
+	if shared {
+		d.reportUnserved()
+	}
+	for _, st := range d.stores {
+		st.d, _ = srv.StoreDiscovery(st.id)
+		// Direct writers given no lock file take this one (daemon.LockFile).
+		if st.d.LockFile, err = daemon.ResolveLockFile(st.d.Store, st.lockFile); err != nil {
+			return err
+		}
+		st.d.IdleReleaseMS = idle.Milliseconds()
+		st.d.MaxJobBytes = *maxJobBytes
+	}
+	if ms != nil { // before the announcement: a ready daemon answers scrapes
+		d.watchMetrics(met, commands)
+		ms.Serve(met.reg, log)
+		log.Info("serving metrics", "addr", ms.Addr(), "url", "http://"+ms.Addr()+"/metrics")
+	}
+	if err := d.announce(); err != nil {
+		return err
+	}
+	for _, st := range d.stores {
+		log.Info("serving", "store", st.d.Store, "store_id", st.d.StoreID, "url", st.d.URL, "pid", st.d.PID, "sync", *syncFlag, "exec_commands", len(commands))
+	}
+	status := "serving " + d.stores[0].path
+	if shared {
+		status = fmt.Sprintf("serving %d stores, queue in %s", len(d.stores), d.qd.Dir())
+	}
+	ready.notify(log, "READY=1", fmt.Sprintf("MAINPID=%d", os.Getpid()), "STATUS="+status)
+	if shared {
+		d.waitIdle(ctx)
+	} else {
+		st := d.stores[0]
+		waitIdle(ctx, st.w, st.lk, &st.d, *exitIdle, log)
+	}
+	ready.notify(log, "STOPPING=1")
+	log.Info("shutting down")
+	if err := d.closeWriters(); err != nil {
+		return fmt.Errorf("stop writer: %w", err)
+	}
+	d.withdraw()
+	if shared {
+		d.markStranded()
+	}
+	watch.Close()
+	if err := srv.Close(); err != nil {
+		return err
+	}
+	return d.closeLocks()
+}
+
+// servedStores are the stores to serve: those of the command line (each
+// --store), else the config file's [[store]] tables, else $SCRIBE_STORE.
+// --lock-file (or the top-level lock_file) names the store lock of one
+// store only.
+func servedStores(fset *flag.FlagSet, args storeList, one string, cfg *Config, lockFile string) ([]storeSpec, error) {
+	lockOnCommandLine := false
+	fset.Visit(func(f *flag.Flag) { lockOnCommandLine = lockOnCommandLine || f.Name == "lock-file" })
+	var stores []storeSpec
+	switch {
+	case len(args) > 0:
+		for _, p := range args {
+			stores = append(stores, storeSpec{path: p, from: "flag --store"})
+		}
+	case cfg != nil && len(cfg.Stores) > 0:
+		for _, s := range cfg.Stores {
+			stores = append(stores, storeSpec{path: s.Path, lockFile: s.LockFile, from: fmt.Sprintf("file %s:%d", cfg.Path, s.Line)})
+		}
+	case one != "":
+		stores = append(stores, storeSpec{path: one, from: "$SCRIBE_STORE"})
+	}
+	if lockFile != "" {
+		switch {
+		case len(stores) > 1 && lockOnCommandLine:
+			return nil, usageError("--lock-file names the lock of one store; a daemon of several sets each store's lock_file in its [[store]] table of --config")
+		case len(stores) > 1:
+			return nil, usageError("the config file's lock_file names the lock of one store; a daemon of several sets each store's lock_file in its [[store]] table")
+		case len(stores) == 1 && (lockOnCommandLine || stores[0].lockFile == ""):
+			stores[0].lockFile = lockFile
+		}
+	}
+	return stores, nil
+}
+
+// printStores ends --check-config's output with the stores serve would
+// serve, as [[store]] tables.
+func printStores(w io.Writer, stores []storeSpec) {
+	for _, st := range stores {
+		fmt.Fprintf(w, "\n%-40s # %s\n", "[[store]]", st.from)
+		fmt.Fprintf(w, "path = %s\n", strconv.Quote(st.path))
+		if st.lockFile != "" {
+			fmt.Fprintf(w, "lock_file = %s\n", strconv.Quote(st.lockFile))
+		}
+	}
+}
+
+// checkOwnConfigs looks at the stores' own config files, which a daemon
+// of several stores does not read (only --config): one that sets the
+// store's lock file stops the start, unless --config gives the store the
+// same, since the daemon would take another lock than the tool it shares
+// the store with, and neither would exclude the other. Other settings are
+// only warned about.
+func checkOwnConfigs(stores []storeSpec, cfg *Config, log *slog.Logger) error {
+	for _, st := range stores {
+		path := configPath(st.path)
+		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) || (cfg != nil && sameFile(path, cfg.Path)) {
+			continue
+		}
+		own, err := ReadConfig(path)
+		if err != nil {
+			return fmt.Errorf("store %s: %w", st.path, err)
+		}
+		if own.LockFile != nil {
+			mine, _ := daemon.ResolveLockFile(st.path, st.lockFile)
+			theirs, _ := daemon.ResolveLockFile(st.path, *own.LockFile)
+			if st.lockFile == "" || !(mine == theirs || sameFile(mine, theirs)) {
+				return fmt.Errorf("store %s: its config file %s sets lock_file %s, which a daemon of several stores does not read: set it in the store's [[store]] table of --config (docs/config.md#several-stores)",
+					st.path, path, *own.LockFile)
+			}
+		}
+		log.Warn("a daemon of several stores reads --config only, not the stores' own config files", "store", st.path, "file", path)
+	}
+	return nil
+}
+
+// served is what the daemon serves: its stores, their queues' server,
+// and, for several stores, the shared queue folder.
+type served struct {
+	stores   []*servedStore
+	srv      *embednats.Server
+	qd       *daemon.QueueDir // nil for one store
+	log      *slog.Logger
+	exitIdle time.Duration
+}
+
+// servedStore is one store of the daemon.
+type servedStore struct {
+	path     string // canonical
+	id       string
+	lockFile string
+	lk       *daemon.Lock
+	w        *writer.Writer
+	d        queue.Discovery
+}
+
+func (d *served) locks() []*daemon.Lock {
+	locks := make([]*daemon.Lock, len(d.stores))
+	for i, st := range d.stores {
+		locks[i] = st.lk
+	}
+	return locks
+}
+
+// takeOver moves each store's queued jobs into the server before its
+// writer starts, from wherever they are kept (daemon.QueueHome): a
+// daemon of one store takes them from the shared queue folder of the
+// daemon of several that served the store last; a daemon of several takes
+// them from another shared folder if the note names one, and from the
+// store's own folder (a daemon of the store alone served it before). The
+// note says where they are from then on: it is changed once the jobs are
+// copied, before their old queue is deleted (embednats.Server.TakeOver).
+func (d *served) takeOver(ctx context.Context, limits queue.Limits) error {
+	for _, st := range d.stores {
+		home, err := daemon.ReadQueueHome(st.path)
+		if err != nil {
+			return err
+		}
+		if d.qd == nil {
+			if home != nil {
+				src := embednats.QueueSource{Dir: home.JetStream(), StoreID: home.StoreID, Shared: true}
+				if err := d.takeOverFrom(ctx, st, home, src, limits, st.lk.ClearQueueHome); err != nil {
+					return err
+				}
+			}
+			if err := st.lk.ClearQueueHome(); err != nil {
+				return err
+			}
+			continue
+		}
+		here := func() error { return st.lk.SetQueueHome(d.qd.Dir()) }
+		switch {
+		case home == nil:
+		case home.Dir != d.qd.Dir():
+			src := embednats.QueueSource{Dir: home.JetStream(), StoreID: home.StoreID, Shared: true}
+			if err := d.takeOverFrom(ctx, st, home, src, limits, here); err != nil {
+				return err
+			}
+		case home.StoreID != st.id:
+			// Moved while served from this folder: its former queue is
+			// the account of its former ID, here.
+			for _, u := range d.srv.Unserved() {
+				if u.StoreID == home.StoreID {
+					return fmt.Errorf("store %s: %w: %d jobs of the store, queued under its former ID %s, wait in %s; serve the store alone once to apply them (scribe serve --store %s --exit-idle 1s), then add it again",
+						st.path, embednats.ErrFormerQueue, u.Jobs, u.StoreID, d.qd.Dir(), shellQuote(st.path))
+				}
+			}
+		}
+		// Its own folder too, whatever the note says: a daemon of the
+		// store alone (of a version without notes) may have served it.
+		own := embednats.QueueSource{Dir: queue.Layout{Root: st.path}.Queue(), StoreID: st.id}
+		n, err := d.srv.TakeOver(ctx, st.id, own, limits, here)
+		if err != nil {
+			return fmt.Errorf("store %s: %w", st.path, err)
+		}
+		if n > 0 {
+			d.log.Info("took over the store's queued jobs from its own queue folder", "store", st.path, "jobs", n, "from", own.Dir)
+		}
+		if err := here(); err != nil {
+			return err
+		}
+		if err := d.qd.Remember(st.id, st.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeOverFrom takes a store's jobs over from the shared queue folder
+// home names, holding it meanwhile: a daemon that uses it (and does not
+// serve the store) keeps them there, and this start stops, saying where
+// they are. moved records that they are here (see TakeOver).
+func (d *served) takeOverFrom(ctx context.Context, st *servedStore, home *daemon.QueueHome, src embednats.QueueSource, limits queue.Limits, moved func() error) error {
+	has, err := src.HasQueue()
+	if err != nil || !has {
+		return err
+	}
+	qd, err := daemon.TakeQueueDir(ctx, home.Dir, []string{st.path}, d.log)
+	if errors.Is(err, daemon.ErrQueueDirBusy) {
+		return fmt.Errorf("store %s: its queued jobs are kept in the shared queue folder of the daemon that served it last, and %w, which does not serve the store: add the store to that daemon, or stop it, so that this one takes the jobs over (docs/running.md#several-stores)",
+			st.path, err)
 	}
 	if err != nil {
 		return err
 	}
-	if err := w.Start(ctx); err != nil {
-		return err
+	defer qd.Close()
+	n, err := d.srv.TakeOver(ctx, st.id, src, limits, moved)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", st.path, err)
 	}
-	defer w.Close() // on every early return; a second Close is a no-op
-	d := srv.Discovery()
-	// Direct writers given no lock file take this one (daemon.LockFile).
-	if d.LockFile, err = daemon.ResolveLockFile(d.Store, *lockFile); err != nil {
-		return err
+	if n > 0 {
+		d.log.Info("took over the store's queued jobs from the shared queue folder", "store", st.path, "jobs", n, "from", home.Dir)
 	}
-	d.IdleReleaseMS = idle.Milliseconds()
-	if ms != nil { // before the announcement: a ready daemon answers scrapes
-		met.started(d.Started, Version, d.Store, commands)
-		met.watchQueue(w)
-		ms.Serve(met.reg, log)
-		log.Info("serving metrics", "addr", ms.Addr(), "url", "http://"+ms.Addr()+"/metrics")
+	return qd.Remember(home.StoreID, "")
+}
+
+// reportUnserved logs the jobs the shared queue folder keeps for stores
+// the daemon does not serve, and marks those stores stranded: their
+// status says where the jobs are (a daemon that serves such a store
+// takes them over).
+func (d *served) reportUnserved() {
+	known := d.qd.Stores()
+	keep := map[string]bool{}
+	for _, st := range d.stores {
+		keep[st.id] = true
 	}
-	if err := lk.Announce(&d); err != nil {
-		return err
+	for _, u := range d.srv.Unserved() {
+		keep[u.StoreID] = true
+		path := known[u.StoreID]
+		d.log.Warn("jobs wait in the shared queue folder for a store this daemon does not serve; they stay there until a daemon serves the store",
+			"store", path, "store_id", u.StoreID, "jobs", u.Jobs, "queue_dir", d.qd.Dir())
+		if path == "" {
+			continue
+		}
+		if home, err := daemon.ReadQueueHome(path); err != nil || home == nil || home.Dir != d.qd.Dir() {
+			continue // not this folder's (any more)
+		}
+		if live, err := daemon.Find(path); err != nil || live != nil {
+			continue
+		}
+		why := fmt.Sprintf("%d jobs of this store wait in the shared queue folder %s of daemon pid %d, which does not serve it; a daemon serving the store takes them over",
+			u.Jobs, d.qd.Dir(), os.Getpid())
+		if err := queue.MarkStranded(path, why); err != nil {
+			d.log.Warn("mark the store stranded", "store", path, "err", err)
+		}
 	}
-	log.Info("serving", "store", d.Store, "store_id", d.StoreID, "url", d.URL, "pid", d.PID, "sync", *syncFlag, "exec_commands", len(commands))
-	ready.notify(log, "READY=1", fmt.Sprintf("MAINPID=%d", d.PID), "STATUS=serving "+d.Store)
-	waitIdle(ctx, w, lk, &d, *exitIdle, log)
-	ready.notify(log, "STOPPING=1")
-	log.Info("shutting down")
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("stop writer: %w", err)
+	for id := range known {
+		if !keep[id] {
+			if err := d.qd.Remember(id, ""); err != nil {
+				d.log.Warn("update the shared queue folder's list of stores", "err", err)
+			}
+		}
 	}
-	lk.Withdraw()
-	if err := srv.Close(); err != nil {
-		return err
+}
+
+// markStranded says, in the stranded marker of each store whose jobs
+// stay queued at the stop, where they are: in the shared queue folder.
+func (d *served) markStranded() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, st := range d.stores {
+		n, err := st.w.Queued(ctx)
+		if err != nil || n == 0 {
+			continue // the writer's own marker stands
+		}
+		why := fmt.Sprintf("daemon pid %d stopped with %d jobs queued for this store in the shared queue folder %s; a daemon serving the store takes them over",
+			os.Getpid(), n, d.qd.Dir())
+		if err := queue.MarkStranded(st.path, why); err != nil {
+			d.log.Warn("mark the store stranded", "store", st.path, "err", err)
+		}
 	}
-	return lk.Close()
+}
+
+// announce writes every store's discovery file; it withdraws them all if
+// one fails.
+func (d *served) announce() error {
+	for _, st := range d.stores {
+		if err := st.lk.Announce(&st.d); err != nil {
+			d.withdraw()
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *served) withdraw() {
+	for _, st := range d.stores {
+		st.lk.Withdraw()
+	}
+}
+
+// closeWriters stops the writers, all at once: each finishes its batch
+// in hand.
+func (d *served) closeWriters() error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(d.stores))
+	for i, st := range d.stores {
+		if st.w == nil {
+			continue
+		}
+		wg.Go(func() {
+			if err := st.w.Close(); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", st.path, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// closeLocks releases the shared queue folder and the daemon locks.
+func (d *served) closeLocks() error {
+	var errs []error
+	if d.qd != nil {
+		errs = append(errs, d.qd.Close())
+	}
+	for _, st := range d.stores {
+		errs = append(errs, st.lk.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// watchMetrics registers what the metrics say of the stores. With
+// several stores the scribe_* metrics are the daemon's, summed over its
+// stores; scribe_daemon_info has a series per store.
+func (d *served) watchMetrics(met *metrics, commands []writer.Command) {
+	first := d.stores[0]
+	met.started(first.d.Started, Version, first.path, commands)
+	if len(d.stores) == 1 {
+		met.watchQueue(first.w)
+		return
+	}
+	for _, st := range d.stores[1:] {
+		met.info.WithLabelValues(Version, st.path, st.id).Set(1)
+	}
+	met.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "scribe_queue_depth",
+		Help: "Jobs waiting in the queues of the daemon's stores, not yet applied and acked.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var sum uint64
+		for _, st := range d.stores {
+			n, err := st.w.Queued(ctx)
+			if err != nil {
+				return math.NaN()
+			}
+			sum += n
+		}
+		return float64(sum)
+	}))
+}
+
+// waitIdle is waitIdle (exitidle.go) for several stores: it returns when
+// ctx ends or, with an exit-idle period, once every store has been idle
+// that long and every queue is empty, having withdrawn every discovery
+// file (and looked again).
+func (d *served) waitIdle(ctx context.Context) {
+	if d.exitIdle <= 0 {
+		<-ctx.Done()
+		return
+	}
+	tick := time.NewTicker(min(max(d.exitIdle/4, 10*time.Millisecond), time.Second))
+	defer tick.Stop()
+	idle := func() bool {
+		for _, st := range d.stores {
+			if st.w.Idle() < d.exitIdle {
+				return false
+			}
+			if n, err := st.w.Queued(ctx); err != nil || n > 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !idle() {
+			continue
+		}
+		d.withdraw()
+		if idle() {
+			d.log.Info("idle; exiting", "exit_idle", d.exitIdle)
+			return
+		}
+		if err := d.announce(); err != nil {
+			d.log.Error("announce again", "err", err)
+			return
+		}
+	}
 }
 
 // noSpaceError explains a queue whose --max-bytes JetStream cannot

@@ -392,16 +392,18 @@ func (c *SubmitCommand) readJobFile(args []string, f jobFlags) (*queue.Job, erro
 	return &job, nil
 }
 
-// readLimited reads what of r a job can hold. More than a job may be
-// is rejected too_large at once, saying that the size is a lower bound:
-// the rest was not read.
+// readLimited reads what of r a job can hold. More than any job may be
+// (queue.MaxJobBytesLimit) is rejected too_large at once, saying that the
+// size is a lower bound: the rest was not read. The store's own limit,
+// 1 MiB unless its daemon allows more, is checked when the job is
+// encoded.
 func readLimited(r io.Reader, what string) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, queue.MaxJobBytes+1))
+	b, err := io.ReadAll(io.LimitReader(r, queue.MaxJobBytesLimit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
-	if len(b) > queue.MaxJobBytes {
-		return nil, queue.Reject(queue.ReasonTooLarge, "%s is at least %d bytes; a job may be at most %d bytes (1 MiB) encoded", what, len(b), queue.MaxJobBytes)
+	if len(b) > queue.MaxJobBytesLimit {
+		return nil, queue.Reject(queue.ReasonTooLarge, "%s is at least %d bytes; a job may be at most %d bytes encoded", what, len(b), queue.MaxJobBytesLimit)
 	}
 	return b, nil
 }

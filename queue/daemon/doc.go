@@ -2,6 +2,10 @@
 // daemon lock that makes one process the store's only daemon (Take), the
 // discovery file it announces itself to clients in (Lock.Announce), and
 // the one answer to "is a daemon serving this store, and where" (Find).
+// A daemon of several stores takes each store's lock, and the shared
+// queue folder that keeps their queues (TakeQueueDir); each store's
+// queue-home note (QueueHome) says where its jobs are kept when not in
+// the store.
 //
 // It depends on queue (the Layout of .scribe, the Discovery format, the
 // stranded marker) and gofrs/flock. cmd/scribe takes the lock, then

@@ -40,6 +40,9 @@ func checkMetaFiles(l queue.Layout) error {
 		{l.Discovery(), false},
 		{l.DiscoveryTemp(), false},
 		{l.Queue(), true},
+		// The queue-home note says where the daemon takes jobs from.
+		{queueHomePath(l.Root), false},
+		{queueHomePath(l.Root) + ".tmp", false},
 	} {
 		if err := checkOwnerOnly(c.path, c.dir, true); err != nil {
 			return err
@@ -94,9 +97,9 @@ func CheckOwnerOnly(path string, fi fs.FileInfo, dir bool) error {
 	return nil
 }
 
-// tightenMetaDir makes a safe but readable .scribe folder owner-only
-// (0700), as scribe creates it: the queue and the journal hold the content
-// of every job.
+// tightenMetaDir makes a safe but readable .scribe folder (or shared
+// queue folder) owner-only (0700), as scribe creates it: the queue and
+// the journal hold the content of every job.
 func tightenMetaDir(meta string, log *slog.Logger) error {
 	fi, err := os.Stat(meta)
 	if err != nil {
@@ -108,7 +111,7 @@ func tightenMetaDir(meta string, log *slog.Logger) error {
 	if err := os.Chmod(meta, 0o700); err != nil {
 		return fmt.Errorf("make %s owner-only: %w", meta, err)
 	}
-	log.Info("made the store's metadata folder owner-only", "path", meta, "was", fi.Mode().Perm().String())
+	log.Info("made the folder owner-only: it holds queued jobs", "path", meta, "was", fi.Mode().Perm().String())
 	return nil
 }
 

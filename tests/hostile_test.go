@@ -237,11 +237,18 @@ func TestSymlinkSwapCannotReachScribeFolder(t *testing.T) {
 
 	assert.Equal(t, lockIno, inodeOf(t, filepath.Join(meta, "lock")), ".scribe/lock was replaced")
 	assert.Equal(t, journalIno, inodeOf(t, filepath.Join(meta, "journal.db")), "the journal was replaced")
-	for _, name := range []string{"lock", "journal.db", "daemon.json"} {
+	for _, name := range []string{"lock", "daemon.json"} {
 		b, err := os.ReadFile(filepath.Join(meta, name))
 		require.NoError(t, err)
 		assert.NotContains(t, string(b), "PWNED", ".scribe/%s holds a job's data", name)
 	}
+	// The journal holds jobs' data by design (a batch's intent keeps the
+	// new content raw), so it is checked to be still bbolt's file: its
+	// first meta page's magic in place, not a job's bytes.
+	b, err := os.ReadFile(filepath.Join(meta, "journal.db"))
+	require.NoError(t, err)
+	require.Greater(t, len(b), 20)
+	assert.Equal(t, []byte{0xed, 0xda, 0x0c, 0xed}, b[16:20], ".scribe/journal.db is no longer a bbolt file")
 	// The journal is whole and has every outcome.
 	for i := range jobs {
 		outcomeOf(t, store, fmt.Sprintf("j%d", i))

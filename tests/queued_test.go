@@ -18,7 +18,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-const producers, perProducer = 16, 50
+const producers, perProducer = 16, 25
 
 // runProducers runs producers concurrent goroutines, each running
 // perProducer `scribe submit --wait` processes one after another.
@@ -43,7 +43,7 @@ func runProducers(t *testing.T, store string, args func(p, i int) []string) {
 	}
 }
 
-// Must show 1: 16 concurrent producers × 50 real `scribe submit --wait`
+// Must show 1: 16 concurrent producers × 25 real `scribe submit --wait`
 // processes through one daemon lose, double and reorder nothing.
 func TestConcurrentSubmitProcesses(t *testing.T) {
 	store := newStore(t)

@@ -1,5 +1,7 @@
 package writer
 
+import "github.com/scribehq/scribe/queue"
+
 // Test-only access to the lock primitives under Take and OpenSession, for
 // the tests of the hold registry, inheritance and identity in writer_test.
 // Library users have no way to take the store lock without finishing an
@@ -26,4 +28,19 @@ func WithLock(store string, o LockOptions, fn func(*Hold) error) error {
 	}
 	defer l.Unlock()
 	return fn(l)
+}
+
+// ApplyThenDie applies job as a batch of one and lets go of the store as
+// a writer SIGKILLed right after answering would: the batch's intent
+// left standing, its outcome provisional.
+func ApplyThenDie(store string, job *queue.Job) error {
+	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+	if err != nil {
+		return err
+	}
+	if _, err := s.Apply([]Entry{{Job: job}}); err != nil {
+		return err
+	}
+	s.st.journal.settled.Store(0) // forgotten with the process
+	return s.Close()
 }

@@ -274,6 +274,7 @@ func (w *Writer) Start(ctx context.Context) error {
 		return fmt.Errorf("create consumer: %w", err)
 	}
 	w.cons = cons
+	w.finishInterrupted()
 	w.mu.Lock()
 	w.lastDone = time.Now()
 	w.mu.Unlock()
@@ -1035,6 +1036,36 @@ func (w *Writer) maybePrune(ctx context.Context) {
 		floor = info.State.FirstSeq - 1
 	}
 	w.session.MaybePrune(floor)
+}
+
+// finishInterrupted finishes a batch that a writer killed before its
+// intent was dropped left standing, if the store is free: until a holder
+// redoes it, its outcomes are provisional and look-ups do not show them,
+// and without jobs to apply the writer would never take the store. If
+// the store is held, its holder has finished the batch already (opening
+// a session does); a failure here is only logged, and the next batch
+// tries again.
+func (w *Writer) finishInterrupted() {
+	j, err := OpenJournalReadOnly(JournalPath(w.store), 500*time.Millisecond)
+	if err != nil {
+		return // no journal yet, or held by a writer, which finishes it
+	}
+	in, err := j.pendingIntent()
+	_ = j.Close()
+	if err != nil || in == nil {
+		return
+	}
+	s, err := OpenSession(w.store, SessionOptions{
+		LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command,
+		MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, DefaultRetention), Logger: w.log,
+	})
+	if err != nil {
+		w.log.Warn("finish an interrupted batch at start; it is finished before the next batch", "err", err)
+		return
+	}
+	if err := s.Close(); err != nil {
+		w.log.Warn("release store", "err", err)
+	}
 }
 
 // acquire makes sure the writer holds the store, waiting while someone else

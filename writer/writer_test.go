@@ -232,3 +232,29 @@ func TestWriterQueueCheck(t *testing.T) {
 	assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, "after").Status, "consuming again after the restart")
 	assert.Equal(t, "before\nafter\n", storeLog(t, store))
 }
+
+// A writer killed after answering, before the next batch dropped the
+// batch's intent, leaves its outcomes provisional: hidden from look-ups
+// until a holder redoes the intent. A daemon that starts with nothing to
+// apply would never take the store, so it finishes such a batch at start:
+// the outcome its caller heard is visible again.
+func TestWriterFinishesInterruptedBatchAtStart(t *testing.T) {
+	store, storeID := writerStore(t)
+	job := &queue.Job{V: queue.Version, ID: "last", Store: storeID, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log", Data: []byte("x\n")}}}
+	require.NoError(t, writer.ApplyThenDie(store, job))
+	ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+	require.NoError(t, err)
+	o, err := ro.Outcome("last")
+	require.NoError(t, err)
+	assert.Nil(t, o, "provisional while the intent stands")
+	require.NoError(t, ro.Close())
+
+	nc, _ := startJetStream(t)
+	w := startWriter(t, store, nc, nil)
+	l := w.Lookup("last")
+	require.True(t, l.Found, "%+v", l)
+	assert.True(t, l.Outcome.Applied())
+	b, err := os.ReadFile(filepath.Join(store, "log"))
+	require.NoError(t, err)
+	assert.Equal(t, "x\n", string(b), "redone, not doubled")
+}

@@ -292,12 +292,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		status = fmt.Sprintf("serving %d stores, queue in %s", len(d.stores), d.qd.Dir())
 	}
 	ready.notify(log, "READY=1", fmt.Sprintf("MAINPID=%d", os.Getpid()), "STATUS="+status)
-	if shared {
-		d.waitIdle(ctx)
-	} else {
-		st := d.stores[0]
-		waitIdle(ctx, st.w, st.lk, &st.d, *exitIdle, log)
-	}
+	d.waitIdle(ctx)
 	ready.notify(log, "STOPPING=1")
 	log.Info("shutting down")
 	if err := d.closeWriters(); err != nil {
@@ -645,10 +640,14 @@ func (d *served) watchMetrics(met *metrics, commands []writer.Command) {
 	}))
 }
 
-// waitIdle is waitIdle (exitidle.go) for several stores: it returns when
-// ctx ends or, with an exit-idle period, once every store has been idle
-// that long and every queue is empty, having withdrawn every discovery
-// file (and looked again).
+// waitIdle returns when ctx ends or, with an exit-idle period, once the
+// daemon has been idle that long: every store's writer has had no job in
+// hand for that long and every queue is empty. Before it returns for
+// idleness it withdraws the discovery files, so that new clients stop
+// coming, and looks again: a job that came in meanwhile keeps the daemon
+// (announced again). One that a client still connected queues after that
+// is left stranded by the shutdown and applied by the next daemon (a
+// client with autostart starts it).
 func (d *served) waitIdle(ctx context.Context) {
 	if d.exitIdle <= 0 {
 		<-ctx.Done()

@@ -23,6 +23,23 @@ import (
 // never makes a starting daemon fail.
 const lockSettle = 300 * time.Millisecond
 
+// tryLockSettled takes the lock file at path (created owner-only),
+// retrying for lockSettle, so that a probe's instant hold never fails a
+// start. It returns false if another process holds it for longer.
+func tryLockSettled(ctx context.Context, path, what string) (*flock.Flock, bool, error) {
+	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(0o600))
+	settle, cancel := context.WithTimeout(ctx, lockSettle)
+	locked, err := fl.TryLockContext(settle, 5*time.Millisecond)
+	cancel()
+	if err != nil && ctx.Err() != nil {
+		return nil, false, ctx.Err()
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, false, fmt.Errorf("%s: %w", what, err)
+	}
+	return fl, locked, nil
+}
+
 // Lock is a daemon's hold on a store: the exclusive flock on
 // <store>/.scribe/daemon.lock that makes it the store's only daemon, and
 // the discovery file it announces itself to clients in. It serves the
@@ -64,15 +81,9 @@ func Take(ctx context.Context, store string, log *slog.Logger) (_ *Lock, err err
 	if err := checkMetaDir(meta); err != nil {
 		return nil, err
 	}
-	l.fl = flock.New(l.layout.DaemonLock(), flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(0o600))
-	settle, cancel := context.WithTimeout(ctx, lockSettle)
-	locked, err := l.fl.TryLockContext(settle, 5*time.Millisecond)
-	cancel()
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("daemon lock: %w", err)
+	var locked bool
+	if l.fl, locked, err = tryLockSettled(ctx, l.layout.DaemonLock(), "daemon lock"); err != nil {
+		return nil, err
 	}
 	if !locked {
 		var other *queue.Discovery

@@ -116,15 +116,9 @@ func TakeQueueDir(ctx context.Context, dir string, stores []string, log *slog.Lo
 		return nil, err
 	}
 	q := &QueueDir{dir: abs, stores: map[string]string{}}
-	q.fl = flock.New(filepath.Join(abs, queueDirLock), flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(0o600))
-	settle, cancel := context.WithTimeout(ctx, lockSettle)
-	locked, err := q.fl.TryLockContext(settle, 5*time.Millisecond)
-	cancel()
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("shared queue folder lock: %w", err)
+	var locked bool
+	if q.fl, locked, err = tryLockSettled(ctx, filepath.Join(abs, queueDirLock), "shared queue folder lock"); err != nil {
+		return nil, err
 	}
 	if !locked {
 		return nil, &QueueDirBusyError{Dir: abs, Holder: readQueueDirHolder(abs)}

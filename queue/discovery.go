@@ -51,7 +51,17 @@ type Discovery struct {
 	// MaxJobBytes is the largest encoded job the daemon takes; 0 (older
 	// daemons) means MaxJobBytes.
 	MaxJobBytes int `json:"max_job_bytes,omitempty"`
+	// Queue is QueueNATS when the store's queue is on a NATS server or
+	// cluster that other daemons reach too (serve --nats-url or
+	// --nats-config): URL is that server's, and the file holds no
+	// credentials or certificate: clients bring the operator's
+	// (SCRIBE_NATS_*, docs/cluster.md). Empty for the daemon's own
+	// embedded server.
+	Queue string `json:"queue,omitempty"`
 }
+
+// QueueNATS is Discovery.Queue for a queue on a NATS server or cluster.
+const QueueNATS = "nats"
 
 // ErrUnverified means a server did not prove that it is the daemon a
 // discovery file names: no TLS, another certificate, or a discovery file

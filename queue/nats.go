@@ -22,6 +22,9 @@ type Limits struct {
 	// MaxJobBytesLimit. 0 means MaxJobBytes (1 MiB). The NATS server's
 	// max payload must allow it (and its headers).
 	MaxJobBytes int
+	// Replicas is how many servers of a cluster keep the queue: 1, or 3
+	// to survive the loss of one. 0 means 1.
+	Replicas int
 }
 
 // JobBytes is l.MaxJobBytes, or its default.
@@ -36,6 +39,9 @@ func (l Limits) JobBytes() int {
 func (l Limits) Check() error {
 	if l.MaxJobBytes < 0 || l.MaxJobBytes > MaxJobBytesLimit {
 		return fmt.Errorf("max job bytes %d: want 1 to %d (JetStream stores messages of up to 32 MiB)", l.MaxJobBytes, MaxJobBytesLimit)
+	}
+	if l.Replicas < 0 || l.Replicas > 5 {
+		return fmt.Errorf("replicas %d: want 1 to 5 (1, or 3 to survive the loss of a server)", l.Replicas)
 	}
 	return nil
 }
@@ -73,7 +79,7 @@ func StreamConfig(storeID string, l Limits) jetstream.StreamConfig {
 		MaxBytes:    l.MaxBytes,
 		MaxMsgSize:  int32(l.JobBytes() + 4096), // headroom for headers
 		Duplicates:  DedupeWindow,
-		Replicas:    1,
+		Replicas:    max(l.Replicas, 1),
 	}
 }
 
@@ -118,6 +124,59 @@ func CreateStream(ctx context.Context, js jetstream.JetStream, storeID string, l
 		return nil, fmt.Errorf("create stream %s: %w", cfg.Name, err)
 	}
 	return s, nil
+}
+
+// ErrStreamConflict is returned by VerifyStream for a store's stream whose
+// configuration differs from what scribe needs; nothing was changed.
+var ErrStreamConflict = errors.New("the store's stream is configured differently")
+
+// VerifyStream is CreateStream for a NATS server that scribe does not own
+// (an operator's, a cluster): a missing stream is created; an existing
+// one is used only if it is configured as StreamConfig says, and never
+// changed: a difference of retention, subjects, storage, discard policy,
+// limits or replicas fails with ErrStreamConflict, naming each. (A daemon
+// that changed it to its flags would fight another daemon of the store
+// started with other flags; the operator decides.)
+func VerifyStream(ctx context.Context, js jetstream.JetStream, storeID string, l Limits) (jetstream.Stream, error) {
+	want := StreamConfig(storeID, l)
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // another daemon was faster
+			s, err = js.Stream(ctx, want.Name)
+		} else if err != nil {
+			return nil, fmt.Errorf("create stream %s: %w", want.Name, err)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", want.Name, err)
+	}
+	if diff := streamDiff(s.CachedInfo().Config, want); len(diff) > 0 {
+		return nil, fmt.Errorf("%w: stream %s has %s; change the stream (nats stream edit) or this daemon's flags to match",
+			ErrStreamConflict, want.Name, strings.Join(diff, ", "))
+	}
+	return s, nil
+}
+
+// streamDiff names the settings of have that differ from want, among
+// those StreamConfig sets (the description aside).
+func streamDiff(have, want jetstream.StreamConfig) []string {
+	var d []string
+	add := func(name string, h, w any) {
+		if fmt.Sprint(h) != fmt.Sprint(w) {
+			d = append(d, fmt.Sprintf("%s %v where scribe needs %v", name, h, w))
+		}
+	}
+	add("subjects", have.Subjects, want.Subjects)
+	add("retention", have.Retention, want.Retention)
+	add("storage", have.Storage, want.Storage)
+	add("discard", have.Discard, want.Discard)
+	add("max_msgs", have.MaxMsgs, want.MaxMsgs)
+	add("max_bytes", have.MaxBytes, want.MaxBytes)
+	add("max_msg_size", have.MaxMsgSize, want.MaxMsgSize)
+	add("duplicate_window", have.Duplicates, want.Duplicates)
+	add("replicas", have.Replicas, want.Replicas)
+	return d
 }
 
 // ErrQueueFull is returned by Publish when the store's queue is at its

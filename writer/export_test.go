@@ -1,6 +1,10 @@
 package writer
 
-import "github.com/scribehq/scribe/queue"
+import (
+	"time"
+
+	"github.com/scribehq/scribe/queue"
+)
 
 // Test-only access to the lock primitives under Take and OpenSession, for
 // the tests of the hold registry, inheritance and identity in writer_test.
@@ -43,4 +47,28 @@ func ApplyThenDie(store string, job *queue.Job) error {
 	}
 	s.st.journal.settled.Store(0) // forgotten with the process
 	return s.Close()
+}
+
+// PauseRenewal stops a claim's renewals without releasing it, as a
+// paused or partitioned holder's stop.
+func (c *Claim) PauseRenewal() {
+	close(c.stop)
+	<-c.done
+}
+
+// RenewNow makes one renewal attempt now, as a resumed holder's next one;
+// it returns whether the claim is lost.
+func (c *Claim) RenewNow() bool { return c.renewOnce(time.Second) }
+
+// CommitUnder records a one-job batch of outcome id in the store's journal
+// under fence, as a writer's session does, and returns its error.
+func CommitUnder(store string, fence Fence, id string) error {
+	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon, Fence: fence})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	job := &queue.Job{V: queue.Version, ID: id, Store: s.StoreID(), Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log", Data: []byte(id + "\n")}}}
+	_, err = s.Apply([]Entry{{Job: job}})
+	return err
 }

@@ -34,6 +34,7 @@ var (
 	prefixData     = []byte("data/")   // in bucketIntent: data/<i> → the raw data of the intent's i-th change
 	keyStuck       = []byte("stuck")   // why the last redo of the intent failed, while it stands
 	keyRunning     = []byte("running") // in bucketIntent: the exec run in progress (runRecord), while its command runs
+	keyFence       = []byte("fence")   // the largest claim token (Fence) a batch was committed under
 )
 
 // journalTimeout bounds the wait for bbolt's own file lock. The journal is
@@ -61,6 +62,55 @@ type Journal struct {
 	// settled is the generation of the last intent this process carried
 	// out (0: none). An intent of another generation is provisional.
 	settled atomic.Uint64
+	// fence is the claim this process's writer commits under, if its
+	// store's queue is shared by several daemons (SessionOptions.Fence).
+	fence atomic.Pointer[Fence]
+}
+
+// Fence is a daemon writer's claim on a store whose queue several daemons
+// can reach (a *Claim). Every journal transaction that decides jobs (a
+// batch's outcomes and intent, an exec run's start and end) checks it and
+// the journal's fence token in the same transaction: a writer whose claim
+// is lost or unrenewed, or older than one the journal was written under,
+// commits nothing, however long it was paused between its last check and
+// its commit. Only the daemon's own journal has a fence: direct writers
+// take the store lock, which a daemon on another machine cannot see, and
+// are not fenced.
+type Fence interface {
+	// Token is the claim's fencing token, larger for every later claim.
+	Token() uint64
+	// Check returns nil while the claim certainly holds.
+	Check() error
+}
+
+// setFence makes the journal's deciding transactions check f (nil: none).
+func (j *Journal) setFence(f Fence) {
+	if f == nil {
+		j.fence.Store(nil)
+		return
+	}
+	j.fence.Store(&f)
+}
+
+// checkFence fails a deciding transaction whose writer may no longer be
+// the store's (see Fence), and records a newer token.
+func (j *Journal) checkFence(tx *bolt.Tx) error {
+	p := j.fence.Load()
+	if p == nil {
+		return nil
+	}
+	f := *p
+	if err := f.Check(); err != nil {
+		return err
+	}
+	m := tx.Bucket(bucketMeta)
+	switch stored, token := getUint(m, keyFence), f.Token(); {
+	case stored > token:
+		return fmt.Errorf("%w: this writer's token is %d, the journal's %d", ErrFenced, token, stored)
+	case stored < token:
+		return m.Put(keyFence, putUint(token))
+	}
+	return nil
 }
 
 // openJournal opens (creating) a journal for writing. Callers must hold the
@@ -207,6 +257,9 @@ func (j *Journal) record(in *intent, outs []*queue.Outcome, dead []queue.DeadLet
 		}
 	}
 	err = j.db.Update(func(tx *bolt.Tx) error {
+		if err := j.checkFence(tx); err != nil {
+			return err
+		}
 		if g := intentGen(tx); g != 0 && g != j.settled.Load() {
 			return errors.New("the batch before was not carried out: redo it first")
 		}
@@ -377,6 +430,9 @@ func (j *Journal) Interrupted() (*Interrupted, error) {
 // transaction. Outcomes already recorded are never overwritten.
 func (j *Journal) commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
+		if err := j.checkFence(tx); err != nil {
+			return err
+		}
 		if err := dropIntent(tx); err != nil {
 			return err
 		}
@@ -482,6 +538,9 @@ func (j *Journal) setRunning(r *runRecord) error {
 		return err
 	}
 	return j.db.Update(func(tx *bolt.Tx) error {
+		if err := j.checkFence(tx); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketIntent).Put(keyRunning, b)
 	})
 }
@@ -509,6 +568,9 @@ func (j *Journal) running() (*runRecord, error) {
 func (j *Journal) endRun(outs []*queue.Outcome, lastSeq uint64) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
 		if len(outs) > 0 {
+			if err := j.checkFence(tx); err != nil {
+				return err
+			}
 			if err := recordOutcomes(tx, outs, lastSeq); err != nil {
 				return err
 			}

@@ -44,6 +44,9 @@ type SessionOptions struct {
 	Retention time.Duration
 	// Logger receives recovery messages; nil discards them.
 	Logger *slog.Logger
+	// Fence, if set, is the daemon's claim on the store (a *Claim): the
+	// journal commits nothing once it fails (see Fence).
+	Fence Fence
 }
 
 // DefaultRetention is how long the journal keeps outcomes by default.
@@ -184,7 +187,7 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	if hs.st == nil {
-		if hs.st, err = openShared(real, l.h, hs, o.Logger); err != nil {
+		if hs.st, err = openShared(real, l.h, hs, o.Fence, o.Logger); err != nil {
 			l.Unlock()
 			return nil, err
 		}
@@ -197,7 +200,7 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 // entry is hs, raises the epoch if this hold has none yet (an inherited
 // hold has its parent's), and redoes an interrupted batch. hs.mu must be
 // locked.
-func openShared(real string, ls *lockState, hs *holdState, log *slog.Logger) (_ *shared, err error) {
+func openShared(real string, ls *lockState, hs *holdState, fence Fence, log *slog.Logger) (_ *shared, err error) {
 	st := &shared{log: log}
 	defer func() {
 		if err != nil {
@@ -210,6 +213,7 @@ func openShared(real string, ls *lockState, hs *holdState, log *slog.Logger) (_ 
 	if st.journal, err = openJournal(JournalPath(real)); err != nil {
 		return nil, err
 	}
+	st.journal.setFence(fence)
 	if hs.epoch == 0 {
 		epoch, err := st.journal.nextEpoch()
 		if err != nil {

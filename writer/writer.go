@@ -94,6 +94,14 @@ type Config struct {
 	// Observer is told what the writer does, for metrics; nil observes
 	// nothing (see Observer).
 	Observer Observer
+	// Claim, if set, is this daemon's claim on the store, whose queue
+	// other daemons can reach too (a NATS cluster): the writer commits
+	// nothing without it (SessionOptions.Fence), and stops once it is
+	// lost (Err says why). Take it with AcquireClaim before New, which
+	// resets the store's consumer. The writer does not release it. With a
+	// claim, New creates the store's stream if it is missing and only
+	// verifies it otherwise (queue.VerifyStream).
+	Claim *Claim
 }
 
 // QueueCheckInterval is how often the writer calls Config.CheckQueue while
@@ -183,6 +191,8 @@ type Writer struct {
 	deferred string
 	// hand are the jobs of the batch (or exec run) in hand, for Locate.
 	hand []handJob
+	// stopErr is why the writer stopped on its own (see Err).
+	stopErr error
 }
 
 // item is a message taken from the queue, decoded.
@@ -247,7 +257,13 @@ func New(ctx context.Context, cfg Config) (*Writer, error) {
 			return nil, fmt.Errorf("look for the queues of the store's former paths: %w", err)
 		}
 	}
-	w.stream, err = queue.CreateStream(ctx, w.js, w.storeID, cfg.Limits)
+	if cfg.Claim != nil {
+		// A server other daemons reach: the stream is the operator's
+		// to change, not this daemon's.
+		w.stream, err = queue.VerifyStream(ctx, w.js, w.storeID, cfg.Limits)
+	} else {
+		w.stream, err = queue.CreateStream(ctx, w.js, w.storeID, cfg.Limits)
+	}
 	if errors.Is(err, queue.ErrNoSpace) {
 		// JetStream refuses to change an existing stream's limits while
 		// the disk is short of what all streams reserve, even to lower
@@ -623,11 +639,16 @@ func (w *Writer) run(ctx context.Context) {
 			}
 		default:
 		}
+		if w.claimLost() != nil {
+			return
+		}
 		if len(w.ahead) == 0 {
 			select {
 			case <-ctx.Done():
 				w.purge(context.Background(), true)
 				return
+			case <-w.lostClaim():
+				continue // stops at the top
 			case <-w.purgeDue():
 				w.purge(ctx, true)
 			case <-idle.C:
@@ -671,6 +692,15 @@ func (w *Writer) run(ctx context.Context) {
 		w.purge(ctx, false)
 		idle.Reset(w.cfg.IdleRelease)
 	}
+}
+
+// lostClaim is closed once the claim is lost; nil (never ready) without
+// a claim.
+func (w *Writer) lostClaim() <-chan struct{} {
+	if w.cfg.Claim == nil {
+		return nil
+	}
+	return w.cfg.Claim.Lost()
 }
 
 // take decodes a message and appends it to ahead, and updates pace.
@@ -736,6 +766,9 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 		return
 	}
 	w.stopPurgeTimer()
+	if w.cfg.Claim != nil && w.cfg.Claim.Check() != nil {
+		return // a writer that may have lost the store leaves the queue alone
+	}
 	crashPoint("ack")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -940,9 +973,10 @@ func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []Ent
 			w.count(results)
 			return results, true
 		}
-		// An I/O fault (disk full, read-only, EIO): nothing of this batch
-		// is recorded as applied and nothing is acked. Keep the batch in
-		// hand and retry; the next Apply first completes what was begun.
+		// An I/O fault (disk full, read-only, EIO), or a claim not
+		// renewed in time: nothing of this batch is recorded as applied
+		// and nothing is acked. Keep the batch in hand and retry; the
+		// next Apply first completes what was begun.
 		if !w.retryAfterFault(ctx, err, attempt, batch, &lastFaultLog) {
 			return nil, false
 		}
@@ -951,10 +985,19 @@ func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []Ent
 
 // retryAfterFault records and logs an I/O fault that kept a batch from
 // being applied or recorded, and waits before the next attempt: the
-// batch stays in hand, unacked. It returns false if ctx ended.
+// batch stays in hand, unacked. It returns false if ctx ended, or if the
+// writer's claim on the store is lost: then it stops (Err).
 func (w *Writer) retryAfterFault(ctx context.Context, err error, attempt int, batch []jetstream.Msg, lastLog *time.Time) bool {
+	if errors.Is(err, ErrClaimLost) || errors.Is(err, ErrFenced) {
+		// Another daemon is the store's writer now: the jobs in hand are
+		// its to apply.
+		w.log.Error("the store's claim is lost: this writer stops without committing the jobs in hand", "err", err, "jobs", len(batch))
+		w.stopFor(err)
+		w.release()
+		return false
+	}
 	w.setFault(err.Error())
-	if errors.Is(err, ErrStoreChanged) {
+	if errors.Is(err, ErrStoreChanged) || errors.Is(err, ErrClaimExpired) {
 		// The lock file or journal is no longer the one this hold
 		// opened: another writer may hold the real one. Let go, and
 		// take the store anew through its path.
@@ -1055,10 +1098,7 @@ func (w *Writer) finishInterrupted() {
 	if err != nil || in == nil {
 		return
 	}
-	s, err := OpenSession(w.store, SessionOptions{
-		LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command,
-		MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, DefaultRetention), Logger: w.log,
-	})
+	s, err := OpenSession(w.store, w.sessionOptions())
 	if err != nil {
 		w.log.Warn("finish an interrupted batch at start; it is finished before the next batch", "err", err)
 		return
@@ -1066,6 +1106,53 @@ func (w *Writer) finishInterrupted() {
 	if err := s.Close(); err != nil {
 		w.log.Warn("release store", "err", err)
 	}
+}
+
+// sessionOptions are the options of the writer's sessions.
+func (w *Writer) sessionOptions() SessionOptions {
+	o := SessionOptions{
+		LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command,
+		MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, DefaultRetention), Logger: w.log,
+	}
+	if w.cfg.Claim != nil { // not a nil *Claim in the interface
+		o.Fence = w.cfg.Claim
+	}
+	return o
+}
+
+// claimLost returns, once the writer's claim on the store is lost (or the
+// journal was written under a later one), why; nil while it holds or
+// without a claim. The writer then stops: see Err.
+func (w *Writer) claimLost() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopErr == nil && w.cfg.Claim != nil {
+		if err := w.cfg.Claim.Check(); errors.Is(err, ErrClaimLost) {
+			w.stopErr = err
+		}
+	}
+	return w.stopErr
+}
+
+// stopFor records why the writer stops on its own (its claim lost).
+func (w *Writer) stopFor(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopErr == nil {
+		w.stopErr = err
+	}
+}
+
+// Done is closed once the writer has stopped: by Close, or on its own
+// when its claim on the store was lost (Err).
+func (w *Writer) Done() <-chan struct{} { return w.done }
+
+// Err is why the writer stopped on its own: its claim on the store lost
+// to another daemon (ErrClaimLost, ErrFenced); nil otherwise.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopErr
 }
 
 // acquire makes sure the writer holds the store, waiting while someone else
@@ -1079,10 +1166,10 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 	var lastLog time.Time
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		s, err := OpenSession(w.store, SessionOptions{
-			LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command,
-			MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, DefaultRetention), Logger: w.log,
-		})
+		if err := w.claimLost(); err != nil {
+			return err
+		}
+		s, err := OpenSession(w.store, w.sessionOptions())
 		if err == nil {
 			w.mu.Lock()
 			w.session, w.epoch, w.waiting = s, s.Epoch(), ""
@@ -1237,9 +1324,11 @@ func (w *Writer) serveStatus() (micro.Service, error) {
 			Handler: micro.HandlerFunc(func(req micro.Request) {
 				// The requester picks the reply subject, and this connection
 				// may publish anywhere: answer only into an inbox (all that
-				// submitters may subscribe to), never onto the queue's API
-				// or another caller's outcome subject (docs/security.md).
-				if !strings.HasPrefix(req.Reply(), "_INBOX.") {
+				// submitters may subscribe to: _INBOX.> on the embedded
+				// server, the store's own prefix on a shared one), never onto
+				// the queue's API or another caller's outcome subject
+				// (docs/security.md).
+				if r := req.Reply(); !strings.HasPrefix(r, "_INBOX.") && !strings.HasPrefix(r, queue.ClientInboxPrefix(w.storeID)+".") {
 					return
 				}
 				var v any

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,8 +108,7 @@ func (src QueueSource) HasQueue() (bool, error) {
 // queue costs nothing: no server is started for it, and moved is not
 // called.
 func (s *Server) TakeOver(ctx context.Context, storeID string, src QueueSource, limits queue.Limits, moved func() error) (int, error) {
-	names, err := src.streams()
-	if err != nil || len(names) == 0 {
+	if has, err := src.HasQueue(); err != nil || !has {
 		return 0, err
 	}
 	conn := s.StoreConn(storeID)
@@ -119,7 +119,21 @@ func (s *Server) TakeOver(ctx context.Context, storeID string, src QueueSource, 
 	if err != nil {
 		return 0, err
 	}
-	sconn, closeSource, err := s.openSource(src)
+	return TakeOverInto(ctx, tjs, storeID, src, limits, moved, !s.shared, s.log)
+}
+
+// TakeOverInto is TakeOver into any JetStream: a NATS server or cluster
+// that the store's queue moves to (serve --nats-url). The store's stream
+// there must exist, configured as the writer wants (queue.VerifyStream),
+// or be free to create. With drainFormer false, the queues of the store's
+// former paths that hold jobs stop it with ErrFormerQueue, since no writer
+// there drains them.
+func TakeOverInto(ctx context.Context, tjs jetstream.JetStream, storeID string, src QueueSource, limits queue.Limits, moved func() error, drainFormer bool, log *slog.Logger) (int, error) {
+	names, err := src.streams()
+	if err != nil || len(names) == 0 {
+		return 0, err
+	}
+	sconn, closeSource, err := openSource(src, log)
 	if err != nil {
 		return 0, err
 	}
@@ -142,7 +156,7 @@ func (s *Server) TakeOver(ctx context.Context, storeID string, src QueueSource, 
 			return 0, fmt.Errorf("take over the queue in %s: load stream %s: %w", src.Dir, name, err)
 		}
 		info := st.CachedInfo()
-		if id, _ := queue.StreamStoreID(info.Config.Name); id != storeID && s.shared && info.State.Msgs > 0 {
+		if id, _ := queue.StreamStoreID(info.Config.Name); id != storeID && !drainFormer && info.State.Msgs > 0 {
 			return 0, fmt.Errorf("%w: %d jobs of the store queued under its former ID %s wait in %s; serve the store alone once to apply them (scribe serve --store DIR --exit-idle 1s), then add it again",
 				ErrFormerQueue, info.State.Msgs, id, src.Dir)
 		}
@@ -168,7 +182,7 @@ func (s *Server) TakeOver(ctx context.Context, storeID string, src QueueSource, 
 		if err != nil {
 			return n, fmt.Errorf("take over the queue in %s: %w", src.Dir, err)
 		}
-		s.log.Debug("took over a queue", "jobs", k, "from", src.Dir, "stream", info.Config.Name)
+		log.Debug("took over a queue", "jobs", k, "from", src.Dir, "stream", info.Config.Name)
 	}
 	if moved != nil {
 		if err := moved(); err != nil {
@@ -186,7 +200,7 @@ func (s *Server) TakeOver(ctx context.Context, storeID string, src QueueSource, 
 
 // openSource starts a server of its own on the source's folder, without a
 // listener, and connects to it in-process.
-func (s *Server) openSource(src QueueSource) (*nats.Conn, func(), error) {
+func openSource(src QueueSource, log *slog.Logger) (*nats.Conn, func(), error) {
 	opts := &server.Options{
 		ServerName: "scribe-takeover", JetStream: true, StoreDir: src.Dir,
 		DontListen: true, NoSigs: true, SyncAlways: true,
@@ -202,7 +216,7 @@ func (s *Server) openSource(src QueueSource) (*nats.Conn, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("open the queue in %s: %w", src.Dir, err)
 	}
-	ns.SetLoggerV2(&slogAdapter{l: s.log.With("queue", src.Dir)}, false, false, false)
+	ns.SetLoggerV2(&slogAdapter{l: log.With("queue", src.Dir)}, false, false, false)
 	ns.Start()
 	stop := func() { ns.Shutdown(); ns.WaitForShutdown() }
 	if !ns.ReadyForConnections(10 * time.Second) {

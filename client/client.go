@@ -83,6 +83,11 @@ type options struct {
 	connectTimeout time.Duration
 	log            *slog.Logger
 	autostart      *Autostart
+	// remote is the store's queue on a NATS server or cluster
+	// (WithRemote), nil for the local daemon's.
+	remote *queue.Remote
+	// maxJobBytes is WithMaxJobBytes's limit, 0 for the default.
+	maxJobBytes int
 }
 
 // Option configures Open.
@@ -114,11 +119,28 @@ func WithConnectTimeout(d time.Duration) Option { return func(o *options) { o.co
 // WithLogger sets a logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
+// WithRemote makes Open queue the store's jobs on a NATS server or
+// cluster that r reaches (the store's daemon serves it from there, scribe
+// serve --nats-url) instead of looking for a local daemon: Open is then
+// OpenRemote with the folder's store ID. A process handed a standing hold
+// of the store (a `scribe lock` child) still writes directly under it;
+// RouteDirect is an error.
+func WithRemote(r queue.Remote) Option { return func(o *options) { o.remote = &r } }
+
+// WithMaxJobBytes sets the largest encoded job a client sends to a
+// remote queue (OpenRemote, WithRemote), where no discovery file tells
+// the daemon's limit: the daemon's own (serve --max-job-bytes), at most
+// queue.MaxJobBytesLimit. Default queue.MaxJobBytes. A local daemon's
+// discovery file overrides it; a direct write ignores it.
+func WithMaxJobBytes(n int) Option { return func(o *options) { o.maxJobBytes = n } }
+
 // Client writes jobs to one store, by the route Open chose.
 type Client struct {
-	store   string
+	store   string // "" for a store known by ID only (OpenRemote)
 	storeID string
 	r       route
+	// maxJobBytes is the largest encoded job sent to a remote queue.
+	maxJobBytes int
 }
 
 // route is how a Client's jobs reach the store: queued (through the
@@ -157,17 +179,11 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("store %s is not a folder", store)
 	}
-	o := options{route: RoutePrefer, command: commandLine(), connectTimeout: defaultConnectTimeout}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.log == nil {
-		o.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.route, err = ParseRoute(string(o.route)); err != nil {
+	o, err := newOptions(opts)
+	if err != nil {
 		return nil, err
 	}
-	c := &Client{store: real, storeID: queue.StoreID(real)}
+	c := &Client{store: real, storeID: queue.StoreID(real), maxJobBytes: o.maxJobBytes}
 	// Direct writes take the lock the store's daemon takes, or they would
 	// not exclude it: its lock file when none was given, and none other.
 	// A hold handed down is on that file too. A mismatch matters only
@@ -181,6 +197,12 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	if o.route == RoutePrefer && holdHandedDown() {
 		lockPath, err := lockFile()
 		inherited = err == nil && writer.InheritedHold(real, lockPath)
+	}
+	if o.remote != nil && !inherited {
+		if c.r, err = openRemote(ctx, real, c.storeID, *o.remote, o); err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 	if o.route != RouteDirect && !inherited {
 		q, err := openQueued(ctx, real, c.storeID, o)
@@ -206,9 +228,39 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// Daemon returns the discovery of the daemon the client is connected to,
-// or nil when it writes directly.
+// newOptions applies opts to the defaults and checks the result.
+func newOptions(opts []Option) (options, error) {
+	o := options{route: RoutePrefer, command: commandLine(), connectTimeout: defaultConnectTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var err error
+	if o.route, err = ParseRoute(string(o.route)); err != nil {
+		return o, err
+	}
+	if o.maxJobBytes < 0 || o.maxJobBytes > queue.MaxJobBytesLimit {
+		return o, fmt.Errorf("max job bytes %d: want 1 to %d (0: the default)", o.maxJobBytes, queue.MaxJobBytesLimit)
+	}
+	if o.remote != nil && o.route == RouteDirect {
+		return o, fmt.Errorf("%w: the direct route writes the store's folder here, not through the queue at %s", ErrRemoteConfig, o.remote.URL)
+	}
+	return o, nil
+}
+
+// Daemon returns the discovery of the local daemon the client is
+// connected to, or nil when it writes directly or its queue is remote
+// (OpenRemote, WithRemote: no discovery file names the daemon).
 func (c *Client) Daemon() *queue.Discovery { return c.r.daemon() }
+
+// Queued reports whether the client's jobs go through a queue, a local
+// daemon's or a remote one, rather than being written directly.
+func (c *Client) Queued() bool {
+	_, ok := c.r.(*queued)
+	return ok
+}
 
 // StoreID is the store's ID.
 func (c *Client) StoreID() string { return c.storeID }
@@ -235,6 +287,8 @@ func (c *Client) prepare(job *queue.Job) ([]byte, error) {
 	limit := queue.MaxJobBytes // a direct write's; a daemon says its own
 	if d := c.r.daemon(); d != nil && d.MaxJobBytes > 0 {
 		limit = d.MaxJobBytes
+	} else if d == nil && c.Queued() && c.maxJobBytes > 0 {
+		limit = c.maxJobBytes // a remote queue's, as the caller says
 	}
 	return queue.EncodeLimit(job, limit)
 }

@@ -18,6 +18,10 @@
 // from Submit or Apply other than a rejection) may still be applied: call
 // Apply again with the same job ID, never redo it by another route.
 //
+// OpenRemote (or Open with WithRemote) reaches a store whose queue is on
+// a NATS server or cluster that its operator runs, from any host, by the
+// store's ID: jobs are always queued there, never written directly.
+//
 // How the client retries, its timeouts and its NATS options are described
 // in docs/go-client.md; the wire format it speaks is docs/protocol.md.
 //
@@ -30,7 +34,9 @@
 // trusting that file only while the daemon lock is held, over TLS pinned to
 // the certificate in the file (ErrUnverified otherwise). It never
 // reconnects on its own to a remembered address: a lost connection is
-// redialled through discovery.
+// redialled through discovery. A remote queue's connection (OpenRemote)
+// is the exception: it trusts the operator's TLS settings and
+// credentials, and reconnects across the cluster's servers by itself.
 //
 // Direct writes take the same lock as the daemon and scribe lock, and are
 // re-entrant within a process. Inside a `scribe lock` command, a direct

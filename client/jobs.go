@@ -135,12 +135,17 @@ func (q *queued) waitFor(ctx context.Context, id string) (*queue.Lookup, error) 
 			q.redial(ctx)
 			if now, _ := q.conn(); now == nc {
 				// No daemon to ask now: nobody but a direct writer has
-				// the journal open, so read it.
-				if l, err := (&direct{store: q.store}).lookup(ctx, id); err == nil && l.Found {
-					return l, nil
+				// the journal open, so read it, if the store is here.
+				if q.store != "" {
+					if l, err := (&direct{store: q.store}).lookup(ctx, id); err == nil && l.Found {
+						return l, nil
+					}
 				}
 				if q.isClosed() {
 					return nil, fmt.Errorf("job %s: %w: %w", id, ErrNotDecided, nats.ErrConnectionClosed)
+				}
+				if q.gone(nc) {
+					return nil, fmt.Errorf("job %s: %w: %w", id, ErrNotDecided, q.goneErr(nc))
 				}
 				if !sleep(ctx, backoff(down)) {
 					return nil, notDecided(ctx, id)

@@ -17,12 +17,18 @@ import (
 	"github.com/scribehq/scribe/queue/daemon"
 )
 
-// queued is the route through the store's daemon. Its connection is
-// replaced when it is lost, only ever through discovery (redial).
+// queued is the route through the store's daemon. A local daemon's
+// connection is replaced when it is lost, only ever through discovery
+// (redial); a remote queue's (remote.go) reconnects by itself.
 type queued struct {
-	store   string
+	store   string // "" for a store known by ID only (OpenRemote)
 	storeID string
 	log     *slog.Logger
+	// remote is the URL of a remote queue (OpenRemote, WithRemote), ""
+	// for a local daemon's; denied tells its calls of permission
+	// violations (nil for a local daemon's).
+	remote string
+	denied *denials
 	// auto starts a daemon when none serves the store (WithAutostart);
 	// nil without. Discovery is serialized by autoMu.
 	auto   *autostarter
@@ -49,6 +55,9 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 		d, err := q.discover(ctx)
 		if err != nil || d == nil {
 			return nil, err
+		}
+		if d.Queue == queue.QueueNATS {
+			return openDiscoveredRemote(ctx, store, storeID, d, o)
 		}
 		nc, js, err := dial(d, q.log)
 		if err == nil {
@@ -121,6 +130,9 @@ func asyncError(log *slog.Logger) nats.ErrHandler {
 // the connection is up or no daemon serves the store; a job is never
 // redone directly.
 func (q *queued) redial(ctx context.Context) {
+	if q.remote != "" {
+		return // nats.go reconnects to the cluster by itself
+	}
 	q.mu.Lock()
 	lost, closed := q.nc, q.closed
 	q.mu.Unlock()
@@ -286,6 +298,9 @@ func (q *queued) subscribe(ctx context.Context, id string) (*nats.Conn, *nats.Su
 		if q.isClosed() || !errors.Is(err, nats.ErrConnectionClosed) {
 			return nil, nil, err
 		}
+		if q.gone(nc) {
+			return nil, nil, q.goneErr(nc)
+		}
 		if !sleep(ctx, backoff(attempt)) {
 			return nil, nil, fmt.Errorf("%w: no connection to it (%w)", ErrUnavailable, ctx.Err())
 		}
@@ -296,15 +311,18 @@ func (q *queued) subscribe(ctx context.Context, id string) (*nats.Conn, *nats.Su
 // message on sub (made on nc), or the journal's answer. Outcomes travel on
 // plain NATS: if one is missed (the job was a duplicate JetStream dropped,
 // the connection was lost, the daemon restarted), the journal still has
-// it, so ask it now and then, and at once when lookupNow. A lost
-// connection is redialled through discovery, never trusted on its own.
-// await unsubscribes whatever subscription it ends with.
+// it, so ask it now and then, and at once when lookupNow, or when the
+// connection comes back. A local daemon's lost connection is redialled
+// through discovery, never trusted on its own; a remote queue's
+// reconnects by itself, and nats.go subscribes again there. await
+// unsubscribes whatever subscription it ends with.
 func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *nats.Conn, sub *nats.Subscription, lookupNow bool) (*queue.Outcome, error) {
 	defer func() { _ = sub.Unsubscribe() }()
 	subject := queue.OutcomeSubject(q.storeID, job.ID)
 	unknown := func() error {
 		return fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, ctx.Err())
 	}
+	reconnects := nc.Stats().Reconnects
 	for down := 0; ; {
 		if now, _ := q.conn(); now != nc { // redialled: listen on the new connection
 			nc = now
@@ -317,9 +335,12 @@ func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *n
 		}
 		if !nc.IsConnected() {
 			q.redial(ctx)
-			if now, _ := q.conn(); now == nc { // no daemon to go back to yet
+			if now, _ := q.conn(); now == nc { // no daemon to go back to yet, or reconnecting
 				if q.isClosed() {
 					return nil, fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, nats.ErrConnectionClosed)
+				}
+				if q.gone(nc) {
+					return nil, fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, q.goneErr(nc))
 				}
 				if !sleep(ctx, backoff(down)) {
 					return nil, unknown()
@@ -327,6 +348,11 @@ func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *n
 				down++
 			}
 			continue
+		}
+		// Back from an outage, or reconnected between two looks: the
+		// outcome may have been published meanwhile.
+		if r := nc.Stats().Reconnects; down > 0 || r != reconnects {
+			reconnects, lookupNow = r, true
 		}
 		down = 0
 		if lookupNow {
@@ -386,27 +412,74 @@ func judge(job *queue.Job, digest string, o *queue.Outcome, received bool) (*que
 	return o, true
 }
 
-// publish queues an encoded job. A publish whose fate is unknown (timeout,
-// lost connection) is retried with the same ID until ctx ends: JetStream
-// and the journal drop the duplicate if the first one got through.
+// publish queues an encoded job. A publish whose fate is unknown is
+// retried with the same ID, with backoff, until ctx ends: JetStream and
+// the journal drop the duplicate if an earlier copy got through. That is
+// every failure but those that say the job was not stored (notQueued):
+// a timeout, a lost connection or one being reestablished, no responders
+// (no stream leader during a JetStream election, or the stream not yet
+// created by its daemon), a JetStream error that may pass.
 func (q *queued) publish(ctx context.Context, id string, data []byte) (dup bool, err error) {
+	subject := queue.JobsSubject(q.storeID)
 	for attempt := 0; ; attempt++ {
-		_, js := q.conn()
-		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		nc, js := q.conn()
+		wctx, unwatch := q.denied.watch(ctx, subject)
+		pctx, cancel := context.WithTimeout(wctx, publishTimeout)
 		dup, err = queue.Publish(pctx, js, q.storeID, id, data)
 		cancel()
-		if err == nil || errors.Is(err, ErrQueueFull) {
-			return dup, err
+		denied := denial(wctx)
+		unwatch()
+		switch {
+		case err == nil:
+			return dup, nil
+		case denied != nil:
+			return false, fmt.Errorf("job %s not queued: %w", id, denied)
+		case notQueued(err):
+			return false, err
 		}
-		q.log.Debug("publish retry", "id", id, "err", err)
+		if attempt == publishWarnAfter {
+			q.log.Warn("publish keeps failing; retrying with the same ID", "id", id, "attempts", attempt+1, "err", err)
+		} else {
+			q.log.Debug("publish retry", "id", id, "err", err)
+		}
 		if q.isClosed() {
 			return false, fmt.Errorf("job %s: whether it was queued is unknown; retry with the same ID: %w", id, err)
+		}
+		if q.gone(nc) {
+			return false, fmt.Errorf("job %s: whether it was queued is unknown; retry with the same ID: %w (%w)", id, q.goneErr(nc), err)
 		}
 		if !sleep(ctx, backoff(attempt)) {
 			return false, fmt.Errorf("job %s: whether it was queued is unknown; retry with the same ID: %w (%w)", id, ctx.Err(), err)
 		}
 		q.redialIfLost(ctx)
 	}
+}
+
+// publishWarnAfter is the retry of a publish whose failure is logged as
+// a warning, not a debug line: a dozen tries, seconds of trying at least.
+const publishWarnAfter = 12
+
+// JetStream's error codes that say a publish was refused, not stored:
+// the job is larger than the stream takes (JSStreamMessageExceedsMaximumErr),
+// or its subject belongs to another stream (JSStreamNotMatchErr).
+const (
+	jsErrMessageTooLarge = 10054
+	jsErrStreamNotMatch  = 10060
+)
+
+// notQueued reports whether a publish's error says that the job was not
+// stored and that sending it again cannot change that: retrying it would
+// only wait for ctx to end.
+func notQueued(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrDenied), errors.Is(err, nats.ErrMaxPayload),
+		errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrInvalidConnection):
+		return true
+	case errors.As(err, &apiErr):
+		return apiErr.ErrorCode == jsErrMessageTooLarge || apiErr.ErrorCode == jsErrStreamNotMatch
+	}
+	return false
 }
 
 // lookup asks the daemon's status service for a job's outcome.
@@ -442,8 +515,19 @@ func (q *queued) deadLetters(ctx context.Context) (*queue.DeadLetters, error) {
 func (q *queued) request(ctx context.Context, body []byte, v any) error {
 	q.redialIfLost(ctx)
 	nc, _ := q.conn()
-	m, err := nc.RequestWithContext(ctx, queue.StatusSubject(q.storeID), body)
-	if err != nil {
+	subject := queue.StatusSubject(q.storeID)
+	wctx, unwatch := q.denied.watch(ctx, subject)
+	m, err := nc.RequestWithContext(wctx, subject, body)
+	denied := denial(wctx)
+	unwatch()
+	switch {
+	case denied != nil:
+		return fmt.Errorf("status request: %w", denied)
+	case err != nil && q.remote != "" && errors.Is(err, nats.ErrNoResponders):
+		// On a remote queue, nobody answering means no daemon serves
+		// the store now (wherever it would run).
+		return fmt.Errorf("status request on %s at %s: %w (%w)", subject, q.remote, ErrNoDaemon, err)
+	case err != nil:
 		return fmt.Errorf("status request: %w", err)
 	}
 	if err := json.Unmarshal(m.Data, v); err != nil {

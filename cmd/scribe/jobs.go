@@ -44,8 +44,10 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 func (c *JobsCommand) run(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("jobs", "--store DIR [--state applied|rejected|queued] [--since DUR] [--limit N] [--json]\n\n"+
 		"Lists the journal's recorded outcomes, newest first, and the jobs queued, next first. Without a\n"+
-		"daemon it reads the journal itself; queued jobs can then not be listed (--state queued exits 69).")
+		"daemon it reads the journal itself; queued jobs can then not be listed (--state queued exits 69).\n"+remoteUsage)
 	store := storeFlag(fs)
+	var nf natsFlags
+	nf.register(fs)
 	state := fs.String("state", "", "list only `STATE`: applied, rejected (outcomes) or queued (queued jobs, those in hand included)")
 	since := fs.Duration("since", 0, "list only the outcomes recorded in the last `DUR` (0: all)")
 	limit := fs.Int("limit", queue.DefaultJobsLimit, fmt.Sprintf("list at most `N` outcomes, and N queued jobs (at most %d)", queue.MaxJobsLimit))
@@ -54,7 +56,8 @@ func (c *JobsCommand) run(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := requireStore(*store); err != nil {
+	t, err := nf.resolve(*store)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -75,7 +78,7 @@ func (c *JobsCommand) run(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := client.Open(ctx, *store, client.WithLockFile(*lockFile))
+	cl, err := t.open(ctx, client.WithLockFile(*lockFile))
 	if err != nil {
 		return err
 	}
@@ -84,16 +87,20 @@ func (c *JobsCommand) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := jobsJSON{Store: *store, StoreID: cl.StoreID(), Outcomes: list.Outcomes, Error: optional(list.Error)}
-	if real, err := queue.ResolveStore(*store); err == nil {
-		out.Store = real
+	out := jobsJSON{Store: t.store, StoreID: cl.StoreID(), Outcomes: list.Outcomes, Error: optional(list.Error)}
+	if t.store != "" {
+		if real, err := queue.ResolveStore(t.store); err == nil {
+			out.Store = real
+		}
 	}
 	if q.State == queue.StateQueued {
 		out.Outcomes = nil
 	}
 	switch d := cl.Daemon(); {
-	case d != nil:
-		out.DaemonPID = &d.PID
+	case cl.Queued(): // a local daemon's queue, or a remote one (whose daemon's pid is another host's)
+		if d != nil {
+			out.DaemonPID = &d.PID
+		}
 		if q.State == "" || q.State == queue.StateQueued {
 			out.Queued, out.QueuedTotal = list.Queued, &list.QueuedTotal
 			if out.Queued == nil {

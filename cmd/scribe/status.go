@@ -23,15 +23,19 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 }
 
 func (c *StatusCommand) run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("status", "--store DIR [--json] [JOB_ID]")
+	fs := c.newFlagSet("status", "--store DIR [--json] [JOB_ID]\n"+
+		"       scribe status --nats-url URL --store-id ID [--json] [JOB_ID]\n\n"+remoteUsage)
 	store := storeFlag(fs)
+	var nf natsFlags
+	nf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON (the same keys with and without a daemon; docs/cli.md)")
 	lockFile := fs.String("lock-file", "", "store lock `file` (default: the daemon's, else <store>/.scribe/lock)")
 	dead := fs.Bool("dead", false, "list the dead letters: queued messages without a readable job ID")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := requireStore(*store); err != nil {
+	t, err := nf.resolve(*store)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {
@@ -39,7 +43,7 @@ func (c *StatusCommand) run(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := client.Open(ctx, *store, client.WithLockFile(*lockFile))
+	cl, err := t.open(ctx, client.WithLockFile(*lockFile))
 	if err != nil {
 		return err
 	}
@@ -50,7 +54,34 @@ func (c *StatusCommand) run(ctx context.Context, args []string) error {
 	if fs.NArg() == 1 {
 		return c.job(ctx, cl, fs.Arg(0), *asJSON)
 	}
+	if t.remote != nil && cl.Queued() {
+		return c.remoteStore(ctx, cl, *asJSON)
+	}
 	return c.store(ctx, cl, *store, *lockFile, *asJSON)
+}
+
+// remoteStore prints the status of a store whose queue is remote, as its
+// daemon reports it, wherever it runs: the store lock too is as the
+// daemon tells it, not probed here (the store may be on another host).
+func (c *StatusCommand) remoteStore(ctx context.Context, cl *client.Client, asJSON bool) error {
+	r, err := cl.Report(ctx)
+	if err != nil {
+		return err
+	}
+	st := storeStatus{Store: r.Store, StoreID: cl.StoreID()}
+	st.fromReport(r)
+	st.Lock = lockJSON{Path: r.LockFile, State: "free"}
+	if h := r.Holder; h != nil {
+		st.Lock = lockJSON{Path: r.LockFile, State: "held", PID: &h.PID, Host: &h.Host, Mode: &h.Mode, Command: &h.Command, Since: &h.Since, Epoch: &h.Epoch}
+	}
+	if st.Interrupted != nil && st.Interrupted.Stuck != "" && st.LastError == nil {
+		st.LastError = ptr(st.Interrupted.Stuck)
+	}
+	if asJSON {
+		return writeJSON(c.Stdout, st)
+	}
+	c.printStatus(&st)
+	return nil
 }
 
 // lookupJSON is a job's look-up as status and wait print it with --json

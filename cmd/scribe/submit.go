@@ -107,8 +107,10 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 		"those starting with -); it needs a daemon (or --autostart). With --wait and without --json,\n"+
 		"the command's output is printed as its own: stdout on stdout, stderr on stderr.\n"+
 		"Interrupted (Ctrl-C) after the job was sent, it exits 130 naming the job: it may still be\n"+
-		"applied (scribe status ID)")
+		"applied (scribe status ID).\n"+remoteUsage)
 	store := storeFlag(fs)
+	var nf natsFlags
+	nf.register(fs)
 	var wait waitFlag
 	fs.Var(&wait, "wait", "wait for the outcome, without bound (a direct write still fails at once on a busy lock: give --wait=DUR to wait for it)"+waitUsage)
 	newline := fs.Bool("newline", false, "end DATA with a newline: add \"\\n\" unless it ends with one (put, append, merge)")
@@ -127,15 +129,24 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	if *exitIdle <= 0 {
 		return usageError("--exit-idle %s: want a positive duration", *exitIdle)
 	}
-	if err := requireStore(*store); err != nil {
+	r, err := client.ParseRoute(*route)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if r == client.RouteDirect && !given(fs, "nats-url") {
+		// A direct write asked for (a `scribe lock` child's) writes the
+		// folder here, whatever queue the environment names.
+		nf.URL = ""
+	}
+	t, err := nf.resolve(*store)
+	if err != nil {
 		return err
 	}
 	if err := checkLockFileFolder(*lockFile); err != nil {
 		return err
 	}
-	r, err := client.ParseRoute(*route)
-	if err != nil {
-		return usageError("%v", err)
+	if err := t.checkRemoteRoute(fs, r, *autostart); err != nil {
+		return err
 	}
 	jf := jobFlags{file: *jobFile, ifMatch: *ifMatch, coalesce: *coalesce, newline: *newline}
 	job, err := c.buildJob(fs.Args(), jf)
@@ -145,7 +156,10 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	if *id != "" {
 		job.ID = *id
 	}
-	if r != client.RouteDirect { // the direct route starts no daemon
+	switch {
+	case t.remote != nil: // a remote queue's daemon is its operator's to start
+		*autostart = false
+	case r != client.RouteDirect: // the direct route starts no daemon
 		if *autostart, *exitIdle, err = c.autostartSettings(fs, *store, *autostart, *exitIdle); err != nil {
 			return err
 		}
@@ -182,15 +196,15 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 		}
 		opts = append(opts, client.WithAutostart(client.Autostart{Command: []string{exe, "serve"}, ExitIdle: *exitIdle}))
 	}
-	cl, err := client.Open(ctx, *store, opts...)
+	cl, err := t.open(ctx, opts...)
 	if err != nil {
-		return c.failed(sig, err, r, *store, nil)
+		return c.failedAt(sig, err, r, t, nil)
 	}
 	defer cl.Close()
 
-	if !wait.on && cl.Daemon() != nil {
+	if !wait.on && cl.Queued() {
 		if err := cl.Submit(ctx, job); err != nil {
-			return c.failed(sig, err, r, *store, job)
+			return c.failedAt(sig, err, r, t, job)
 		}
 		if *asJSON {
 			return writeJSON(c.Stdout, map[string]string{"id": job.ID, "status": "queued"})
@@ -200,7 +214,7 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	}
 	out, err := cl.Apply(ctx, job)
 	if err != nil {
-		return c.failed(sig, err, r, *store, job)
+		return c.failedAt(sig, err, r, t, job)
 	}
 	switch {
 	case *asJSON:
@@ -548,8 +562,17 @@ func describeJob(args []string, jobFile string) string {
 // (sig ended) is exit 130 naming the job, which may still be applied, if
 // it was sent (job not nil); the rest is submitError's.
 func (c *SubmitCommand) failed(sig context.Context, err error, r client.Route, store string, job *queue.Job) error {
+	return c.failedAt(sig, err, r, target{store: store}, job)
+}
+
+// failedAt is failed for the store t names: its messages name it as the
+// command line did (--store, or --store-id with a remote queue).
+func (c *SubmitCommand) failedAt(sig context.Context, err error, r client.Route, t target, job *queue.Job) error {
 	if sig.Err() == nil {
-		hint := busyHint(store, err, r == client.RouteDirect)
+		hint := ""
+		if t.store != "" {
+			hint = busyHint(t.store, err, r == client.RouteDirect)
+		}
 		if hint == "" {
 			hint = lockFileHint(err)
 		}
@@ -561,8 +584,8 @@ func (c *SubmitCommand) failed(sig context.Context, err error, r client.Route, s
 	case errors.Is(err, client.ErrBusy):
 		err = fmt.Errorf("interrupted while waiting for the store lock: job %s was not written", job.ID)
 	default:
-		err = fmt.Errorf("interrupted: job %s may still be applied; see its outcome with: scribe status --store %s %s (or wait for it: scribe wait --store %s %s)",
-			job.ID, shellQuote(store), job.ID, shellQuote(store), job.ID)
+		err = fmt.Errorf("interrupted: job %s may still be applied; see its outcome with: scribe status %s %s (or wait for it: scribe wait %s %s)",
+			job.ID, t.ref(), job.ID, t.ref(), job.ID)
 	}
 	return &exitError{code: exitInterrupted, err: err}
 }

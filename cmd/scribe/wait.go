@@ -23,15 +23,18 @@ func (c *WaitCommand) run(sig context.Context, args []string) error {
 	fs := c.newFlagSet("wait", "--store DIR [--timeout DUR] [--json] JOB_ID\n\n"+
 		"Waits until the job's outcome is recorded and prints it as `scribe status JOB_ID` does: exit 0 applied,\n"+
 		"1 rejected, 75 when --timeout runs out (the job may still be applied), 130 interrupted. Without a\n"+
-		"daemon it reads the journal, and turns to a daemon that starts meanwhile.")
+		"daemon it reads the journal, and turns to a daemon that starts meanwhile.\n"+remoteUsage)
 	store := storeFlag(fs)
+	var nf natsFlags
+	nf.register(fs)
 	timeout := fs.Duration("timeout", 0, "give up after `DUR` (exit 75); 0 waits without bound")
 	asJSON := fs.Bool("json", false, "print the outcome as JSON (or, if there is none, the job's look-up and an error)")
 	lockFile := fs.String("lock-file", "", "store lock `file` (default: the daemon's, else <store>/.scribe/lock)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := requireStore(*store); err != nil {
+	t, err := nf.resolve(*store)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -50,10 +53,10 @@ func (c *WaitCommand) run(sig context.Context, args []string) error {
 		ctx, cancel = context.WithTimeout(sig, *timeout)
 		defer cancel()
 	}
-	cl, err := client.Open(ctx, *store, client.WithLockFile(*lockFile))
+	cl, err := t.open(ctx, client.WithLockFile(*lockFile))
 	if err != nil {
 		if ctx.Err() != nil {
-			return c.notDecided(sig, nil, *store, id, *asJSON)
+			return c.notDecided(sig, nil, t, id, *asJSON)
 		}
 		return err
 	}
@@ -63,7 +66,7 @@ func (c *WaitCommand) run(sig context.Context, args []string) error {
 		if !errors.Is(err, client.ErrNotDecided) {
 			return err
 		}
-		return c.notDecided(sig, cl, *store, id, *asJSON)
+		return c.notDecided(sig, cl, t, id, *asJSON)
 	}
 	out := l.Outcome
 	if *asJSON {
@@ -82,7 +85,7 @@ func (c *WaitCommand) run(sig context.Context, args []string) error {
 // notDecided reports a wait that ended before the outcome was known: the
 // timeout ran out (exit 75) or a signal came (sig ended: exit 130). It
 // says where the job stands, if it can still ask (cl not nil).
-func (c *WaitCommand) notDecided(sig context.Context, cl *client.Client, store, id string, asJSON bool) error {
+func (c *WaitCommand) notDecided(sig context.Context, cl *client.Client, t target, id string, asJSON bool) error {
 	var l *queue.Lookup
 	if cl != nil {
 		// A moment more to say where the job stands: not after a signal,
@@ -104,7 +107,7 @@ func (c *WaitCommand) notDecided(sig context.Context, cl *client.Client, store, 
 	if sig.Err() != nil {
 		code, what = exitInterrupted, fmt.Sprintf("interrupted while waiting for job %s", id)
 	}
-	msg := fmt.Errorf("%s; it may still be applied: ask with scribe status --store %s %s", what, shellQuote(store), id)
+	msg := fmt.Errorf("%s; it may still be applied: ask with scribe status %s %s", what, t.ref(), id)
 	if asJSON {
 		if l == nil {
 			l = &queue.Lookup{} // not asked: no state to tell

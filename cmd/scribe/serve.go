@@ -73,9 +73,37 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	queueDir := fs.String("queue-dir", "", "the shared queue `folder` of a daemon of several stores (default $XDG_STATE_HOME/scribe/queue, or ~/.local/state/scribe/queue); a daemon of one store keeps its queue in the store")
 	configFile := fs.String("config", "", "TOML config `file` (default <store>/.scribe/config.toml when present and one store is named); flags given override it (docs/config.md)")
 	checkConfig := fs.Bool("check-config", false, "check the config file, print the settings serve would run with and where each comes from, and exit")
+	var nf natsFlags // --nats-url and its credentials (docs/cluster.md)
+	nf.registerConn(fs)
+	natsConfig := fs.String("nats-config", "", "run a NATS node of a cluster in this process, from a nats-server config `file` (cluster, accounts, TLS, jetstream store_dir), and queue through it; without --store the process is only a node (docs/cluster.md)")
+	replicas := fs.Int("replicas", 1, "with --nats-url or --nats-config: how many servers keep each store's queue, 1 or 3 (3 survives the loss of one)")
+	claimTTL := fs.Duration("claim-ttl", writer.DefaultClaimTTL, "with --nats-url or --nats-config: a writer's claim on a store lasts this `long` unrenewed; a standby daemon takes the store over this long after its writer stops (all daemons of a store must agree)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	if !onCommandLine["nats-url"] {
+		nf.URL = "" // the daemon's queue is named on its command line only, never by a client's environment
+	}
+	cluster := nf.URL != "" || *natsConfig != ""
+	if cluster {
+		if nf.URL != "" && *natsConfig != "" {
+			return usageError("--nats-url and --nats-config: give one (a node of --nats-config is the server)")
+		}
+		if err := checkClusterFlags(onCommandLine); err != nil {
+			return err
+		}
+		if *replicas < 1 || *replicas > 5 {
+			return usageError("--replicas %d: want 1 to 5", *replicas)
+		}
+		if *claimTTL < 100*time.Millisecond {
+			return usageError("--claim-ttl %v: want at least 100ms", *claimTTL)
+		}
+	} else if onCommandLine["replicas"] || onCommandLine["claim-ttl"] {
+		return usageError("--replicas and --claim-ttl are for a queue on a NATS cluster: give --nats-url or --nats-config")
+	}
+	bareNode := *natsConfig != "" && len(storeArgs) == 0 && *configFile == "" && os.Getenv("SCRIBE_STORE") == ""
 	// The store whose own config file is the default: the one named.
 	one := ""
 	switch len(storeArgs) {
@@ -86,7 +114,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	}
 	// As before there were several: a store named on the command line, or
 	// none and no file to name them, is checked first.
-	if !*checkConfig && (len(storeArgs) == 1 || len(storeArgs) == 0 && *configFile == "") {
+	if !*checkConfig && !bareNode && (len(storeArgs) == 1 || len(storeArgs) == 0 && *configFile == "") {
 		if err := requireStore(one); err != nil {
 			return err
 		}
@@ -102,7 +130,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(stores) == 0 && !*checkConfig {
+	if len(stores) == 0 && !*checkConfig && !bareNode {
 		return usageError("--store is required (or set $SCRIBE_STORE, or list [[store]] tables in --config)")
 	}
 	if !*checkConfig {
@@ -157,7 +185,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		printStores(c.Stdout, stores)
 		return nil
 	}
-	shared := len(stores) > 1
+	shared := len(stores) > 1 && !cluster
 	if shared {
 		if err := checkOwnConfigs(stores, cfg, log); err != nil {
 			return err
@@ -167,7 +195,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-	} else if *queueDir != "" {
+	} else if *queueDir != "" && !cluster {
 		log.Info("a daemon of one store keeps its queue in the store: queue_dir is for a daemon of several", "queue_dir", *queueDir)
 	}
 	ready := newNotifier() // before any command runs: they must not inherit NOTIFY_SOCKET
@@ -186,6 +214,23 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		if fsName := writer.NetworkFilesystem(st.path); fsName != "" {
 			log.Warn("the store is on a network filesystem, where flock(2) may not exclude writers on other machines; keep stores on a local disk", "store", st.path, "fs", fsName)
 		}
+	}
+	limits := queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes, MaxJobBytes: *maxJobBytes}
+	if err := limits.Check(); err != nil {
+		return usageError("--max-job-bytes: %v", err)
+	}
+	if cluster {
+		limits.Replicas = *replicas
+		cs := &clusterServe{
+			remote: nf.Remote, natsConfig: *natsConfig, claimTTL: *claimTTL, limits: limits, idle: *idle,
+			metrics: ms, met: met, commands: commands, log: log, ready: ready,
+			writerCfg: writer.Config{
+				BatchSize: *batch, IdleRelease: *idle, HandOffGrace: *grace, WarnAfter: *warnAfter, Retention: *retention,
+				Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
+				Commands: commands, Observer: observer,
+			},
+		}
+		return cs.run(ctx, stores)
 	}
 	// The daemon locks first, every store's: they make this each store's
 	// only daemon and check the .scribe folders; the queue's server runs
@@ -225,10 +270,6 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	// stores that many times.
 	watch := srv.Watch(writer.QueueCheckInterval)
 	defer watch.Close()
-	limits := queue.Limits{MaxJobs: *maxJobs, MaxBytes: *maxBytes, MaxJobBytes: *maxJobBytes}
-	if err := limits.Check(); err != nil {
-		return usageError("--max-job-bytes: %v", err)
-	}
 	if err := d.takeOver(ctx, limits); err != nil {
 		if errors.Is(err, queue.ErrNoSpace) {
 			return noSpaceError(srv.Space(), *maxBytes)

@@ -1,0 +1,65 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+// A store moved from the embedded queue to an operator's NATS keeps its
+// queued jobs: jobs queued while an outside program held the store lock
+// stay in the embedded queue when its daemon stops; `scribe serve
+// --nats-url` moves them into the NATS server's stream before its writer
+// starts, and each is applied once, in order. A job queued through the
+// cluster afterwards applies after them.
+func TestClusterMoveKeepsQueuedJobs(t *testing.T) {
+	store := newStore(t)
+	real, err := filepath.EvalSymlinks(store)
+	require.NoError(t, err)
+	id := queue.StoreID(real)
+
+	d := startDaemon(t, store)
+	release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock"))
+	const n = 20
+	for i := range n {
+		r := scribe(t, "", "submit", "--store", store, "--id", fmt.Sprintf("q-%d", i), "append", "log", fmt.Sprintf("%d\n", i))
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	d.stop(t) // the jobs wait in the embedded queue: the lock is held
+	release()
+	assert.Empty(t, readFile(t, filepath.Join(store, "log")), "nothing applied before the move")
+
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	port := natsFreePorts(t, 1)[0]
+	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 1114112\njetstream { store_dir: %q }\n%s",
+		port, filepath.Join(t.TempDir(), "js"), natsAccountsConf(id))), 0o600))
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	p := startNATSProcess(t, natsServerBin(t), conf)
+	p.waitReady(t, url)
+
+	c := spawnDaemon(t, store, []string{"SCRIBE_NATS_PASSWORD=" + natsDaemonPass}, "--nats-url", url, "--user", natsDaemonUser)
+	var want strings.Builder
+	for i := range n {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	require.Eventually(t, func() bool { return readFile(t, filepath.Join(store, "log")) == want.String() }, 30*time.Second, 20*time.Millisecond,
+		"the moved jobs, each once, in order; log:\n%s", c.log.String())
+	assert.Contains(t, c.log.String(), "moved the store's queued jobs into the shared queue")
+
+	env := []string{"SCRIBE_NATS_PASSWORD=" + natsSubmitPass(id)}
+	r := runWith(t, scribeBin, env, nil, "submit", "--nats-url", url, "--user", natsSubmitUser(id), "--store-id", id, "--wait=10s", "append", "log", "after\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, want.String()+"after\n", readFile(t, filepath.Join(store, "log")))
+	// Resubmitting a moved job's ID changes nothing.
+	r = runWith(t, scribeBin, env, nil, "submit", "--nats-url", url, "--user", natsSubmitUser(id), "--store-id", id, "--id", "q-3", "--wait=10s", "append", "log", "3\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, want.String()+"after\n", readFile(t, filepath.Join(store, "log")))
+}

@@ -69,9 +69,10 @@ type served struct {
 	discovery queue.Discovery
 }
 
-// DaemonInboxPrefix is the inbox prefix of the daemon's own connection.
-// Submitters can subscribe only to "_INBOX.>", which does not cover it.
-const DaemonInboxPrefix = "_SCRIBE_DAEMON"
+// DaemonInboxPrefix is the inbox prefix of the daemon's own connection
+// (queue.DaemonInboxPrefix). Submitters can subscribe only to "_INBOX.>",
+// which does not cover it.
+const DaemonInboxPrefix = queue.DaemonInboxPrefix
 
 // Start starts the server of the store whose daemon lock lk is, keeping
 // the queue in the store's .scribe folder (queue.Layout.Queue). The lock

@@ -373,3 +373,30 @@ func TestNodeClientURLWithTLS(t *testing.T) {
 	_, err = nats.Connect(strings.Replace(url, "tls://", "nats://", 1), nats.MaxReconnects(0))
 	assert.Error(t, err, "a client not trusting the certificate")
 }
+
+// A node syncs every stored message before acknowledging it, as the
+// embedded server does, unless its config chooses a sync interval.
+func TestNodeSyncsEveryWriteByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name, jetstream string
+		always          bool
+		interval        time.Duration
+	}{
+		{"default", "", true, 0},
+		{"always", "sync_interval: always\n", true, 0},
+		{"interval", "sync_interval: \"10s\"\n", false, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := writeConf(t, fmt.Sprintf("listen: 127.0.0.1:-1\njetstream {\nstore_dir: %q\n%s}\n", t.TempDir(), tc.jetstream))
+			n, err := StartNode(t.Context(), NodeConfig{ConfigFile: conf})
+			require.NoError(t, err)
+			defer n.Close()
+			cfg := n.ns.JetStreamConfig()
+			require.NotNil(t, cfg)
+			assert.Equal(t, tc.always, cfg.SyncAlways)
+			if !tc.always {
+				assert.Equal(t, tc.interval, cfg.SyncInterval)
+			}
+		})
+	}
+}

@@ -168,6 +168,12 @@ type Writer struct {
 	// floor is the sequence up to which every job of the store's own
 	// stream is decided: purge removes them. Queued and scan read it.
 	floor atomic.Uint64
+	// nextDelivery is the delivery (consumer) sequence the next message
+	// of the store's own stream must have; lost says one came with a
+	// later one: deliveries were lost in transit. Only run touches them
+	// (see take).
+	nextDelivery uint64
+	lost         bool
 
 	mu       sync.Mutex // guards the fields below
 	session  *Session
@@ -289,7 +295,7 @@ func (w *Writer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
-	w.cons = cons
+	w.cons, w.nextDelivery = cons, 1
 	w.finishInterrupted()
 	w.mu.Lock()
 	w.lastDone = time.Now()
@@ -564,7 +570,7 @@ func (w *Writer) watch(ctx context.Context, done chan<- struct{}) {
 func (w *Writer) consumeAfresh(ctx context.Context) bool {
 	w.stopPump()
 	<-w.pumped
-	w.ahead = nil
+	w.ahead, w.lost = nil, false
 	for drained := false; !drained; {
 		select {
 		case <-w.msgs:
@@ -577,7 +583,7 @@ func (w *Writer) consumeAfresh(ctx context.Context) bool {
 		if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
 			var cons jetstream.Consumer
 			if cons, err = w.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig()); err == nil {
-				w.cons = cons
+				w.cons, w.nextDelivery = cons, 1
 				break
 			}
 		}
@@ -638,6 +644,9 @@ func (w *Writer) run(ctx context.Context) {
 				return
 			}
 		default:
+			if w.lost && !w.consumeAfresh(ctx) {
+				return
+			}
 		}
 		if w.claimLost() != nil {
 			return
@@ -704,7 +713,27 @@ func (w *Writer) lostClaim() <-chan struct{} {
 }
 
 // take decodes a message and appends it to ahead, and updates pace.
+//
+// Purging the stream up to the jobs decided is right only if no job
+// before them is still on its way, so take checks that the store's own
+// stream's messages come without a gap in their delivery sequence, which
+// JetStream raises with every delivery, redeliveries included. A gap
+// means deliveries were lost on the way (a connection to a cluster node
+// dropped with messages in flight, or nats.go dropped some from a full
+// subscription): JetStream would redeliver them only after AckWait, after
+// later jobs were applied and purged past them. take then drops m and
+// sets lost, and run consumes afresh from the oldest undecided job.
 func (w *Writer) take(m jetstream.Msg) {
+	if md, err := m.Metadata(); err == nil && md.Stream == queue.StreamName(w.storeID) {
+		d := md.Sequence.Consumer
+		if d > w.nextDelivery {
+			w.log.Warn("deliveries were lost on the way from the queue; consuming afresh from the oldest undecided job",
+				"delivery", d, "expected", w.nextDelivery, "seq", md.Sequence.Stream)
+			w.lost = true
+			return
+		}
+		w.nextDelivery = d + 1 // lower after a consumer leader change: redeliveries
+	}
 	now := time.Now()
 	if d := now.Sub(w.lastTaken); d < 10*maxLingerGap { // longer: a lull, not a pace
 		w.pace += (d - w.pace) / 8
@@ -723,7 +752,7 @@ func (w *Writer) isOwn(m jetstream.Msg) bool {
 // fill takes the messages already delivered, without waiting, until ahead
 // holds a batch's worth.
 func (w *Writer) fill() {
-	for len(w.ahead) < w.cfg.BatchSize {
+	for len(w.ahead) < w.cfg.BatchSize && !w.lost {
 		select {
 		case m := <-w.msgs:
 			w.take(m)

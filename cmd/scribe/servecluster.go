@@ -69,7 +69,11 @@ func (cs *clusterServe) run(ctx context.Context, stores []storeSpec) error {
 	}
 	nc, err := cs.remote.Connect(nats.Name("scribe-daemon"), nats.CustomInboxPrefix(queue.DaemonInboxPrefix),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS", "err", err) }),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS connection lost; reconnecting", "err", err) }),
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if !c.IsClosed() { // not this daemon's own Close
+				log.Warn("NATS connection lost; reconnecting", "err", err)
+			}
+		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted()) }))
 	if err != nil {
 		return err

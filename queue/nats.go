@@ -179,6 +179,27 @@ func streamDiff(have, want jetstream.StreamConfig) []string {
 	return d
 }
 
+// jsErrNoPeers is nats-server's JSClusterNoPeersErr ("no suitable peers
+// for placement"): a cluster that has just formed, or lost a node, may
+// not yet count enough peers online for a replicated stream.
+const jsErrNoPeers = 10005
+
+// Transient reports an error of a JetStream request that may pass by
+// itself on a cluster: no answer (no meta or stream leader yet, during an
+// election), or too few peers online to place a replicated stream. Such
+// a request is worth retrying; others are not.
+func Transient(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected):
+		return true
+	case errors.As(err, &apiErr):
+		return apiErr.ErrorCode == jsErrNoPeers
+	}
+	return false
+}
+
 // ErrQueueFull is returned by Publish when the store's queue is at its
 // limits; nothing was queued.
 var ErrQueueFull = errors.New("queue full")

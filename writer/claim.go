@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scribehq/scribe/queue"
 )
 
 // ClaimBucket is the JetStream key-value bucket that holds, per store ID,
@@ -119,8 +121,15 @@ func AcquireClaim(ctx context.Context, js jetstream.JetStream, storeID string, c
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	kv, err := claimBucket(ctx, js, max(cfg.Replicas, 1))
-	if err != nil {
-		return nil, err
+	for attempt := 0; err != nil; attempt++ {
+		if !queue.Transient(err) {
+			return nil, err
+		}
+		cfg.Logger.Info("the claim bucket is not available yet; retrying", "err", err)
+		if !sleep(ctx, backoff(attempt)) {
+			return nil, ctx.Err()
+		}
+		kv, err = claimBucket(ctx, js, max(cfg.Replicas, 1))
 	}
 	host, _ := os.Hostname()
 	var nonce [12]byte

@@ -219,16 +219,17 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err := limits.Check(); err != nil {
 		return usageError("--max-job-bytes: %v", err)
 	}
+	// What every store's writer shares; each adds its store and queue.
+	writerCfg := writer.Config{
+		BatchSize: *batch, IdleRelease: *idle, HandOffGrace: *grace, WarnAfter: *warnAfter, Retention: *retention,
+		Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
+		Commands: commands, Observer: observer,
+	}
 	if cluster {
 		limits.Replicas = *replicas
 		cs := &clusterServe{
 			remote: nf.Remote, natsConfig: *natsConfig, claimTTL: *claimTTL, limits: limits, idle: *idle,
-			metrics: ms, met: met, commands: commands, log: log, ready: ready,
-			writerCfg: writer.Config{
-				BatchSize: *batch, IdleRelease: *idle, HandOffGrace: *grace, WarnAfter: *warnAfter, Retention: *retention,
-				Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
-				Commands: commands, Observer: observer,
-			},
+			metrics: ms, met: met, commands: commands, log: log, ready: ready, writerCfg: writerCfg,
 		}
 		return cs.run(ctx, stores)
 	}
@@ -277,22 +278,19 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	for _, st := range d.stores {
-		st.w, err = writer.New(ctx, writer.Config{
-			Store: st.path, LockPath: st.lockFile, Conn: srv.StoreConn(st.id), BatchSize: *batch, IdleRelease: *idle,
-			HandOffGrace: *grace, WarnAfter: *warnAfter, Limits: limits, Retention: *retention,
-			Command: "scribe " + strings.Join(os.Args[1:], " "), Version: Version, Logger: log,
-			// OwnServer makes the writer take every other scribe stream
-			// it sees for this store's queue under a former path, and
-			// apply its jobs to this store. True of a store's own server
-			// only. A server of several stores holds other stores'
-			// queues: one writer draining them would apply another
-			// store's jobs to its own. (Each store's queue is also in an
-			// account of its own, which other writers do not see; that
-			// must not be the only guard. A moved store's former queue is
-			// the account of its former ID: takeOver stops the start and
-			// says how to drain it.)
-			OwnServer: !shared, CheckQueue: watch.CheckQueue(), Commands: commands, Observer: observer,
-		})
+		cfg := writerCfg
+		cfg.Store, cfg.LockPath, cfg.Conn, cfg.Limits, cfg.CheckQueue = st.path, st.lockFile, srv.StoreConn(st.id), limits, watch.CheckQueue()
+		// OwnServer makes the writer take every other scribe stream it
+		// sees for this store's queue under a former path, and apply its
+		// jobs to this store. True of a store's own server only. A server
+		// of several stores holds other stores' queues: one writer
+		// draining them would apply another store's jobs to its own.
+		// (Each store's queue is also in an account of its own, which
+		// other writers do not see; that must not be the only guard. A
+		// moved store's former queue is the account of its former ID:
+		// takeOver stops the start and says how to drain it.)
+		cfg.OwnServer = !shared
+		st.w, err = writer.New(ctx, cfg)
 		if errors.Is(err, queue.ErrNoSpace) {
 			log.Debug("create stream", "err", err)
 			return noSpaceError(srv.Space(), *maxBytes)

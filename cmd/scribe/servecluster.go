@@ -238,8 +238,20 @@ func takeDaemonLock(ctx context.Context, store string, log *slog.Logger) (*daemo
 // store's note names) into the shared server, oldest first, before the
 // writer starts: a store moved to a cluster keeps its queued jobs.
 func (cs *clusterServe) moveEmbeddedJobs(ctx context.Context, js jetstream.JetStream, st *servedStore) error {
-	if _, err := queue.VerifyStream(ctx, js, st.id, cs.limits); err != nil {
-		return fmt.Errorf("store %s: %w", st.path, err)
+	for attempt := 0; ; attempt++ {
+		_, err := queue.VerifyStream(ctx, js, st.id, cs.limits)
+		if err == nil {
+			break
+		}
+		if !queue.Transient(err) || ctx.Err() != nil {
+			return fmt.Errorf("store %s: %w", st.path, err)
+		}
+		cs.log.Info("the store's stream cannot be placed yet; retrying", "store", st.path, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
+		}
 	}
 	move := func(src embednats.QueueSource) error {
 		n, err := embednats.TakeOverInto(ctx, js, st.id, src, cs.limits, nil, false, cs.log)

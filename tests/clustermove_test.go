@@ -63,3 +63,44 @@ func TestClusterMoveKeepsQueuedJobs(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, want.String()+"after\n", readFile(t, filepath.Join(store, "log")))
 }
+
+// A daemon's queue on a NATS server can be set in its config file
+// (nats_url, replicas, claim_ttl), its credentials from the environment;
+// settings of the embedded queue in the same file are refused with it,
+// and the client's $SCRIBE_NATS_URL never moves a daemon's queue.
+func TestClusterFromConfigFile(t *testing.T) {
+	store := newStore(t)
+	real, err := filepath.EvalSymlinks(store)
+	require.NoError(t, err)
+	id := queue.StoreID(real)
+	conf, url := singleNodeConfig(t, id)
+	p := startNATSProcess(t, natsServerBin(t), conf)
+	p.waitReady(t, url)
+	env := []string{"SCRIBE_NATS_USER=" + natsDaemonUser, "SCRIBE_NATS_PASSWORD=" + natsDaemonPass}
+
+	writeConfig(t, store, fmt.Sprintf("nats_url = %q\nsync = \"1s\"\n", url), 0o600)
+	r := runWith(t, scribeBin, env, nil, "serve", "--store", store)
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--sync: not with --nats-url or --nats-config")
+
+	// The client's variable alone is no daemon setting: the embedded
+	// queue it is.
+	writeConfig(t, store, "", 0o600)
+	d := startDaemonEnv(t, store, append(env, "SCRIBE_NATS_URL="+url))
+	disc, err := queue.ReadDiscovery(real)
+	require.NoError(t, err)
+	assert.Empty(t, disc.Queue, "SCRIBE_NATS_URL moved the daemon's queue")
+	d.stop(t)
+
+	writeConfig(t, store, fmt.Sprintf("nats_url = %q\nreplicas = 1\nclaim_ttl = \"2s\"\n", url), 0o600)
+	d = startDaemonEnv(t, store, env)
+	disc, err = queue.ReadDiscovery(real)
+	require.NoError(t, err)
+	assert.Equal(t, queue.QueueNATS, disc.Queue)
+	assert.Equal(t, url, disc.URL)
+	assert.Contains(t, d.log.String(), "claim_ttl=2s")
+	r = runWith(t, scribeBin, []string{"SCRIBE_NATS_USER=" + natsSubmitUser(id), "SCRIBE_NATS_PASSWORD=" + natsSubmitPass(id)}, nil,
+		"submit", "--store", store, "--wait=10s", "--newline", "append", "log", "through the file's queue")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "through the file's queue\n", readFile(t, filepath.Join(store, "log")))
+}

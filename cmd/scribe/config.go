@@ -47,6 +47,12 @@ type Config struct {
 	LogFormat    *string        // log_format: text or json (--log-format)
 	MetricsAddr  *string        // metrics_addr: HOST:PORT or :PORT of /metrics, "" for none (--metrics-addr)
 	QueueDir     *string        // queue_dir: the shared queue folder of a daemon of several stores (--queue-dir)
+	NATSURL      *string        // nats_url: the NATS server or cluster of the queue (--nats-url, docs/cluster.md)
+	NATSConfig   *string        // nats_config: a nats-server config file to run a node from (--nats-config)
+	Creds        *string        // creds: the daemon's NATS credentials file (--creds)
+	TLSCA        *string        // tls_ca: the CAs of the NATS servers (--tls-ca)
+	Replicas     *int64         // replicas (--replicas)
+	ClaimTTL     *time.Duration // claim_ttl (--claim-ttl)
 	// Autostart is the store's opt-in for a daemon on demand: read by
 	// `scribe submit` (its --autostart default), ignored by serve.
 	Autostart *bool
@@ -94,6 +100,15 @@ var configKeys = []configKey{
 	stringKey("log_format", "log-format", func(c *Config) **string { return &c.LogFormat }, checkLogFormat),
 	stringKey("metrics_addr", "metrics-addr", func(c *Config) **string { return &c.MetricsAddr }, checkMetricsAddr),
 	{name: "queue_dir", flag: "queue-dir", set: setQueueDir, get: func(c *Config) (string, bool) { return deref(c.QueueDir) }},
+	// A queue on a NATS cluster (docs/cluster.md). No user, password or
+	// token: a daemon's credentials are a creds file, or come from the
+	// environment ($SCRIBE_NATS_USER, $SCRIBE_NATS_PASSWORD) or flags.
+	stringKey("nats_url", "nats-url", func(c *Config) **string { return &c.NATSURL }, nil),
+	pathKey("nats_config", "nats-config", func(c *Config) **string { return &c.NATSConfig }),
+	pathKey("creds", "creds", func(c *Config) **string { return &c.Creds }),
+	pathKey("tls_ca", "tls-ca", func(c *Config) **string { return &c.TLSCA }),
+	intKey("replicas", "replicas", func(c *Config) **int64 { return &c.Replicas }, 1, 5),
+	durationKey("claim_ttl", "claim-ttl", func(c *Config) **time.Duration { return &c.ClaimTTL }, false),
 	// Not a serve flag (serve ignores it): submit's --autostart.
 	boolKey("autostart", "autostart", func(c *Config) **bool { return &c.Autostart }),
 }
@@ -617,6 +632,26 @@ func setLockFile(c *Config, v any, dir string) error {
 
 // setQueueDir takes queue_dir relative to the file's folder. The folder
 // need not exist: the daemon creates it.
+// pathKey is a key of a file's path, absolute or relative to the config
+// file's folder; "" for none.
+func pathKey(name, flagName string, field func(*Config) **string) configKey {
+	return configKey{
+		name: name, flag: flagName,
+		set: func(c *Config, v any, dir string) error {
+			s, ok := v.(string)
+			if !ok {
+				return wrongType(v, "a string (a path)")
+			}
+			if s != "" && !filepath.IsAbs(s) {
+				s = filepath.Join(dir, s)
+			}
+			*field(c) = &s
+			return nil
+		},
+		get: func(c *Config) (string, bool) { return deref(*field(c)) },
+	}
+}
+
 func setQueueDir(c *Config, v any, dir string) error {
 	s, ok := v.(string)
 	if !ok {

@@ -114,6 +114,9 @@ func (c *connFlag) String() string {
 	return *c.p
 }
 
+// Get is the flag's text (flag.Getter), as String shows it: a string.
+func (c *connFlag) Get() any { return c.String() }
+
 func (c *connFlag) Set(s string) error {
 	if c.auth != "" {
 		c.f.auth(c.auth)

@@ -81,27 +81,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	onCommandLine := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	if !onCommandLine["nats-url"] {
-		nf.URL = "" // the daemon's queue is named on its command line only, never by a client's environment
-	}
-	cluster := nf.URL != "" || *natsConfig != ""
-	if cluster {
-		if nf.URL != "" && *natsConfig != "" {
-			return usageError("--nats-url and --nats-config: give one (a node of --nats-config is the server)")
-		}
-		if err := checkClusterFlags(onCommandLine); err != nil {
-			return err
-		}
-		if *replicas < 1 || *replicas > 5 {
-			return usageError("--replicas %d: want 1 to 5", *replicas)
-		}
-		if *claimTTL < 100*time.Millisecond {
-			return usageError("--claim-ttl %v: want at least 100ms", *claimTTL)
-		}
-	} else if onCommandLine["replicas"] || onCommandLine["claim-ttl"] {
-		return usageError("--replicas and --claim-ttl are for a queue on a NATS cluster: give --nats-url or --nats-config")
+	clusterOnlyGiven := given(fs, "replicas") || given(fs, "claim-ttl") // on the command line
+	if !given(fs, "nats-url") {
+		nf.URL = "" // a daemon's queue is named by its command line or config file, never by a client's environment
 	}
 	bareNode := *natsConfig != "" && len(storeArgs) == 0 && *configFile == "" && os.Getenv("SCRIBE_STORE") == ""
 	// The store whose own config file is the default: the one named.
@@ -126,10 +108,30 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return reportConfigErrors(c.Stderr, err)
 	}
+	onCommandLine := map[string]bool{} // or in the config file
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	cluster := nf.URL != "" || *natsConfig != ""
+	if cluster {
+		if nf.URL != "" && *natsConfig != "" {
+			return usageError("--nats-url and --nats-config: give one (a node of --nats-config is the server)")
+		}
+		if err := checkClusterFlags(onCommandLine); err != nil {
+			return err
+		}
+		if *replicas < 1 || *replicas > 5 {
+			return usageError("--replicas %d: want 1 to 5", *replicas)
+		}
+		if *claimTTL < 100*time.Millisecond {
+			return usageError("--claim-ttl %v: want at least 100ms", *claimTTL)
+		}
+	} else if clusterOnlyGiven {
+		return usageError("--replicas and --claim-ttl are for a queue on a NATS cluster: give --nats-url or --nats-config")
+	}
 	stores, err := servedStores(fs, storeArgs, one, cfg, *lockFile)
 	if err != nil {
 		return err
 	}
+	bareNode = *natsConfig != "" && len(stores) == 0 // a node needs no store
 	if len(stores) == 0 && !*checkConfig && !bareNode {
 		return usageError("--store is required (or set $SCRIBE_STORE, or list [[store]] tables in --config)")
 	}

@@ -145,6 +145,7 @@ func AcquireClaim(ctx context.Context, js jetstream.JetStream, storeID string, c
 	var seenRev uint64
 	var seenAt time.Time
 	var lastHolder string
+	var lastWarn time.Time
 	for {
 		sent := time.Now()
 		rev, err := kv.Create(ctx, storeID, value)
@@ -152,7 +153,14 @@ func AcquireClaim(ctx context.Context, js jetstream.JetStream, storeID string, c
 			return c.won(rev, sent), nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			c.log.Debug("claim the store", "store_id", storeID, "err", err)
+			// An election passes; a permission refused does not, and
+			// says so every 10 s while it waits.
+			if !queue.Transient(err) && time.Since(lastWarn) >= 10*time.Second {
+				lastWarn = time.Now()
+				c.log.Warn("claim the store; retrying", "store_id", storeID, "err", err)
+			} else {
+				c.log.Debug("claim the store", "store_id", storeID, "err", err)
+			}
 		} else if e, gerr := kv.Get(ctx, storeID); gerr == nil {
 			switch {
 			case e.Revision() != seenRev:

@@ -12,8 +12,14 @@
 //
 // A store's queued jobs follow it from daemon to daemon: TakeOver moves
 // them from where the previous daemon kept them (daemon.QueueHome) before
-// the store's writer starts. Watch checks the server's health once for
+// the store's writer starts, and TakeOverInto into any JetStream, such as
+// a cluster the store moves to. Watch checks the server's health once for
 // all the writers.
+//
+// StartNode runs a node of a NATS cluster from a nats-server config file
+// (serve --nats-config, docs/cluster.md): the operator's accounts, routes
+// and TLS, no credentials or discovery of its own; the daemon connects to
+// it as to any NATS server.
 //
 // In the layout (cmd → client, writer, embednats → queue) only cmd/scribe
 // imports it; it imports nothing of scribe's but queue (and queue/daemon).

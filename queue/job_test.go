@@ -399,7 +399,10 @@ func TestOutcome(t *testing.T) {
 			require.NoError(t, err)
 			got, err := queue.DecodeOutcome(b)
 			require.NoError(t, err)
-			assert.Equal(t, &o, got)
+			assert.Equal(t, tt.outcome, o, "EncodeOutcome changed its argument")
+			want := o
+			want.V = queue.Version
+			assert.Equal(t, &want, got)
 			assert.Equal(t, tt.wantErr == "", got.Applied())
 			if tt.wantErr == "" {
 				assert.NoError(t, got.Err())

@@ -123,10 +123,12 @@ func (o *Outcome) Err() error {
 	return &RejectError{Reason: o.Reason, Detail: o.Detail}
 }
 
-// EncodeOutcome returns the outcome's wire form.
+// EncodeOutcome returns the outcome's wire form, of the current Version.
+// It does not change o, which others may be reading.
 func EncodeOutcome(o *Outcome) ([]byte, error) {
-	o.V = Version
-	return json.Marshal(o)
+	c := *o
+	c.V = Version
+	return json.Marshal(&c)
 }
 
 // DecodeOutcome parses an outcome's wire form.

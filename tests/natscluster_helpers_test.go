@@ -407,9 +407,20 @@ func TestNATSServerBinaryClusterForms(t *testing.T) {
 	sub, err := nc.SubscribeSync(queue.OutcomeSubject(a, "*"))
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
-	require.NoError(t, dnc.Publish(queue.OutcomeSubject(a, "job-1"), []byte("done")))
-	msg, err := sub.NextMsg(5 * time.Second)
-	require.NoError(t, err, "the submitter reads its store's outcomes")
+	// The subscription's interest reaches the other nodes over the routes
+	// a moment later: publish until one arrives.
+	var msg *nats.Msg
+	require.Eventually(t, func() bool {
+		if err := dnc.Publish(queue.OutcomeSubject(a, "job-1"), []byte("done")); err != nil {
+			return false
+		}
+		m, err := sub.NextMsg(100 * time.Millisecond)
+		if err != nil {
+			return false
+		}
+		msg = m
+		return true
+	}, 10*time.Second, time.Millisecond, "the submitter reads its store's outcomes")
 	assert.Equal(t, "done", string(msg.Data))
 	require.NoError(t, sub.Unsubscribe())
 

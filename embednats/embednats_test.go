@@ -78,29 +78,6 @@ func connect(t testing.TB, d queue.Discovery, opts ...nats.Option) (*nats.Conn, 
 	return nats.Connect(d.URL, append([]nats.Option{nats.Secure(tc), nats.MaxReconnects(0)}, opts...)...)
 }
 
-// logBuffer is a slog.Logger writing into a buffer safe to read while the
-// server logs.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 func chmod(t testing.TB, path string, mode fs.FileMode) {
 	t.Helper()
 	require.NoError(t, os.Chmod(path, mode)) // Chmod, unlike Mkdir, ignores the umask
@@ -220,8 +197,8 @@ func nonLoopbackIP(t testing.TB) net.IP {
 // warns.
 func TestListenerIsLoopback(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
-		var log logBuffer
-		srv := start(t, newStore(t), embednats.Config{Logger: log.logger()})
+		var log embednats.LogBuffer
+		srv := start(t, newStore(t), embednats.Config{Logger: log.Logger()})
 		u, err := url.Parse(srv.Discovery().URL)
 		require.NoError(t, err)
 		assert.Equal(t, "127.0.0.1", u.Hostname())
@@ -237,8 +214,8 @@ func TestListenerIsLoopback(t *testing.T) {
 		assert.NotContains(t, log.String(), "not on a loopback address")
 	})
 	t.Run("all interfaces warns", func(t *testing.T) {
-		var log logBuffer
-		srv := start(t, newStore(t), embednats.Config{Host: "0.0.0.0", Logger: log.logger()})
+		var log embednats.LogBuffer
+		srv := start(t, newStore(t), embednats.Config{Host: "0.0.0.0", Logger: log.Logger()})
 		assert.Contains(t, log.String(), "level=WARN")
 		assert.Contains(t, log.String(), "not on a loopback address")
 		u, err := url.Parse(srv.Discovery().URL)
@@ -425,7 +402,7 @@ func TestCertificateNamesTheHost(t *testing.T) {
 // refused each time, but cannot flood the daemon's log: one WARN line,
 // no ERROR.
 func TestViolationsDoNotFloodTheLog(t *testing.T) {
-	var logs logBuffer
+	var logs embednats.LogBuffer
 	info := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	srv := start(t, newStore(t), embednats.Config{Logger: info})
 	d := srv.Discovery()

@@ -4,11 +4,37 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 )
+
+// LogBuffer is a debug-level slog.Logger (Logger) into a buffer that is
+// safe to read while a server logs. For this package's tests, inside and
+// outside it.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Logger logs into the buffer, at debug level.
+func (l *LogBuffer) Logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
 
 // Permission violations, which any submitter can cause, reach the log at
 // WARN at most once per violationEvery, with the count of those left out;

@@ -1,19 +1,16 @@
 package embednats
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,29 +30,6 @@ func nodeFreePort(t testing.TB) int {
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close())
 	return port
-}
-
-// nodeLog is a slog.Logger at debug level into a buffer safe to read while
-// the node logs.
-type nodeLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *nodeLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *nodeLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *nodeLog) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // writeConf writes a nats-server config file into a temporary folder.
@@ -102,8 +76,8 @@ func startNodes(t testing.TB, confs []string) []*Node {
 	t.Helper()
 	nodes := make([]*Node, len(confs))
 	for i, conf := range confs {
-		lg := &nodeLog{}
-		n, err := StartNode(t.Context(), NodeConfig{ConfigFile: conf, Logger: lg.logger()})
+		lg := &LogBuffer{}
+		n, err := StartNode(t.Context(), NodeConfig{ConfigFile: conf, Logger: lg.Logger()})
 		require.NoError(t, err, "node %d:\n%s", i+1, lg.String())
 		nodes[i] = n
 		t.Cleanup(func() {
@@ -248,8 +222,8 @@ func TestNodeStandaloneStoreDirOverride(t *testing.T) {
 // small for the largest job.
 func TestNodeKeepsConfiguredMaxPayload(t *testing.T) {
 	conf := writeConf(t, fmt.Sprintf("listen: 127.0.0.1:-1\nmax_payload: 65536\njetstream {store_dir: %q}\n", t.TempDir()))
-	lg := &nodeLog{}
-	n, err := StartNode(t.Context(), NodeConfig{ConfigFile: conf, Logger: lg.logger()})
+	lg := &LogBuffer{}
+	n, err := StartNode(t.Context(), NodeConfig{ConfigFile: conf, Logger: lg.Logger()})
 	require.NoError(t, err)
 	defer n.Close()
 	nc, err := nats.Connect(n.ClientURL())

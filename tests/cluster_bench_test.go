@@ -79,7 +79,7 @@ func benchCluster(b *testing.B) opener {
 		nodes[i] = startScribeNode(b, c.Confs[i])
 	}
 	for i, n := range nodes {
-		waitJetStreamReady(b, c.URLs[i], n.exited, n.log)
+		n.waitReady(b, c.URLs[i])
 	}
 	spawnDaemon(b, store, []string{"SCRIBE_NATS_PASSWORD=" + natsDaemonPass},
 		"--nats-url", c.URLs[2], "--user", natsDaemonUser, "--replicas", "3")

@@ -64,7 +64,7 @@ func startScribeCluster(t *testing.T, store string) *clusterEnv {
 		e.nodes = append(e.nodes, startScribeNode(t, conf))
 	}
 	for i, n := range e.nodes {
-		waitJetStreamReady(t, e.c.URLs[i], n.exited, n.log)
+		n.waitReady(t, e.c.URLs[i])
 	}
 	t.Logf("3 scribe nodes: JetStream answered on all of them %s after the start", time.Since(began).Round(time.Millisecond))
 	return e
@@ -75,7 +75,7 @@ func startScribeCluster(t *testing.T, store string) *clusterEnv {
 func (e *clusterEnv) restartNode(t *testing.T, i int) {
 	t.Helper()
 	e.nodes[i] = startScribeNode(t, e.c.Confs[i])
-	waitJetStreamReady(t, e.c.URLs[i], e.nodes[i].exited, e.nodes[i].log)
+	e.nodes[i].waitReady(t, e.c.URLs[i])
 }
 
 // writerArgs are the arguments of a writer daemon of the store queuing

@@ -118,7 +118,8 @@ func newStore(t testing.TB) string {
 	return dir
 }
 
-// daemon is a running `scribe serve`.
+// daemon is a running `scribe serve`, or another long-running process
+// (startProcess).
 type daemon struct {
 	cmd    *exec.Cmd
 	store  string
@@ -160,12 +161,22 @@ func startDaemonEnv(t testing.TB, store string, env []string, extra ...string) *
 // may die at once, by a fault hook).
 func spawnDaemon(t testing.TB, store string, env []string, extra ...string) *daemon {
 	t.Helper()
-	args := append([]string{"serve", "--store", store, "--log-level", "debug"}, extra...)
-	d := &daemon{cmd: exec.Command(scribeBin, args...), store: store, log: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd.Env = append(os.Environ(), env...)
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	require.NoError(t, d.cmd.Start())
-	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
+	cmd := exec.Command(scribeBin, append([]string{"serve", "--store", store, "--log-level", "debug"}, extra...)...)
+	cmd.Env = append(os.Environ(), env...)
+	d := startProcess(t, cmd)
+	d.store = store
+	return d
+}
+
+// startProcess starts cmd, a long-running process (a daemon, a cluster
+// node, a nats-server), its output captured, without waiting for it to
+// be ready. It is stopped at cleanup: SIGTERM, and an exit 0 wanted.
+func startProcess(t testing.TB, cmd *exec.Cmd) *daemon {
+	t.Helper()
+	d := &daemon{cmd: cmd, log: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = d.log, d.log
+	require.NoError(t, cmd.Start())
+	go func() { d.err = cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() { d.stop(t) })
 	return d
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"text/template"
 	"time"
@@ -207,94 +206,32 @@ func writeClusterConfigs(t testing.TB, n int, storeIDs ...string) *natsCluster {
 	return c
 }
 
-// natsProc is a running plain nats-server process.
-type natsProc struct {
-	cmd    *exec.Cmd
-	conf   string
-	log    *syncBuffer
-	exited chan struct{}
-	err    error
-	killed bool
-}
-
 // startNATSProcess runs the nats-server binary bin with the config file
 // conf, without waiting for it (a cluster node is ready only once a
-// quorum is up: waitReady). It is stopped at cleanup, its output logged
-// if the test failed.
-func startNATSProcess(t testing.TB, bin, conf string) *natsProc {
+// quorum is up: waitReady). It is stopped at cleanup (SIGTERM, exit 0
+// wanted), its output logged if the test failed.
+func startNATSProcess(t testing.TB, bin, conf string) *daemon {
 	t.Helper()
-	p := &natsProc{cmd: exec.Command(bin, "-c", conf), conf: conf, log: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	require.NoError(t, p.cmd.Start())
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.stop(t)
-		if t.Failed() {
-			t.Logf("nats-server -c %s output:\n%s", conf, p.log.String())
-		}
-	})
-	return p
+	return startProcess(t, exec.Command(bin, "-c", conf))
 }
 
-// kill SIGKILLs the server and waits for it to be gone.
-func (p *natsProc) kill(t testing.TB) {
-	t.Helper()
-	p.killed = true
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-}
-
-// stop sends SIGTERM and waits for a clean exit (nats-server exits 0 on
-// it). A server that died on its own, not killed, fails the test.
-func (p *natsProc) stop(t testing.TB) {
-	t.Helper()
-	select {
-	case <-p.exited:
-		if !p.killed && p.err != nil {
-			t.Errorf("nats-server -c %s exited on its own: %v", p.conf, p.err)
-		}
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		p.killed = true
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		t.Errorf("nats-server -c %s did not stop on SIGTERM within 30s", p.conf)
-		return
-	}
-	if p.err != nil {
-		t.Errorf("nats-server -c %s exited with %v after SIGTERM, want 0", p.conf, p.err)
-	}
-}
-
-// waitReady waits until the server at url takes the daemon user and
-// answers its JetStream account info, which in a cluster means a meta
-// leader is elected.
-func (p *natsProc) waitReady(t testing.TB, url string) {
-	t.Helper()
-	waitJetStreamReady(t, url, p.exited, p.log)
-}
-
-// waitJetStreamReady waits until the server at url (a process that
-// closes exited when it ends, logging into log) takes the daemon user of
-// the account layout and answers its JetStream account info.
-func waitJetStreamReady(t testing.TB, url string, exited <-chan struct{}, log *syncBuffer) {
+// waitReady waits until the server at url, which d runs, takes the daemon
+// user of the account layout and answers its JetStream account info,
+// which in a cluster means a meta leader is elected. A process that exits
+// meanwhile fails the test, with its output.
+func (d *daemon) waitReady(t testing.TB, url string) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		select {
-		case <-exited:
+		case <-d.exited:
 			return
 		default:
 		}
 		assert.NoError(c, jetStreamAnswers(t.Context(), url, nats.UserInfo(natsDaemonUser, natsDaemonPass)))
 	}, 30*time.Second, 100*time.Millisecond, "JetStream at %s not ready", url)
 	select {
-	case <-exited:
-		t.Fatalf("the server of %s exited while starting:\n%s", url, log.String())
+	case <-d.exited:
+		t.Fatalf("the server of %s exited while starting:\n%s", url, d.log.String())
 	default:
 	}
 }
@@ -320,18 +257,12 @@ func jetStreamAnswers(ctx context.Context, url string, opts ...nats.Option) erro
 // startScribeNode starts `scribe serve --nats-config CONF` (an embedded
 // cluster node from a nats-server config file; with no --store a bare
 // cluster node) with extra arguments, without waiting: wait for it with
-// waitJetStreamReady(t, url, d.exited, d.log) once a quorum of the
-// cluster is started. It is stopped at cleanup (SIGTERM, exit 0 wanted).
+// d.waitReady(t, url) once a quorum of the cluster is started. It is stopped at cleanup (SIGTERM, exit 0 wanted).
 func startScribeNode(t testing.TB, conf string, extra ...string) *daemon {
 	t.Helper()
-	args := append([]string{"serve", "--nats-config", conf, "--log-level", "debug"}, extra...)
-	d := &daemon{cmd: exec.Command(scribeBin, args...), log: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_CRASH_AT=")
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	require.NoError(t, d.cmd.Start())
-	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
-	t.Cleanup(func() { d.stop(t) })
-	return d
+	cmd := exec.Command(scribeBin, append([]string{"serve", "--nats-config", conf, "--log-level", "debug"}, extra...)...)
+	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_CRASH_AT=")
+	return startProcess(t, cmd)
 }
 
 // Three plain nats-server processes built from the module scribe depends
@@ -349,7 +280,7 @@ func TestNATSServerBinaryClusterForms(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("%s:\n%s", c.Confs[0], conf)
 
-	procs := make([]*natsProc, len(c.Confs))
+	procs := make([]*daemon, len(c.Confs))
 	for i, conf := range c.Confs {
 		procs[i] = startNATSProcess(t, bin, conf)
 	}

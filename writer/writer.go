@@ -724,7 +724,9 @@ func (w *Writer) lostClaim() <-chan struct{} {
 // later jobs were applied and purged past them. take then drops m and
 // sets lost, and run consumes afresh from the oldest undecided job.
 func (w *Writer) take(m jetstream.Msg) {
-	if md, err := m.Metadata(); err == nil && md.Stream == queue.StreamName(w.storeID) {
+	md, err := m.Metadata()
+	own := err == nil && md.Stream == queue.StreamName(w.storeID) // isOwn
+	if own {
 		d := md.Sequence.Consumer
 		if d > w.nextDelivery {
 			w.log.Warn("deliveries were lost on the way from the queue; consuming afresh from the oldest undecided job",
@@ -740,7 +742,7 @@ func (w *Writer) take(m jetstream.Msg) {
 	}
 	w.lastTaken = now
 	w.taken++
-	w.ahead = append(w.ahead, item{m: m, e: w.entry(m), n: w.taken, own: w.isOwn(m)})
+	w.ahead = append(w.ahead, item{m: m, e: w.entry(m), n: w.taken, own: own})
 }
 
 // isOwn reports whether m is of the store's own stream.

@@ -225,10 +225,8 @@ func takeDaemonLock(ctx context.Context, store string, log *slog.Logger) (*daemo
 			last = time.Now()
 			log.Info("waiting for the daemon that served the store on this host to leave", "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !sleepCtx(ctx, 100*time.Millisecond) {
 			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
@@ -247,10 +245,8 @@ func (cs *clusterServe) moveEmbeddedJobs(ctx context.Context, js jetstream.JetSt
 			return fmt.Errorf("store %s: %w", st.path, err)
 		}
 		cs.log.Info("the store's stream cannot be placed yet; retrying", "store", st.path, "err", err)
-		select {
-		case <-ctx.Done():
+		if !sleepCtx(ctx, retryPause(attempt)) {
 			return ctx.Err()
-		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
 		}
 	}
 	move := func(src embednats.QueueSource) error {
@@ -292,6 +288,12 @@ func (cs *clusterServe) moveEmbeddedJobs(ctx context.Context, js jetstream.JetSt
 	return st.lk.ClearQueueHome()
 }
 
+// retryPause is how long to wait before the next attempt at something a
+// cluster in transition refuses: 100 ms more each time, up to 1 s.
+func retryPause(attempt int) time.Duration {
+	return min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)
+}
+
 // waitJetStream waits until the server answers JetStream requests: a
 // cluster elects its meta leader once a majority of its nodes are up.
 func waitJetStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
@@ -310,10 +312,8 @@ func waitJetStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger
 			last = time.Now()
 			log.Info("waiting for JetStream (a cluster needs a majority of its nodes up)", "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !sleepCtx(ctx, retryPause(attempt)) {
 			return ctx.Err()
-		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
 		}
 	}
 }

@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/gofrs/flock"
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/daemon"
@@ -17,9 +23,13 @@ import (
 const DefaultExitIdle = 5 * time.Minute
 
 // autostartPoll is how often Open looks for the discovery of a daemon it
-// started: its start takes tens of milliseconds, all inside a hook's
-// budget, so a coarse backoff would show.
-const autostartPoll = 5 * time.Millisecond
+// started: first every 5 ms, since a start takes tens of milliseconds, all
+// inside a hook's budget, then less often, up to every 100 ms. Thirty
+// hooks polling every 5 ms (each poll takes the daemon lock for an
+// instant) starved the very daemon they waited for on a loaded machine.
+func autostartPoll(n int) time.Duration {
+	return min(5*time.Millisecond<<min(n/4, 5), 100*time.Millisecond)
+}
 
 // autostartTries bounds how many daemons one discovery starts: a started
 // daemon can exit at once, having lost the daemon lock to one that was
@@ -64,22 +74,43 @@ type autostarter struct {
 // discover is queued.discover with autostart: when no daemon serves the
 // store, start one (at most autostartTries) and wait for the discovery of
 // the daemon that won the lock, ours or another's.
+//
+// Callers that find no daemon take turns at the store's autostart gate:
+// the one holding it starts a daemon and keeps the gate until some daemon
+// holds the daemon lock, so the others find that daemon starting and
+// wait for it rather than start one each. Without the gate a burst of
+// thirty hooks started thirty daemons, twenty-nine only to exit, and on a
+// loaded machine the one that won announced itself too late for some.
 func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery, error) {
+	gate := startGate{path: queue.Layout{Root: a.store}.AutostartGate(), log: q.log}
 	defer func() {
+		gate.release()
 		if a.started != nil {
 			a.started.release()
 			a.started = nil
 		}
 	}()
-	for {
+	for attempt := 0; ; attempt++ {
 		d, err := daemon.Find(q.store)
 		switch {
 		case err == nil && d != nil:
 			return d, nil
 		case err != nil && !errors.Is(err, daemon.ErrStarting):
 			return nil, err
-		case err == nil && (a.started == nil || a.started.exited()):
-			// No daemon holds the lock, and ours (if any) is gone.
+		case err != nil:
+			// A daemon holds the lock and is starting, ours or another's:
+			// whoever comes now waits for it.
+			gate.release()
+		case a.started == nil || a.started.exited():
+			// No daemon holds the lock, and ours (if any) is gone: start
+			// one, unless another caller holds the gate to start one.
+			if !gate.take() {
+				break
+			}
+			if d, err := daemon.Find(q.store); d != nil || err != nil {
+				gate.release() // one took the lock while we came through the gate
+				break
+			}
 			if a.tries >= autostartTries {
 				return nil, fmt.Errorf("%w: started %d daemons, none serves the store; see %s", ErrUnavailable, a.tries, queue.Layout{Root: a.store}.DaemonLog())
 			}
@@ -91,11 +122,54 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 			a.started = s
 			q.log.Debug("started a daemon", "pid", s.pid, "command", a.cfg.Command)
 		}
-		if !sleep(ctx, autostartPoll) {
+		if !sleep(ctx, autostartPoll(attempt)) {
 			if err == nil {
 				err = errors.New("no daemon announced itself")
 			}
 			return nil, fmt.Errorf("%w: waiting for the daemon started on demand (see %s): %w", ErrUnavailable, queue.Layout{Root: a.store}.DaemonLog(), err)
 		}
+	}
+}
+
+// startGate is the store's autostart gate: an exclusive flock on
+// <store>/.scribe/autostart, held by the caller that is starting a
+// daemon. The kernel frees it if that caller dies; the file is never
+// removed, and nothing is read from it.
+type startGate struct {
+	path     string
+	log      *slog.Logger
+	fl       *flock.Flock
+	unusable bool // the gate cannot be opened: start without it
+}
+
+// take reports whether this caller may start a daemon: it holds the gate
+// (taken now or before), or the gate cannot be opened at all (a store
+// whose .scribe this user cannot write), when starting one regardless is
+// better than never starting one; the daemon lock still keeps one daemon.
+func (g *startGate) take() bool {
+	if g.unusable {
+		return true
+	}
+	if g.fl == nil {
+		if err := os.Mkdir(filepath.Dir(g.path), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			g.log.Debug("no autostart gate", "err", err)
+			g.unusable = true
+			return true
+		}
+		g.fl = flock.New(g.path, flock.SetFlag(os.O_CREATE|os.O_RDONLY), flock.SetPermissions(0o600))
+	}
+	ok, err := g.fl.TryLock()
+	if err != nil {
+		g.log.Debug("no autostart gate", "err", err)
+		g.unusable = true
+		return true
+	}
+	return ok
+}
+
+// release lets the gate go if this caller holds it.
+func (g *startGate) release() {
+	if g.fl != nil && g.fl.Locked() {
+		_ = g.fl.Unlock()
 	}
 }

@@ -33,6 +33,11 @@ func (l Layout) Join() string { return l.file("join") }
 // for the store.
 func (l Layout) Demand() string { return l.file("demand") }
 
+// AutostartGate is the file a client holds an exclusive flock on while it
+// starts the store's daemon on demand, so that callers arriving at the same
+// time wait for that daemon instead of starting their own.
+func (l Layout) AutostartGate() string { return l.file("autostart") }
+
 // Queue is the embedded NATS server's JetStream folder, where queued jobs
 // are kept.
 func (l Layout) Queue() string { return l.file("jetstream") }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,13 +121,18 @@ func TestAutostartConcurrentHooks(t *testing.T) {
 
 	results := make([]result, n)
 	errs := make([]error, n)
+	took := make([]time.Duration, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
+			start := time.Now()
 			results[i], errs[i] = submitAuto(store, "", "--wait", "--json", "--job", filepath.Join(jobs, fmt.Sprintf("job%d.json", i)))
+			took[i] = time.Since(start)
 		})
 	}
 	wg.Wait()
+	slices.Sort(took)
+	t.Logf("hooks took %v (median) to %v (slowest)", took[n/2], took[n-1])
 
 	epochs := map[uint64]bool{}
 	for i, r := range results {
@@ -154,6 +160,9 @@ func TestAutostartConcurrentHooks(t *testing.T) {
 	// exited only it runs.
 	pids := servingPIDs(t, store)
 	require.Len(t, pids, 1, "exactly one daemon served")
+	// And no losers: the hooks took turns at the autostart gate, so the
+	// first one's daemon was the only one started.
+	assert.NotContains(t, readFile(t, queue.Layout{Root: store}.DaemonLog()), "already serves", "a hook started a second daemon")
 	d, err := qdaemon.Find(store)
 	require.NoError(t, err)
 	require.NotNil(t, d, "the daemon still serves (exit-idle %s)", testExitIdle)

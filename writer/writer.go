@@ -134,7 +134,7 @@ type Writer struct {
 	done     chan struct{}
 	started  time.Time
 	// reconsume asks run to consume afresh: the server's JetStream was
-	// restarted (see Config.CheckQueue).
+	// restarted (see Config.CheckQueue), or the consumer is gone.
 	reconsume chan struct{}
 	// stopPump and pumped stop the pump and wait for it. Only run (and
 	// Start) touch them.
@@ -355,10 +355,40 @@ func (w *Writer) pump(ctx context.Context, done chan<- struct{}) {
 		if ctx.Err() != nil {
 			return
 		}
+		if w.consumerGone(ctx, err) {
+			// Pulling from it again would wait for ever: run recreates it
+			// and consumes afresh, which restarts the pump.
+			w.log.Warn("the queue's consumer is gone; consuming afresh from the oldest undecided job", "err", err)
+			w.askReconsume()
+			return
+		}
 		w.log.Warn("consume; retrying", "err", err)
 		if !sleep(ctx, backoff(attempt)) {
 			return
 		}
+	}
+}
+
+// consumerGone reports whether the writer's consumer no longer exists on
+// the server, after consume ended with err: the server said it was
+// deleted, or it does not know it when asked. A consumer vanishes when
+// the server loses it (its state is kept in memory) or someone deletes
+// it; a new one with the same name starts from the oldest job.
+func (w *Writer) consumerGone(ctx context.Context, err error) bool {
+	if errors.Is(err, jetstream.ErrConsumerDeleted) {
+		return true
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = w.cons.Info(ictx)
+	return errors.Is(err, jetstream.ErrConsumerNotFound)
+}
+
+// askReconsume asks run to consume afresh, at most once pending.
+func (w *Writer) askReconsume() {
+	select {
+	case w.reconsume <- struct{}{}:
+	default:
 	}
 }
 
@@ -375,10 +405,14 @@ func (w *Writer) consume(ctx context.Context, cons jetstream.Consumer) error {
 	defer context.AfterFunc(ctx, iter.Stop)()
 	for {
 		m, err := iter.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+		switch {
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 			return err
-		}
-		if err != nil {
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrNoHeartbeat):
+			// The iterator would go on pulling from a consumer that may
+			// be gone: let pump find out.
+			return err
+		case err != nil:
 			w.log.Warn("consume", "err", err)
 			continue
 		}
@@ -552,10 +586,8 @@ func (w *Writer) watch(ctx context.Context, done chan<- struct{}) {
 			wait = QueueCheckInterval
 		}
 		if restarted {
-			select {
-			case w.reconsume <- struct{}{}:
-			default:
-			}
+			w.log.Info("the queue restarted")
+			w.askReconsume()
 		}
 	}
 }
@@ -592,7 +624,7 @@ func (w *Writer) consumeAfresh(ctx context.Context) bool {
 			return false
 		}
 	}
-	w.log.Info("the queue restarted: consuming afresh from the oldest queued job")
+	w.log.Info("consuming afresh from the oldest queued job")
 	w.startPump(ctx)
 	return true
 }

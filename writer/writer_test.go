@@ -233,6 +233,24 @@ func TestWriterQueueCheck(t *testing.T) {
 	assert.Equal(t, "before\nafter\n", storeLog(t, store))
 }
 
+// A consumer that vanishes from the server (deleted, or lost with the
+// server's memory) is recreated: the writer does not go on pulling from
+// it for ever. A daemon stuck so after the full-disk restart in CI.
+func TestWriterRecreatesDeletedConsumer(t *testing.T) {
+	nc, js := startJetStream(t)
+	store, sid := writerStore(t)
+	w := startWriter(t, store, nc, nil)
+	publishJob(t, js, sid, "before", wireJob(t, sid, "before", "before"))
+	outcomeOf(t, w, "before")
+
+	s, err := js.Stream(t.Context(), queue.StreamName(sid))
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteConsumer(t.Context(), queue.ConsumerName))
+	publishJob(t, js, sid, "after", wireJob(t, sid, "after", "after"))
+	assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, "after").Status, "consuming again from a new consumer")
+	assert.Equal(t, "before\nafter\n", storeLog(t, store))
+}
+
 // A writer killed after answering, before the next batch dropped the
 // batch's intent, leaves its outcomes provisional: hidden from look-ups
 // until a holder redoes the intent. A daemon that starts with nothing to

@@ -567,13 +567,15 @@ func TestOpenSessionWaitGivesUp(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
 			holder := holdInChild(t, store, writer.LockOptions{Mode: queue.ModeDaemon, Command: "busy"}, withSession())
+			// The clock starts before the context's: its deadline counts
+			// from its creation, and elapsed must not miss that instant.
+			start := time.Now()
 			ctx := context.Background()
 			if tt.timeout > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
 				t.Cleanup(cancel)
 			}
-			start := time.Now()
 			s, err := writer.OpenSessionWait(ctx, store, tt.wait, writer.SessionOptions{})
 			elapsed := time.Since(start)
 			assert.Nil(t, s)

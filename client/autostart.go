@@ -136,16 +136,24 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 // daemon. The kernel frees it if that caller dies; the file is never
 // removed, and nothing is read from it.
 type startGate struct {
-	path     string
-	log      *slog.Logger
-	fl       *flock.Flock
-	unusable bool // the gate cannot be opened: start without it
+	path      string
+	log       *slog.Logger
+	fl        *flock.Flock
+	unusable  bool      // the gate cannot be opened: start without it
+	busySince time.Time // when this caller first found it held
 }
+
+// gatePatience is how long a caller waits for the autostart gate before it
+// starts a daemon regardless. The gate only spares the machine a crowd of
+// daemons; the daemon lock keeps one. A holder stopped (SIGSTOP, a
+// debugger) before it started one must not keep every caller from it.
+const gatePatience = 2 * time.Second
 
 // take reports whether this caller may start a daemon: it holds the gate
 // (taken now or before), or the gate cannot be opened at all (a store
-// whose .scribe this user cannot write), when starting one regardless is
-// better than never starting one; the daemon lock still keeps one daemon.
+// whose .scribe this user cannot write), or another caller has held it
+// for gatePatience. In the last two, starting one regardless is better
+// than never starting one; the daemon lock still keeps one daemon.
 func (g *startGate) take() bool {
 	if g.unusable {
 		return true
@@ -159,16 +167,26 @@ func (g *startGate) take() bool {
 		g.fl = flock.New(g.path, flock.SetFlag(os.O_CREATE|os.O_RDONLY), flock.SetPermissions(0o600))
 	}
 	ok, err := g.fl.TryLock()
-	if err != nil {
+	switch {
+	case err != nil:
 		g.log.Debug("no autostart gate", "err", err)
 		g.unusable = true
 		return true
+	case ok:
+		return true
+	case g.busySince.IsZero():
+		g.busySince = time.Now()
+	case time.Since(g.busySince) >= gatePatience:
+		g.log.Debug("the autostart gate stays held; starting a daemon regardless", "held_for", time.Since(g.busySince))
+		return true
 	}
-	return ok
+	return false
 }
 
-// release lets the gate go if this caller holds it.
+// release lets the gate go if this caller holds it, and forgets how long
+// it found it held: a daemon holds the store now.
 func (g *startGate) release() {
+	g.busySince = time.Time{}
 	if g.fl != nil && g.fl.Locked() {
 		_ = g.fl.Unlock()
 	}

@@ -186,6 +186,29 @@ func TestAutostartConcurrentHooks(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }
 
+// The autostart gate only spares the machine a crowd of daemons: a caller
+// that holds it and never starts one (here flock(1), as a hook stopped
+// mid-start would) delays the others by the client's patience (2 s), then
+// they start one regardless, instead of failing after 10 s.
+func TestAutostartGateHeldByAnother(t *testing.T) {
+	store := newStore(t)
+	stopAutostarted(t, store)
+	require.NoError(t, os.Mkdir(filepath.Join(store, ".scribe"), 0o700))
+	holdWithFlock(t, queue.Layout{Root: store}.AutostartGate())
+
+	start := time.Now()
+	r, err := submitAuto(store, "", "--wait", "--json", "append", "log.txt", "through\n")
+	took := time.Since(start)
+	require.NoError(t, err)
+	require.Equal(t, 0, r.code, r.stderr)
+	var o queue.Outcome
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &o), r.stdout)
+	assert.Equal(t, queue.ModeDaemon, o.Mode)
+	assert.GreaterOrEqual(t, took, 2*time.Second, "the caller waited for the gate's holder first")
+	assert.Equal(t, "through\n", readFile(t, filepath.Join(store, "log.txt")))
+	assert.Len(t, servingPIDs(t, store), 1)
+}
+
 // Must show 1, second half: the daemon SIGKILLed while jobs wait behind
 // an outside holder of the store lock; the next submit with autostart
 // brings one back, which applies the stranded jobs first, in order.

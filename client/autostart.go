@@ -82,7 +82,7 @@ type autostarter struct {
 // thirty hooks started thirty daemons, twenty-nine only to exit, and on a
 // loaded machine the one that won announced itself too late for some.
 func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery, error) {
-	gate := startGate{path: queue.Layout{Root: a.store}.AutostartGate(), log: q.log}
+	gate := startGate{path: queue.Layout{Root: a.store}.AutostartGate(), patience: gatePatience(ctx), log: q.log}
 	defer func() {
 		gate.release()
 		if a.started != nil {
@@ -137,6 +137,7 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 // removed, and nothing is read from it.
 type startGate struct {
 	path      string
+	patience  time.Duration // see gatePatience
 	log       *slog.Logger
 	fl        *flock.Flock
 	unusable  bool      // the gate cannot be opened: start without it
@@ -144,15 +145,23 @@ type startGate struct {
 }
 
 // gatePatience is how long a caller waits for the autostart gate before it
-// starts a daemon regardless. The gate only spares the machine a crowd of
-// daemons; the daemon lock keeps one. A holder stopped (SIGSTOP, a
-// debugger) before it started one must not keep every caller from it.
-const gatePatience = 2 * time.Second
+// starts a daemon regardless: half its time to connect (5 s of the default
+// 10), or 5 s without a deadline. The gate only spares the machine a
+// crowd of daemons; the daemon lock keeps one. A holder stopped (SIGSTOP,
+// a debugger) before it started one must not keep every caller from it;
+// but a daemon started amid thirty race-built hooks on two loaded cores
+// took 2.8 s to hold its lock, so the patience is not shorter.
+func gatePatience(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl) / 2
+	}
+	return 5 * time.Second
+}
 
 // take reports whether this caller may start a daemon: it holds the gate
 // (taken now or before), or the gate cannot be opened at all (a store
 // whose .scribe this user cannot write), or another caller has held it
-// for gatePatience. In the last two, starting one regardless is better
+// for its patience. In the last two, starting one regardless is better
 // than never starting one; the daemon lock still keeps one daemon.
 func (g *startGate) take() bool {
 	if g.unusable {
@@ -176,7 +185,7 @@ func (g *startGate) take() bool {
 		return true
 	case g.busySince.IsZero():
 		g.busySince = time.Now()
-	case time.Since(g.busySince) >= gatePatience:
+	case time.Since(g.busySince) >= g.patience:
 		g.log.Debug("the autostart gate stays held; starting a daemon regardless", "held_for", time.Since(g.busySince))
 		return true
 	}

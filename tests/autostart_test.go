@@ -1,13 +1,10 @@
 package tests
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -32,21 +29,8 @@ const testExitIdle = "2s"
 // submitAuto runs `scribe submit --autostart` with the test's exit-idle,
 // without the testing.T, so that goroutines can run it.
 func submitAuto(store, stdin string, args ...string) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	args = append([]string{"submit", "--store", store, "--autostart", "--exit-idle", testExitIdle}, args...)
-	cmd := exec.CommandContext(ctx, scribeBin, args...)
-	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=", "SCRIBE_EXIT_IDLE=")
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code, err = ee.ExitCode(), nil
-	}
-	return r, err
+	return runProcess(scribeBin, []string{"SCRIBE_AUTOSTART=", "SCRIBE_EXIT_IDLE="}, strings.NewReader(stdin), args...)
 }
 
 // servingPIDs are the pids of the daemons that announced themselves in
@@ -188,7 +172,7 @@ func TestAutostartConcurrentHooks(t *testing.T) {
 
 // The autostart gate only spares the machine a crowd of daemons: a caller
 // that holds it and never starts one (here flock(1), as a hook stopped
-// mid-start would) delays the others by the client's patience (2 s), then
+// mid-start would) delays the others by the client's patience (5 s), then
 // they start one regardless, instead of failing after 10 s.
 func TestAutostartGateHeldByAnother(t *testing.T) {
 	store := newStore(t)
@@ -204,7 +188,7 @@ func TestAutostartGateHeldByAnother(t *testing.T) {
 	var o queue.Outcome
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &o), r.stdout)
 	assert.Equal(t, queue.ModeDaemon, o.Mode)
-	assert.GreaterOrEqual(t, took, 2*time.Second, "the caller waited for the gate's holder first")
+	assert.GreaterOrEqual(t, took, 5*time.Second, "the caller waited for the gate's holder first")
 	assert.Equal(t, "through\n", readFile(t, filepath.Join(store, "log.txt")))
 	assert.Len(t, servingPIDs(t, store), 1)
 }

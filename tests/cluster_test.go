@@ -1,9 +1,7 @@
 package tests
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -299,7 +297,7 @@ func (p *producer) runCLI(url, id string, n int, stop <-chan struct{}) {
 			return
 		default:
 		}
-		r, err := scribeEnvNoT(env, "submit", "--nats-url", url, "--user", natsSubmitUser(id), "--store-id", id,
+		r, err := runProcess(scribeBin, env, nil, "submit", "--nats-url", url, "--user", natsSubmitUser(id), "--store-id", id,
 			"--id", fmt.Sprintf("p%d-%d", p.k, i), "append", clusterLogFile, fmt.Sprintf("p%d %d\n", p.k, i))
 		switch {
 		case err != nil:
@@ -308,25 +306,6 @@ func (p *producer) runCLI(url, id string, n int, stop <-chan struct{}) {
 		}
 		p.note(i, err)
 	}
-}
-
-// scribeEnvNoT runs the binary with more environment, without a
-// testing.TB, for goroutines.
-func scribeEnvNoT(env []string, args ...string) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, scribeBin, args...)
-	cmd.Env = append(os.Environ(), append([]string{"SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_CRASH_AT="}, env...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String(), duration: time.Since(start)}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code, err = ee.ExitCode(), nil
-	}
-	return r, err
 }
 
 // openSubmitter opens a client of store id through url as its submitter.

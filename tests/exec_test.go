@@ -3,7 +3,6 @@ package tests
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,19 +159,7 @@ func report(t testing.TB, store string) (queue.StatusReport, bool) {
 
 // scribeNoT runs the binary without a testing.TB, for goroutines.
 func scribeNoT(args ...string) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, scribeBin, args...)
-	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code, err = ee.ExitCode(), nil
-	}
-	return r, err
+	return runProcess(scribeBin, nil, nil, args...)
 }
 
 // processGone reports whether pid has exited (is gone, or a zombie).

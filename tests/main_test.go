@@ -86,6 +86,14 @@ func runProgram(t testing.TB, bin, stdin string, args ...string) result {
 // signal exits 128+signal, as a shell reports it.
 func runWith(t testing.TB, bin string, env []string, stdin io.Reader, args ...string) result {
 	t.Helper()
+	r, err := runProcess(bin, env, stdin, args...)
+	require.NoError(t, err, "run %s %v", bin, args)
+	return r
+}
+
+// runProcess is runWith without a testing.TB, for goroutines: the error
+// says the program could not be run at all.
+func runProcess(bin string, env []string, stdin io.Reader, args ...string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -97,17 +105,13 @@ func runWith(t testing.TB, bin string, env []string, stdin io.Reader, args ...st
 	err := cmd.Run()
 	r := result{stdout: out.String(), stderr: errb.String(), duration: time.Since(start)}
 	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
+	if errors.As(err, &ee) {
+		r.code, err = ee.ExitCode(), nil
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			r.code = 128 + int(ws.Signal())
 		}
-	default:
-		require.NoError(t, err, "run %s %v", bin, args)
 	}
-	return r
+	return r, err
 }
 
 // newStore makes an empty store folder.

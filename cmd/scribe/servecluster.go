@@ -318,15 +318,15 @@ func waitJetStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger
 	}
 }
 
-// clusterOnly are serve's flags that mean nothing for a queue on a shared
-// NATS server: its settings are the server's.
-var clusterOnly = []string{"host", "port", "sync", "queue-dir", "exit-idle"}
+// embeddedOnly are serve's flags for the embedded queue only: they mean
+// nothing for a queue on a shared NATS server, whose settings are its own.
+var embeddedOnly = []string{"host", "port", "sync", "queue-dir", "exit-idle"}
 
 // checkClusterFlags refuses flags given on the command line that a queue
 // on a shared NATS server does not take.
 func checkClusterFlags(given map[string]bool) error {
 	var bad []string
-	for _, name := range clusterOnly {
+	for _, name := range embeddedOnly {
 		if given[name] {
 			bad = append(bad, "--"+name)
 		}

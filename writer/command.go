@@ -54,9 +54,12 @@ type Command struct {
 	// process holds it, the job is deferred. It must not be the store
 	// lock: the command would find it held by its own daemon.
 	LockFile string
-	// Env is added to the command's environment (KEY=VALUE), which is the
-	// daemon's own plus SCRIBE_STORE, SCRIBE_JOB_ID, SCRIBE_EPOCH and the
-	// inherited store lock's variables.
+	// Env is added to the command's environment (KEY=VALUE). That is
+	// otherwise only HOME, LANG, LANGUAGE, LC_*, LOGNAME, PATH, SHELL,
+	// TMPDIR, TZ and USER of the daemon's own, then SCRIBE_STORE,
+	// SCRIBE_JOB_ID, SCRIBE_COMMAND, SCRIBE_EPOCH and the handed-down
+	// store lock's SCRIBE_LOCK_* variables; nothing else of the daemon's
+	// (its credentials, its route) reaches a command.
 	Env []string
 
 	allow []*regexp.Regexp

@@ -425,7 +425,7 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	c := exec.Command(cmd.Program, plan.args...)
 	c.Dir = plan.dir
 	c.ExtraFiles = []*os.File{hold.File()}
-	c.Env = append(childEnviron(), cmd.Env...)
+	c.Env = commandEnv(os.Environ(), cmd.Env)
 	c.Env = append(c.Env, "SCRIBE_STORE="+store, "SCRIBE_JOB_ID="+plan.job.ID, "SCRIBE_COMMAND="+cmd.Name)
 	c.Env = append(c.Env, hold.ChildEnv(3)...)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -442,6 +442,7 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 		spools[i] = sp
 	}
 	c.Stdout, c.Stderr = spools[0].f, spools[1].f
+	keepInheritedFromChildren()
 	if err := c.Start(); err != nil {
 		r.startErr = err
 		return r
@@ -548,16 +549,6 @@ func killGroup(pgid int, grace time.Duration, exited <-chan error) error {
 	}
 	_ = unix.Kill(-pgid, unix.SIGKILL)
 	return <-exited
-}
-
-// childEnviron is this process's environment without the variables scribe
-// sets for a command, which a daemon started from a `scribe lock` child
-// could have inherited from it.
-func childEnviron() []string {
-	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		k, _, _ := strings.Cut(kv, "=")
-		return strings.HasPrefix(k, "SCRIBE_LOCK_") || k == EnvEpoch || k == "SCRIBE_STORE" || k == "SCRIBE_JOB_ID" || k == "SCRIBE_COMMAND"
-	})
 }
 
 // capture keeps the start and the end of a stream, max bytes in all, and

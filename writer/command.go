@@ -49,8 +49,8 @@ type Command struct {
 	// needs is busy (its own lock is held): the job is deferred and run
 	// again later, and the run does not count as its outcome.
 	BusyExitCodes []int
-	// LockFile is the lock the command takes itself, if any. It is probed
-	// before each run (a flock taken and at once released): while another
+	// LockFile is the lock the command takes itself, if any. It is looked
+	// at before each run, without being taken (LockHolders): while another
 	// process holds it, the job is deferred. It must not be the store
 	// lock: the command would find it held by its own daemon.
 	LockFile string

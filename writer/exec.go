@@ -1,7 +1,6 @@
 package writer
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -286,60 +285,6 @@ func (st *shared) recoverRun() error {
 		return fmt.Errorf("record interrupted run: %w", err)
 	}
 	return nil
-}
-
-// lockBusy says why a command's own lock file is busy, or "" if it is
-// free (or there is none). It looks, without taking it, whether any
-// process holds a lock on the file: /proc/locks where there is one, so
-// that the tool's own non-blocking attempts never fail because of the
-// probe; elsewhere by taking and at once releasing a flock.
-func lockBusy(path string) string {
-	if path == "" {
-		return ""
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return "" // no lock file: nobody holds it
-	}
-	if pids, ok := procLocks(uint64(st.Dev), st.Ino); ok {
-		if len(pids) == 0 {
-			return ""
-		}
-		return fmt.Sprintf("its lock %s is held by pid %s", path, strings.Join(pids, ", "))
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return fmt.Sprintf("its lock %s is held by another process", path)
-	}
-	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return ""
-}
-
-// procLocks lists the pids that hold a lock (flock or POSIX) on the file
-// dev:ino according to /proc/locks; ok is false where it cannot be read.
-func procLocks(dev, ino uint64) (pids []string, ok bool) {
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; waiters have "->".
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[1] == "->" || fields[5] != want {
-			continue
-		}
-		if !slices.Contains(pids, fields[4]) {
-			pids = append(pids, fields[4])
-		}
-	}
-	return pids, sc.Err() == nil
 }
 
 // runResult is what a command's run did.

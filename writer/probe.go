@@ -2,9 +2,11 @@ package writer
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -29,20 +31,11 @@ import (
 // attempt could find held for that instant; with /proc/locks it never
 // touches the lock. A missing lock file is free.
 func ProbeLock(path string) (held bool, pids []int, holder *queue.Holder) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return false, nil, nil // no lock file: nobody holds it
-	}
-	if listed, ok := procLocks(uint64(st.Dev), st.Ino); ok {
-		for _, p := range listed {
-			if n, err := strconv.Atoi(p); err == nil {
-				pids = append(pids, n)
-			}
-		}
-		if len(listed) == 0 {
+	if pids, ok := LockHolders(path); ok {
+		if len(pids) == 0 {
 			return false, nil, nil
 		}
-		if h := liveHolder(path); h != nil && (len(pids) == 0 || slices.Contains(pids, h.PID)) {
+		if h := liveHolder(path); h != nil && slices.Contains(pids, h.PID) {
 			holder = h
 		}
 		return true, pids, holder
@@ -51,6 +44,29 @@ func ProbeLock(path string) (held bool, pids []int, holder *queue.Holder) {
 		return false, nil, nil
 	}
 	return true, nil, liveHolder(path)
+}
+
+// lockBusy says why a command's own lock file is busy, or "" if it is
+// free (or there is none), as ProbeLock tells it, without reading the
+// file: it is the tool's, not scribe's.
+func lockBusy(path string) string {
+	if path == "" {
+		return ""
+	}
+	if pids, ok := LockHolders(path); ok {
+		if len(pids) == 0 {
+			return ""
+		}
+		s := make([]string, len(pids))
+		for i, p := range pids {
+			s[i] = strconv.Itoa(p)
+		}
+		return fmt.Sprintf("its lock %s is held by pid %s", path, strings.Join(s, ", "))
+	}
+	if flockBusy(path) {
+		return fmt.Sprintf("its lock %s is held by another process", path)
+	}
+	return ""
 }
 
 // flockBusy reports whether a non-blocking exclusive flock on path fails

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 )
 
 // signalDaemon sends SIGTERM to the daemon a discovery file names, once
@@ -71,29 +72,11 @@ func checkDaemonProcess(l queue.Layout, d *queue.Discovery) error {
 	return nil
 }
 
-// holdsLock reports whether /proc/locks shows pid holding a lock on the
-// file at path. Only the inode is compared: the device number there is
-// the underlying filesystem's, which an overlay's stat does not show.
+// holdsLock reports whether the kernel shows pid holding a lock on the
+// file at path (writer.LockHolders).
 func holdsLock(pid int, path string) bool {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return false
-	}
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; waiters have "->".
-	want, ino := strconv.Itoa(pid), ":"+strconv.FormatUint(st.Ino, 10)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 6 && fields[1] != "->" && fields[4] == want && strings.HasSuffix(fields[5], ino) {
-			return true
-		}
-	}
-	return false
+	pids, _ := writer.LockHolders(path)
+	return slices.Contains(pids, pid)
 }
 
 // clockTicks is USER_HZ, the unit of /proc's process times: 100 on every

@@ -51,6 +51,10 @@ type storeSpec struct {
 // Run parses flags and serves until ctx ends (SIGINT/SIGTERM), then shuts
 // down gracefully: the batch in hand is finished and the lock released.
 func (c *ServeCommand) Run(ctx context.Context, args []string) error {
+	// Every daemon starts here, by hand, under a supervisor or on demand:
+	// it keeps nothing its starter had open but 0-2, or a hook's caller
+	// reading the hook's output to EOF would wait for the daemon to exit.
+	inherited := writer.CloseInherited()
 	fs := c.newFlagSet("serve", "--store DIR [--store DIR…] [flags]")
 	var storeArgs storeList
 	fs.Var(&storeArgs, "store", "store `folder`; give it once per store to serve several stores with one daemon (default $SCRIBE_STORE)")
@@ -181,6 +185,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	log, err := c.serveLogger(*level, *logFormat)
 	if err != nil {
 		return err
+	}
+	if len(inherited) > 0 {
+		log.Debug("closed the descriptors inherited from the starter", "fds", inherited)
 	}
 	if *checkConfig {
 		printConfig(c.Stdout, fs, cfg, sources)

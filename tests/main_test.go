@@ -144,13 +144,21 @@ func startDaemon(t testing.TB, store string, extra ...string) *daemon {
 func startDaemonEnv(t testing.TB, store string, env []string, extra ...string) *daemon {
 	t.Helper()
 	d := spawnDaemon(t, store, env, extra...)
+	d.waitServing(t)
+	return d
+}
+
+// waitServing waits until a started `scribe serve` serves d.store: its
+// discovery file is written and names its pid.
+func (d *daemon) waitServing(t testing.TB) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		select {
 		case <-d.exited:
 			return true
 		default:
 		}
-		disc, err := queue.ReadDiscovery(store)
+		disc, err := queue.ReadDiscovery(d.store)
 		return err == nil && disc.PID == d.cmd.Process.Pid
 	}, 30*time.Second, 10*time.Millisecond)
 	select {
@@ -158,7 +166,6 @@ func startDaemonEnv(t testing.TB, store string, env []string, extra ...string) *
 		t.Fatalf("scribe serve exited at start: %v\n%s", d.err, d.log.String())
 	default:
 	}
-	return d
 }
 
 // spawnDaemon starts `scribe serve` without waiting for it to serve (it

@@ -49,9 +49,9 @@ type lineTransport struct {
 // Connect starts reading; the reading goroutine ends at the end of the
 // input or at the first read error.
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	max := t.MaxMessage
-	if max <= 0 {
-		max = mcpMaxMessage
+	limit := t.MaxMessage
+	if limit <= 0 {
+		limit = mcpMaxMessage
 	}
 	log := t.Log
 	if log == nil {
@@ -64,7 +64,7 @@ func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
 		closed:   make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	go c.readLoop(&lineReader{br: bufio.NewReaderSize(t.Reader, mcpReadBuffer), max: max})
+	go c.readLoop(&lineReader{br: bufio.NewReaderSize(t.Reader, mcpReadBuffer), max: limit})
 	return c, nil
 }
 
@@ -329,7 +329,7 @@ func checkMembers(m map[string]json.RawMessage, rawMethod json.RawMessage, sh sh
 	switch {
 	case sh.method:
 		var method string
-		if err := json.Unmarshal(rawMethod, &method); err != nil {
+		if rawMethod[0] != '"' || json.Unmarshal(rawMethod, &method) != nil {
 			return invalid(nil, "method must be a string, not %s", valueKind(rawMethod))
 		}
 		if sh.id && idErr != nil {
@@ -379,6 +379,13 @@ func (r *lineReader) next() (line []byte, over *scan, err error) {
 			over.feed(chunk)
 			line = nil
 		default:
+			if need := len(line) + len(chunk); need > cap(line) {
+				// Double, but never past the bound: append's growth would
+				// leave a long line's copies for the collector.
+				grown := make([]byte, len(line), min(max(2*cap(line), need), r.max+1))
+				copy(grown, line)
+				line = grown
+			}
 			line = append(line, chunk...)
 		}
 		switch {

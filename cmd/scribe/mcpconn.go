@@ -42,7 +42,8 @@ type lineTransport struct {
 	// MaxMessage bounds one line (0: mcpMaxMessage); a longer one is
 	// refused without being held in memory beyond the bound.
 	MaxMessage int
-	// Log receives a line for each message refused (default: discard).
+	// Log gets a line for each message refused or dropped (default:
+	// discard).
 	Log *slog.Logger
 }
 

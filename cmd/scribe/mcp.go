@@ -90,8 +90,9 @@ func (c *MCPCommand) Run(ctx context.Context, args []string) error {
 	}
 	log.Info("serving MCP on stdio", "store", cfg.Store, "route", r, "autostart", cfg.Autostart != nil, "wait", *wait)
 	// The streams are Main's, so that nothing but the protocol reaches
-	// stdout; the server does not close them.
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(c.Stdin), Writer: nopWriteCloser{c.Stdout}})
+	// stdout; the transport does not close them, and answers a malformed
+	// line itself instead of ending the session.
+	err = srv.Run(ctx, &lineTransport{Reader: c.Stdin, Writer: c.Stdout, Log: log})
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, mcp.ErrConnectionClosed):
 		log.Info("stdin closed, exiting")
@@ -102,12 +103,6 @@ func (c *MCPCommand) Run(ctx context.Context, args []string) error {
 	}
 	return fmt.Errorf("mcp: %w", err)
 }
-
-// nopWriteCloser is stdout for the transport, which closes its writer
-// when the session ends.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // mcpConfig is what the MCP server needs: the store and how its tools
 // reach it.

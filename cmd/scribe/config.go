@@ -51,6 +51,7 @@ type Config struct {
 	NATSConfig   *string        // nats_config: a nats-server config file to run a node from (--nats-config)
 	Creds        *string        // creds: the daemon's NATS credentials file (--creds)
 	TLSCA        *string        // tls_ca: the CAs of the NATS servers (--tls-ca)
+	TLSFirst     *bool          // tls_first: TLS before the NATS servers' INFO (--tls-first)
 	Replicas     *int64         // replicas (--replicas)
 	ClaimTTL     *time.Duration // claim_ttl (--claim-ttl)
 	// Autostart is the store's opt-in for a daemon on demand: read by
@@ -107,6 +108,7 @@ var configKeys = []configKey{
 	pathKey("nats_config", "nats-config", func(c *Config) **string { return &c.NATSConfig }),
 	pathKey("creds", "creds", func(c *Config) **string { return &c.Creds }),
 	pathKey("tls_ca", "tls-ca", func(c *Config) **string { return &c.TLSCA }),
+	boolKey("tls_first", "tls-first", func(c *Config) **bool { return &c.TLSFirst }),
 	intKey("replicas", "replicas", func(c *Config) **int64 { return &c.Replicas }, 1, 5),
 	durationKey("claim_ttl", "claim-ttl", func(c *Config) **time.Duration { return &c.ClaimTTL }, false),
 	// Not a serve flag (serve ignores it): submit's --autostart.

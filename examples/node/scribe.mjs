@@ -95,7 +95,7 @@ export async function connectDaemon(d) {
       },
     },
     reconnect: false, // a lost connection means: run discovery again
-    timeout: 10_000, // a daemon that is stopped (SIGSTOP) never sends INFO
+    timeout: 10_000, // a daemon that is stopped (SIGSTOP) never completes the handshake
   });
 }
 

@@ -426,3 +426,16 @@ func TestViolationsDoNotFloodTheLog(t *testing.T) {
 	assert.Contains(t, logs.String(), "level=WARN")
 	assert.NotContains(t, logs.String(), "level=ERROR")
 }
+
+// A start says nothing at WARN: TLS first, with no fallback for other
+// clients, is the daemon's choice, not a fault nats-server should warn of.
+func TestStartLogsNoWarning(t *testing.T) {
+	var logs embednats.LogBuffer
+	info := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv := start(t, newStore(t), embednats.Config{Logger: info})
+	d := srv.Discovery()
+	nc, err := connect(t, d, nats.UserInfo(d.User, d.Password))
+	require.NoError(t, err)
+	nc.Close()
+	assert.NotContains(t, logs.String(), "level=WARN")
+}

@@ -45,7 +45,8 @@ type Config struct {
 	LogLevel     *string        // log_level: debug, info, warn or error (--log-level)
 	ExitIdle     *time.Duration // exit_idle: 0 for never (--exit-idle)
 	LogFormat    *string        // log_format: text or json (--log-format)
-	MetricsAddr  *string        // metrics_addr: HOST:PORT or :PORT of /metrics, "" for none (--metrics-addr)
+	MetricsAddr  *string        // metrics_addr: HOST:PORT, :PORT or unix:PATH of /metrics, "" for none (--metrics-addr)
+	MetricsToken *string        // metrics_token_file: the bearer token scrapes must send (--metrics-token-file)
 	QueueDir     *string        // queue_dir: the shared queue folder of a daemon of several stores (--queue-dir)
 	NATSURL      *string        // nats_url: the NATS server or cluster of the queue (--nats-url, docs/cluster.md)
 	NATSConfig   *string        // nats_config: a nats-server config file to run a node from (--nats-config)
@@ -99,7 +100,8 @@ var configKeys = []configKey{
 	stringKey("log_level", "log-level", func(c *Config) **string { return &c.LogLevel }, checkLogLevel),
 	durationKey("exit_idle", "exit-idle", func(c *Config) **time.Duration { return &c.ExitIdle }, true),
 	stringKey("log_format", "log-format", func(c *Config) **string { return &c.LogFormat }, checkLogFormat),
-	stringKey("metrics_addr", "metrics-addr", func(c *Config) **string { return &c.MetricsAddr }, checkMetricsAddr),
+	{name: "metrics_addr", flag: "metrics-addr", set: setMetricsAddr, get: func(c *Config) (string, bool) { return deref(c.MetricsAddr) }},
+	pathKey("metrics_token_file", "metrics-token-file", func(c *Config) **string { return &c.MetricsToken }),
 	{name: "queue_dir", flag: "queue-dir", set: setQueueDir, get: func(c *Config) (string, bool) { return deref(c.QueueDir) }},
 	// A queue on a NATS cluster (docs/cluster.md). No user, password or
 	// token: a daemon's credentials are a creds file, or come from the

@@ -73,11 +73,11 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 
 // dial connects to the daemon d names, over TLS pinned to d's certificate
 // and begun before the first protocol line (d.Pinned): the server proves
-// it holds that certificate's key before the client sends its credentials
-// or anything else, or reads anything the server says. The connection never reconnects
-// by itself, since whoever listens on a remembered port after a restart
-// may be someone else: a lost connection is closed, and redial goes
-// through discovery again. Asynchronous errors go to log, never to
+// it holds that certificate's key before the client reads anything it
+// says or sends its credentials or anything else. The connection never
+// reconnects by itself, since whoever listens on a remembered port after
+// a restart may be someone else: a lost connection is closed, and redial
+// goes through discovery again. Asynchronous errors go to log, never to
 // stderr (nats.go's default).
 func dial(d *queue.Discovery, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	pinned, err := d.Pinned()

@@ -7,13 +7,16 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/scribehq/scribe/queue"
 )
@@ -180,4 +183,44 @@ func TestMetricsUnixSocket(t *testing.T) {
 	assert.Contains(t, out, "refusing socket folder "+open)
 	assert.Contains(t, out, "world-writable")
 	assert.NoFileExists(t, filepath.Join(open, "metrics.sock"))
+}
+
+// The Prometheus scrape config of docs/running.md is valid YAML that
+// sends the token as docs/security.md says (authorization, type Bearer,
+// credentials_file), and, where promtool is installed, a valid
+// Prometheus config.
+func TestRunningDocPrometheusConfig(t *testing.T) {
+	doc := runningDocBlock(t, "yaml")
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			Authorization struct {
+				Type            string `yaml:"type"`
+				CredentialsFile string `yaml:"credentials_file"`
+			} `yaml:"authorization"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	dec := yaml.NewDecoder(strings.NewReader(doc))
+	dec.KnownFields(true)
+	require.NoError(t, dec.Decode(&cfg), doc)
+	require.Len(t, cfg.ScrapeConfigs, 1)
+	sc := cfg.ScrapeConfigs[0]
+	assert.Equal(t, "Bearer", sc.Authorization.Type)
+	assert.NotEmpty(t, sc.Authorization.CredentialsFile)
+	require.Len(t, sc.StaticConfigs, 1)
+	assert.Equal(t, []string{"127.0.0.1:9464"}, sc.StaticConfigs[0].Targets, "the port of the doc's serve command")
+
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not on PATH (Debian: apt-get install prometheus): the config was checked as YAML only")
+	}
+	// promtool wants the credentials file to exist.
+	token := writeToken(t, t.TempDir(), "s3cret", 0o600)
+	file := filepath.Join(t.TempDir(), "prometheus.yml")
+	require.NoError(t, os.WriteFile(file, []byte(strings.ReplaceAll(doc, sc.Authorization.CredentialsFile, token)), 0o600))
+	out, err := exec.Command(promtool, "check", "config", file).CombinedOutput()
+	assert.NoError(t, err, "promtool check config:\n%s", out)
 }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -185,42 +187,52 @@ func TestMetricsUnixSocket(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(open, "metrics.sock"))
 }
 
-// The Prometheus scrape config of docs/running.md is valid YAML that
+// The Prometheus scrape configs of docs/running.md are valid YAML that
 // sends the token as docs/security.md says (authorization, type Bearer,
-// credentials_file), and, where promtool is installed, a valid
-// Prometheus config.
+// credentials_file) to the ports of the doc's daemons, and, where
+// promtool is installed, valid Prometheus configs.
 func TestRunningDocPrometheusConfig(t *testing.T) {
-	doc := runningDocBlock(t, "yaml")
-	var cfg struct {
-		ScrapeConfigs []struct {
-			JobName       string `yaml:"job_name"`
-			Authorization struct {
-				Type            string `yaml:"type"`
-				CredentialsFile string `yaml:"credentials_file"`
-			} `yaml:"authorization"`
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	dec := yaml.NewDecoder(strings.NewReader(doc))
-	dec.KnownFields(true)
-	require.NoError(t, dec.Decode(&cfg), doc)
-	require.Len(t, cfg.ScrapeConfigs, 1)
-	sc := cfg.ScrapeConfigs[0]
-	assert.Equal(t, "Bearer", sc.Authorization.Type)
-	assert.NotEmpty(t, sc.Authorization.CredentialsFile)
-	require.Len(t, sc.StaticConfigs, 1)
-	assert.Equal(t, []string{"127.0.0.1:9464"}, sc.StaticConfigs[0].Targets, "the port of the doc's serve command")
+	b, err := os.ReadFile(filepath.Join("..", "docs", "running.md"))
+	require.NoError(t, err)
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+	require.Len(t, blocks, 2, "the scrape config of one daemon, and of two")
+	promtool, lookErr := exec.LookPath("promtool")
+	for i, m := range blocks {
+		doc := m[1]
+		var cfg struct {
+			ScrapeConfigs []struct {
+				JobName       string `yaml:"job_name"`
+				Authorization struct {
+					Type            string `yaml:"type"`
+					CredentialsFile string `yaml:"credentials_file"`
+				} `yaml:"authorization"`
+				StaticConfigs []struct {
+					Targets []string          `yaml:"targets"`
+					Labels  map[string]string `yaml:"labels"`
+				} `yaml:"static_configs"`
+			} `yaml:"scrape_configs"`
+		}
+		dec := yaml.NewDecoder(strings.NewReader(doc))
+		dec.KnownFields(true)
+		require.NoError(t, dec.Decode(&cfg), doc)
+		require.Len(t, cfg.ScrapeConfigs, 1, doc)
+		sc := cfg.ScrapeConfigs[0]
+		assert.Equal(t, "Bearer", sc.Authorization.Type, doc)
+		assert.NotEmpty(t, sc.Authorization.CredentialsFile, doc)
+		require.NotEmpty(t, sc.StaticConfigs, doc)
+		assert.Equal(t, []string{"127.0.0.1:9464"}, sc.StaticConfigs[0].Targets, "the port of the doc's serve command")
 
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool is not on PATH (Debian: apt-get install prometheus): the config was checked as YAML only")
+		if lookErr != nil {
+			continue
+		}
+		// promtool wants the credentials file to exist.
+		token := writeToken(t, t.TempDir(), "s3cret", 0o600)
+		file := filepath.Join(t.TempDir(), fmt.Sprintf("prometheus-%d.yml", i))
+		require.NoError(t, os.WriteFile(file, []byte(strings.ReplaceAll(doc, sc.Authorization.CredentialsFile, token)), 0o600))
+		out, err := exec.Command(promtool, "check", "config", file).CombinedOutput()
+		assert.NoError(t, err, "promtool check config:\n%s", out)
 	}
-	// promtool wants the credentials file to exist.
-	token := writeToken(t, t.TempDir(), "s3cret", 0o600)
-	file := filepath.Join(t.TempDir(), "prometheus.yml")
-	require.NoError(t, os.WriteFile(file, []byte(strings.ReplaceAll(doc, sc.Authorization.CredentialsFile, token)), 0o600))
-	out, err := exec.Command(promtool, "check", "config", file).CombinedOutput()
-	assert.NoError(t, err, "promtool check config:\n%s", out)
+	if lookErr != nil {
+		t.Skip("promtool is not on PATH (Debian: apt-get install prometheus): the configs were checked as YAML only")
+	}
 }

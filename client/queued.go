@@ -71,23 +71,25 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 	}
 }
 
-// dial connects to the daemon d names, over TLS pinned to d's certificate:
-// the server proves it holds that certificate's key before the client
-// sends its credentials or anything else. The connection never reconnects
-// by itself, since whoever listens on a remembered port after a restart
-// may be someone else: a lost connection is closed, and redial goes
-// through discovery again. Asynchronous errors go to log, never to
+// dial connects to the daemon d names, over TLS pinned to d's certificate
+// and begun before the first protocol line (d.Pinned): the server proves
+// it holds that certificate's key before the client reads anything it
+// says or sends its credentials or anything else. The connection never
+// reconnects by itself, since whoever listens on a remembered port after
+// a restart may be someone else: a lost connection is closed, and redial
+// goes through discovery again. Asynchronous errors go to log, never to
 // stderr (nats.go's default).
 func dial(d *queue.Discovery, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
-	tc, err := d.TLSConfig()
+	pinned, err := d.Pinned()
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := nats.Connect(d.URL, nats.Secure(tc), nats.UserInfo(d.User, d.Password),
+	nc, err := nats.Connect(d.URL, pinned, nats.UserInfo(d.User, d.Password),
 		nats.Timeout(dialTimeout), nats.Name("scribe-client"), nats.NoReconnect(),
 		nats.SyncQueueLen(outcomeQueueLen), nats.ErrorHandler(asyncError(log)))
 	if err != nil {
 		var cv *tls.CertificateVerificationError
+		var rh tls.RecordHeaderError
 		switch {
 		case errors.As(err, &cv):
 			got := "none"
@@ -95,6 +97,10 @@ func dial(d *queue.Discovery, log *slog.Logger) (*nats.Conn, jetstream.JetStream
 				got = queue.CertFingerprint(cv.UnverifiedCertificates[0].Raw)
 			}
 			return nil, nil, fmt.Errorf("%w: it presented certificate %s, the discovery file names %s (%w)", ErrUnverified, got, d.TLSCertSHA256, err)
+		case errors.As(err, &rh):
+			// Its first bytes were not TLS: a plain NATS server (or a
+			// daemon older than TLS first) sends its INFO in clear.
+			return nil, nil, fmt.Errorf("%w: it does not begin with TLS (it sent %q) (%w)", ErrUnverified, rh.RecordHeader[:], err)
 		case errors.Is(err, nats.ErrSecureConnWanted):
 			return nil, nil, fmt.Errorf("%w: it does not offer TLS (%w)", ErrUnverified, err)
 		}

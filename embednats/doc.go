@@ -33,7 +33,9 @@
 // the discovery file (mode 0600, in a 0700 folder). Clients must use it
 // as their only root and check the fingerprint (queue.Discovery
 // TLSConfig), or another local user who binds the port after a restart can
-// pass for the daemon. A restarted daemon has a new port, password and
+// pass for the daemon. The listener takes clients that begin with TLS
+// only (nats-server's handshake_first, no fallback; queue.Discovery
+// Pinned), so that nothing is read or sent in clear. A restarted daemon has a new port, password and
 // certificate.
 //
 // The queue lives on the store's disk (on the shared queue folder's, for

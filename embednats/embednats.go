@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -57,7 +58,10 @@ type Server struct {
 	// jsConfig is JetStream's configuration as the server started it,
 	// limits computed from the disk included: a restart (restartJetStream)
 	// must keep its sync policy and the storage its streams reserved.
-	jsConfig  *server.JetStreamConfig
+	jsConfig *server.JetStreamConfig
+	// selfTLS is the client side of the server's own TLS, for its
+	// in-process connections (connect).
+	selfTLS   *tls.Config
 	log       *slog.Logger
 	closeOnce sync.Once
 }
@@ -131,10 +135,20 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 	// certificate, pinned in the discovery file: a client then sends its
 	// credentials only to this process, never to whoever binds the port
 	// after a restart. Clients present no certificate of their own.
+	//
+	// TLS comes first, before the server's INFO, and there is no fallback
+	// for clients that wait for INFO in clear: a client that works with
+	// the daemon at all is then one that refuses a plain-NATS impostor
+	// before it has read or sent a protocol line. A fallback would serve
+	// such clients only after its delay, on every connection, and let a
+	// client that would hand its password to an impostor pass its tests.
 	cert, certPEM, err := daemonCert(spec.certName, host, time.Now())
 	if err != nil {
 		return nil, err
 	}
+	self := x509.NewCertPool()
+	self.AddCert(cert.Leaf)
+	s.selfTLS = &tls.Config{RootCAs: self, ServerName: "localhost", MinVersion: tls.VersionTLS12}
 	opts := &server.Options{
 		ServerName:   spec.name,
 		Host:         host,
@@ -148,6 +162,8 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 		TLS:          true,
 		TLSVerify:    false,
 		TLSConfig:    &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		// No TLSHandshakeFirstFallback: TLS-first clients only.
+		TLSHandshakeFirst: true,
 		// A loaded machine can take seconds for a handshake; the default
 		// 2 s made hooks fail with "does not answer" under heavy load.
 		TLSTimeout: 5,
@@ -232,10 +248,14 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 // may subscribe to _INBOX.> (their replies arrive there), so the daemon's
 // own replies, above all the jobs its pull consumer is delivered, must
 // not: they use another prefix no submitter can read. The connection is
-// in-process, so it needs no TLS.
+// in-process and needs no TLS, but it too begins with TLS: nats-server
+// waits 50 ms for the ClientHello of an in-process client before it
+// sends INFO in clear to one that does not, and that wait would add to
+// every daemon start, an autostarting hook's included.
 func (s *Server) connect(user, pass string) (*nats.Conn, error) {
 	conn, err := nats.Connect("", nats.InProcessServer(s.ns), nats.UserInfo(user, pass),
-		nats.Name("scribe-daemon"), nats.CustomInboxPrefix(DaemonInboxPrefix))
+		nats.Name("scribe-daemon"), nats.CustomInboxPrefix(DaemonInboxPrefix),
+		nats.Secure(s.selfTLS), nats.TLSHandshakeFirst())
 	if err != nil {
 		return nil, fmt.Errorf("connect in-process: %w", err)
 	}

@@ -1,7 +1,6 @@
 package embednats_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -73,9 +72,9 @@ func serve(t testing.TB, store string, cfg embednats.Config) (*embednats.Server,
 // pinned to d's certificate, with opts (credentials) added.
 func connect(t testing.TB, d queue.Discovery, opts ...nats.Option) (*nats.Conn, error) {
 	t.Helper()
-	tc, err := d.TLSConfig()
+	pinned, err := d.Pinned()
 	require.NoError(t, err)
-	return nats.Connect(d.URL, append([]nats.Option{nats.Secure(tc), nats.MaxReconnects(0)}, opts...)...)
+	return nats.Connect(d.URL, append([]nats.Option{pinned, nats.MaxReconnects(0)}, opts...)...)
 }
 
 func chmod(t testing.TB, path string, mode fs.FileMode) {
@@ -349,28 +348,29 @@ func TestListenerRequiresPinnedTLS(t *testing.T) {
 		return nil
 	}))
 
-	// In clear, the server asks for TLS and ignores the credentials.
+	// In clear, the server says nothing (TLS comes first: no INFO before
+	// the handshake) and lets no credentials in; it hangs up.
 	c, err := net.DialTimeout("tcp", u.Host, time.Second)
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
-	r := bufio.NewReader(c)
-	line, err := r.ReadString('\n')
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(line, "INFO "), line)
-	var info struct {
-		TLSRequired bool `json:"tls_required"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "INFO ")), &info))
-	assert.True(t, info.TLSRequired, line)
+	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
 	_, err = fmt.Fprintf(c, "CONNECT {\"user\":%q,\"pass\":%q,\"verbose\":false}\r\nPING\r\n", d.User, d.Password)
 	require.NoError(t, err)
-	reply, _ := io.ReadAll(r)
+	reply, err := io.ReadAll(c)
+	require.NoError(t, err, "the server closes the connection")
+	assert.NotContains(t, string(reply), "INFO", "nothing in clear")
 	assert.NotContains(t, string(reply), "PONG", "a connection in clear must not get in")
+
+	// A client that waits for INFO before its TLS handshake (nats.go
+	// without TLSHandshakeFirst) never hears it, even pinned.
+	tc, err := d.TLSConfig()
+	require.NoError(t, err)
+	_, err = nats.Connect(d.URL, nats.Secure(tc), nats.UserInfo(d.User, d.Password), nats.MaxReconnects(0))
+	assert.Error(t, err, "a client that is not TLS-first")
 
 	// A client that does not pin this certificate (the system's roots)
 	// refuses the server; one that pins it gets in.
-	_, err = nats.Connect(d.URL, nats.UserInfo(d.User, d.Password), nats.MaxReconnects(0))
+	_, err = nats.Connect(d.URL, nats.TLSHandshakeFirst(), nats.UserInfo(d.User, d.Password), nats.MaxReconnects(0))
 	var cv *tls.CertificateVerificationError
 	assert.ErrorAs(t, err, &cv)
 	nc, err := connect(t, d, nats.UserInfo(d.User, d.Password))
@@ -386,14 +386,12 @@ func TestListenerRequiresPinnedTLS(t *testing.T) {
 func TestCertificateNamesTheHost(t *testing.T) {
 	srv := start(t, newStore(t), embednats.Config{Host: "0.0.0.0"})
 	d := srv.Discovery()
-	tc, err := d.TLSConfig()
-	require.NoError(t, err)
 	block, _ := pem.Decode([]byte(d.TLSCert))
 	cert, err := x509.ParseCertificate(block.Bytes)
 	require.NoError(t, err)
 	assert.NoError(t, cert.VerifyHostname("0.0.0.0"))
 	assert.NoError(t, cert.VerifyHostname("127.0.0.1"))
-	nc, err := nats.Connect(d.URL, nats.Secure(tc), nats.UserInfo(d.User, d.Password), nats.MaxReconnects(0))
+	nc, err := connect(t, d, nats.UserInfo(d.User, d.Password))
 	require.NoError(t, err, d.URL)
 	nc.Close()
 }
@@ -427,4 +425,17 @@ func TestViolationsDoNotFloodTheLog(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), "Publish Violation"), logs.String())
 	assert.Contains(t, logs.String(), "level=WARN")
 	assert.NotContains(t, logs.String(), "level=ERROR")
+}
+
+// A start says nothing at WARN: TLS first, with no fallback for other
+// clients, is the daemon's choice, not a fault nats-server should warn of.
+func TestStartLogsNoWarning(t *testing.T) {
+	var logs embednats.LogBuffer
+	info := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv := start(t, newStore(t), embednats.Config{Logger: info})
+	d := srv.Discovery()
+	nc, err := connect(t, d, nats.UserInfo(d.User, d.Password))
+	require.NoError(t, err)
+	nc.Close()
+	assert.NotContains(t, logs.String(), "level=WARN")
 }

@@ -33,6 +33,12 @@ func (a *slogAdapter) Warnf(format string, v ...any) {
 		a.l.Debug(msg)
 		return
 	}
+	if strings.Contains(msg, `not using "TLS Handshake First"`) {
+		// The daemon's choice (clients must begin with TLS), said at
+		// every start: not a fault.
+		a.l.Debug(msg)
+		return
+	}
 	a.l.Warn(msg)
 }
 func (a *slogAdapter) Fatalf(format string, v ...any) { a.l.Error(fmt.Sprintf(format, v...)) }

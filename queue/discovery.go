@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Discovery is the content of <store>/.scribe/daemon.json, written by a
@@ -110,6 +112,27 @@ func (d *Discovery) TLSConfig() (*tls.Config, error) {
 			}
 			return nil
 		},
+	}, nil
+}
+
+// Pinned is the nats.go option of a connection to the daemon d names:
+// TLS before the first protocol line (nats.TLSHandshakeFirst), with
+// TLSConfig's pinning. The client's first bytes are a TLS ClientHello and
+// it reads nothing the server says until the server has proved it holds
+// the certificate's key, so a server that is not the daemon (one that
+// speaks plain NATS, or TLS with another certificate) gets no CONNECT, no
+// credential and no job. The daemon's listener takes TLS-first clients
+// only. An error matches ErrUnverified.
+func (d *Discovery) Pinned() (nats.Option, error) {
+	tc, err := d.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	return func(o *nats.Options) error {
+		if err := nats.Secure(tc)(o); err != nil {
+			return err
+		}
+		return nats.TLSHandshakeFirst()(o)
 	}, nil
 }
 

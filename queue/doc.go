@@ -25,9 +25,9 @@
 // writer when the job is applied, under the store lock.
 //
 // A Discovery is to be trusted only while its daemon lock
-// (Layout.DaemonLock) is held (daemon.Find checks both), and only through TLSConfig, which pins the
-// daemon's certificate: a stale file names a port someone else may have
-// bound.
+// (Layout.DaemonLock) is held (daemon.Find checks both), and only through
+// Pinned (TLS first, with TLSConfig's pinning of the daemon's
+// certificate): a stale file names a port someone else may have bound.
 //
 // Job IDs are idempotency keys only while the journal keeps their
 // outcomes: once an outcome is pruned, a job with its ID is applied

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // --nats-url) or a node of an embedded cluster (serve --nats-config). The
 // credentials are the operator's: a creds file, a user and password, a
 // token or an nkey seed, at most one of them. TLS is used when the URL
-// says tls://, or when CA or a client certificate is given.
+// says tls://, or when CA, a client certificate or TLSFirst is given.
 type Remote struct {
 	// URL is one server URL or several, comma-separated (nats.go's form):
 	// nats://host:4222, tls://host:4222.
@@ -36,6 +37,16 @@ type Remote struct {
 	// verify clients.
 	Cert string
 	Key  string
+	// TLSFirst begins the connection with TLS, before the server's INFO
+	// (nats.TLSHandshakeFirst), for servers set to handshake_first; it
+	// implies TLS. Nothing the server says in clear is then read, and a
+	// server that cannot complete the handshake gets nothing but a
+	// ClientHello.
+	TLSFirst bool
+
+	// badTLSFirst is $SCRIBE_NATS_TLS_FIRST when it is not a boolean
+	// (RemoteFromEnv), for Check to report.
+	badTLSFirst string
 }
 
 // Environment variables that set a Remote (RemoteFromEnv); command-line
@@ -50,6 +61,7 @@ const (
 	EnvNATSCA       = "SCRIBE_NATS_CA"
 	EnvNATSCert     = "SCRIBE_NATS_CERT"
 	EnvNATSKey      = "SCRIBE_NATS_KEY"
+	EnvNATSTLSFirst = "SCRIBE_NATS_TLS_FIRST" // true or false (strconv.ParseBool)
 	// EnvStoreID names a store by ID, for a client on a host that does
 	// not have the store's folder.
 	EnvStoreID = "SCRIBE_STORE_ID"
@@ -57,12 +69,20 @@ const (
 
 // RemoteFromEnv is the Remote the SCRIBE_NATS_* variables describe.
 func RemoteFromEnv() Remote {
-	return Remote{
+	r := Remote{
 		URL: os.Getenv(EnvNATSURL), Creds: os.Getenv(EnvNATSCreds),
 		User: os.Getenv(EnvNATSUser), Password: os.Getenv(EnvNATSPassword),
 		Token: os.Getenv(EnvNATSToken), NKey: os.Getenv(EnvNATSNKey),
 		CA: os.Getenv(EnvNATSCA), Cert: os.Getenv(EnvNATSCert), Key: os.Getenv(EnvNATSKey),
 	}
+	if v := os.Getenv(EnvNATSTLSFirst); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			r.badTLSFirst = v
+		}
+		r.TLSFirst = b
+	}
+	return r
 }
 
 // ErrRemoteConfig is the error of a Remote that cannot be used as given.
@@ -89,6 +109,11 @@ func (r Remote) Check() error {
 	}
 	if (r.Cert == "") != (r.Key == "") {
 		return fmt.Errorf("%w: a client certificate needs both its cert and its key", ErrRemoteConfig)
+	}
+	if r.badTLSFirst != "" && !r.TLSFirst {
+		// Not a boolean: never taken for false, which would connect
+		// without TLS first where the operator asked for it.
+		return fmt.Errorf("%w: $%s=%q: want true or false", ErrRemoteConfig, EnvNATSTLSFirst, r.badTLSFirst)
 	}
 	return nil
 }
@@ -119,6 +144,9 @@ func (r Remote) Options() ([]nats.Option, error) {
 	}
 	if r.Cert != "" {
 		opts = append(opts, nats.ClientCert(r.Cert, r.Key))
+	}
+	if r.TLSFirst {
+		opts = append(opts, nats.TLSHandshakeFirst())
 	}
 	return opts, nil
 }

@@ -205,10 +205,8 @@ func TestMultiStoreServes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, da.URL, db.URL, "one server")
 	assert.NotEqual(t, da.User, db.User, "a user per store")
-	tc, err := da.TLSConfig()
-	require.NoError(t, err)
 	violations := make(chan error, 8)
-	nc, err := nats.Connect(da.URL, nats.Secure(tc), nats.UserInfo(da.User, da.Password), nats.NoReconnect(),
+	nc, err := nats.Connect(da.URL, pinned(t, da), nats.UserInfo(da.User, da.Password), nats.NoReconnect(),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
 	require.NoError(t, err)
 	defer nc.Close()

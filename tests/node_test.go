@@ -146,6 +146,29 @@ func TestNodeExample(t *testing.T) {
 		assert.Equal(t, 2, r.code, r.stderr)
 	})
 
+	// A daemon.json that names a server speaking plain NATS (its INFO in
+	// clear; it takes any credentials and would forge outcomes): the
+	// example begins with TLS, so that server gets a ClientHello and
+	// nothing else, no CONNECT and no password, and the example exits 75.
+	t.Run("impostor speaking plain NATS", func(t *testing.T) {
+		t.Cleanup(func() { writeDiscovery(t, store, disc) })
+		im := startImpostor(t, "127.0.0.1:0", disc.StoreID, nil)
+		fake := *disc
+		fake.URL = "tls://" + im.ln.Addr().String()
+		writeDiscovery(t, store, &fake)
+
+		r := runProgram(t, node, "", submit, "--id", "node-imp", store, "append", "imp.txt", "x")
+		assert.Equal(t, 75, r.code, "stdout %s\nstderr %s", r.stdout, r.stderr)
+		assert.Contains(t, r.stderr, "cannot reach the daemon at "+fake.URL)
+		r = runProgram(t, node, "", lookup, store, "node-1")
+		assert.Equal(t, 75, r.code, "stdout %s\nstderr %s", r.stdout, r.stderr)
+		assert.Positive(t, im.connections(), "the example tried the impostor")
+		onlyClientHellos(t, im.received(), disc.Password)
+		assert.False(t, im.leaked(disc.Password), "the impostor got the password: %s", im.heard())
+		assert.False(t, im.leaked("node-imp"), "the impostor got the job: %s", im.heard())
+		assert.NoFileExists(t, filepath.Join(store, "imp.txt"))
+	})
+
 	// While the example waits for its outcome, another submitter makes
 	// JetStream publish a PubAck onto that outcome subject: the example
 	// takes only a version-1 outcome of its own job.

@@ -41,13 +41,14 @@ type submitter struct {
 	async []error
 }
 
-// pinned is the TLS a submitter needs to reach the daemon disc names: its
-// certificate as the only root, checked by fingerprint (docs/protocol.md).
+// pinned is the TLS a submitter needs to reach the daemon disc names: TLS
+// first, its certificate as the only root, checked by fingerprint
+// (docs/protocol.md).
 func pinned(t testing.TB, disc *queue.Discovery) nats.Option {
 	t.Helper()
-	tc, err := disc.TLSConfig()
+	o, err := disc.Pinned()
 	require.NoError(t, err)
-	return nats.Secure(tc)
+	return o
 }
 
 func connectSubmitter(t testing.TB, store string) *submitter {

@@ -45,12 +45,14 @@ type Config struct {
 	LogLevel     *string        // log_level: debug, info, warn or error (--log-level)
 	ExitIdle     *time.Duration // exit_idle: 0 for never (--exit-idle)
 	LogFormat    *string        // log_format: text or json (--log-format)
-	MetricsAddr  *string        // metrics_addr: HOST:PORT or :PORT of /metrics, "" for none (--metrics-addr)
+	MetricsAddr  *string        // metrics_addr: HOST:PORT, :PORT or unix:PATH of /metrics, "" for none (--metrics-addr)
+	MetricsToken *string        // metrics_token_file: the bearer token scrapes must send (--metrics-token-file)
 	QueueDir     *string        // queue_dir: the shared queue folder of a daemon of several stores (--queue-dir)
 	NATSURL      *string        // nats_url: the NATS server or cluster of the queue (--nats-url, docs/cluster.md)
 	NATSConfig   *string        // nats_config: a nats-server config file to run a node from (--nats-config)
 	Creds        *string        // creds: the daemon's NATS credentials file (--creds)
 	TLSCA        *string        // tls_ca: the CAs of the NATS servers (--tls-ca)
+	TLSFirst     *bool          // tls_first: TLS before the NATS servers' INFO (--tls-first)
 	Replicas     *int64         // replicas (--replicas)
 	ClaimTTL     *time.Duration // claim_ttl (--claim-ttl)
 	// Autostart is the store's opt-in for a daemon on demand: read by
@@ -98,7 +100,8 @@ var configKeys = []configKey{
 	stringKey("log_level", "log-level", func(c *Config) **string { return &c.LogLevel }, checkLogLevel),
 	durationKey("exit_idle", "exit-idle", func(c *Config) **time.Duration { return &c.ExitIdle }, true),
 	stringKey("log_format", "log-format", func(c *Config) **string { return &c.LogFormat }, checkLogFormat),
-	stringKey("metrics_addr", "metrics-addr", func(c *Config) **string { return &c.MetricsAddr }, checkMetricsAddr),
+	{name: "metrics_addr", flag: "metrics-addr", set: setMetricsAddr, get: func(c *Config) (string, bool) { return deref(c.MetricsAddr) }},
+	pathKey("metrics_token_file", "metrics-token-file", func(c *Config) **string { return &c.MetricsToken }),
 	{name: "queue_dir", flag: "queue-dir", set: setQueueDir, get: func(c *Config) (string, bool) { return deref(c.QueueDir) }},
 	// A queue on a NATS cluster (docs/cluster.md). No user, password or
 	// token: a daemon's credentials are a creds file, or come from the
@@ -107,6 +110,7 @@ var configKeys = []configKey{
 	pathKey("nats_config", "nats-config", func(c *Config) **string { return &c.NATSConfig }),
 	pathKey("creds", "creds", func(c *Config) **string { return &c.Creds }),
 	pathKey("tls_ca", "tls-ca", func(c *Config) **string { return &c.TLSCA }),
+	boolKey("tls_first", "tls-first", func(c *Config) **bool { return &c.TLSFirst }),
 	intKey("replicas", "replicas", func(c *Config) **int64 { return &c.Replicas }, 1, 5),
 	durationKey("claim_ttl", "claim-ttl", func(c *Config) **time.Duration { return &c.ClaimTTL }, false),
 	// Not a serve flag (serve ignores it): submit's --autostart.

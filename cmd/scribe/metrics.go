@@ -2,12 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -182,13 +190,16 @@ func (m *metrics) ExecRan(command, result string, took time.Duration) {
 	m.execSecs.WithLabelValues(command).Observe(took.Seconds())
 }
 
+// unixPrefix marks a --metrics-addr that is a Unix socket's path.
+const unixPrefix = "unix:"
+
 // metricsAddr is the address --metrics-addr ADDR listens on: one without
 // a host (":9464") is loopback's, and it says whether the host is not a
 // loopback one (worth a warning: the metrics name the store).
 func metricsAddr(addr string) (hostPort string, exposed bool, err error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", false, usageError("--metrics-addr %q: want HOST:PORT or :PORT (%v)", addr, err)
+		return "", false, usageError("--metrics-addr %q: want HOST:PORT, :PORT or unix:PATH (%v)", addr, err)
 	}
 	if host == "" {
 		host = "127.0.0.1"
@@ -204,9 +215,32 @@ func checkMetricsAddr(s string) error {
 	if s == "" {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(s); err != nil {
-		return fmt.Errorf("%q: want \"HOST:PORT\" or \":PORT\", or \"\" for none", s)
+	if path, ok := strings.CutPrefix(s, unixPrefix); ok {
+		if path == "" {
+			return fmt.Errorf("%q: want unix:PATH, a socket's path", s)
+		}
+		return nil
 	}
+	if _, _, err := net.SplitHostPort(s); err != nil {
+		return fmt.Errorf("%q: want \"HOST:PORT\", \":PORT\" or \"unix:PATH\", or \"\" for none", s)
+	}
+	return nil
+}
+
+// setMetricsAddr is the config file's metrics_addr: checked, and a
+// relative unix:PATH taken from the file's folder, as paths in it are.
+func setMetricsAddr(c *Config, v any, dir string) error {
+	s, ok := v.(string)
+	if !ok {
+		return wrongType(v, "a string")
+	}
+	if err := checkMetricsAddr(s); err != nil {
+		return err
+	}
+	if path, ok := strings.CutPrefix(s, unixPrefix); ok && !filepath.IsAbs(path) {
+		s = unixPrefix + filepath.Join(dir, path)
+	}
+	c.MetricsAddr = &s
 	return nil
 }
 
@@ -215,35 +249,185 @@ type metricsServer struct {
 	ln   net.Listener
 	srv  *http.Server
 	done chan struct{}
+	// socket is the Unix socket's path, "" on TCP.
+	socket string
+	// token is the bearer token a scrape must present, "" for none.
+	token string
 }
 
-// listenMetrics binds --metrics-addr; Serve starts answering. Binding
-// first makes a taken port fail serve before it touches the store.
-func listenMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
+// listenMetrics binds --metrics-addr (HOST:PORT, or unix:PATH for a Unix
+// socket only its owner may connect to), with the bearer token of
+// tokenFile if given; Serve starts answering. Binding first makes a taken
+// port, a socket in use or a token file others can read fail serve before
+// it touches the store.
+func listenMetrics(addr, tokenFile string, log *slog.Logger) (*metricsServer, error) {
+	s := &metricsServer{}
+	if tokenFile != "" {
+		token, err := readMetricsToken(tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		s.token = token
+	}
+	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
+		ln, err := listenUnixOwnerOnly(path)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+		s.ln, s.socket = ln, ln.Addr().String()
+		return s, nil
+	}
 	hostPort, exposed, err := metricsAddr(addr)
 	if err != nil {
 		return nil, err
 	}
-	if exposed {
+	switch {
+	case exposed:
 		log.Warn("the metrics listener is not on a loopback address: anyone who can reach it can read the metrics, which name the store", "addr", hostPort)
+	case s.token == "":
+		log.Info("the metrics are open to every local user (they name the store): use --metrics-addr unix:PATH or --metrics-token-file to close them", "addr", hostPort)
 	}
 	ln, err := net.Listen("tcp", hostPort)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
-	return &metricsServer{ln: ln}, nil
+	s.ln = ln
+	return s, nil
+}
+
+// listenUnixOwnerOnly listens on a Unix socket at path that only this
+// process's user can connect to: mode 0600 from the moment it exists, in
+// a folder of this user's that no one else can write (or they could put
+// a socket of their own in its place). A socket left there by a daemon
+// that was killed (nothing accepts on it) is replaced; a socket in use,
+// or anything else at path, is refused.
+func listenUnixOwnerOnly(path string) (net.Listener, error) {
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("socket folder: %w", err)
+	}
+	var ie *daemon.InsecureError
+	if err := daemon.CheckOwnerOnly(dir, fi, true); errors.As(err, &ie) {
+		return nil, fmt.Errorf("refusing socket folder %s: it %s; %s", dir, ie.Problem, ie.Fix)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket (mode %s): remove it, or give another path", path, fi.Mode())
+		}
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			c.Close()
+			return nil, fmt.Errorf("socket %s is in use by another process", path)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("socket %s: %w", path, err)
+		}
+		if err := os.Remove(path); err != nil { // a killed daemon's
+			return nil, err
+		}
+	}
+	// The umask makes bind(2) create the socket 0600: no instant at which
+	// another user could connect. Nothing else in serve creates files
+	// meanwhile (the metrics are bound before the store is touched).
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// maxTokenBytes bounds a metrics token file.
+const maxTokenBytes = 4096
+
+// readMetricsToken reads the bearer token of --metrics-token-file: a
+// regular file (not a symlink, not a FIFO) of this user's that no one else
+// can read or write, holding the token; surrounding white space is not
+// part of it, as Prometheus's credentials_file reads it.
+func readMetricsToken(path string) (string, error) {
+	refuse := func(problem, fix string) error {
+		return fmt.Errorf("refusing metrics token file %s: it %s; %s", path, problem, fix)
+	}
+	// O_NOFOLLOW: the file checked is the file read; O_NONBLOCK: a FIFO
+	// does not hang the start (it is refused below).
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return "", refuse("is a symlink; scribe wants a real file here", "replace it with the file it points to")
+	}
+	if err != nil {
+		return "", fmt.Errorf("metrics token file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("metrics token file: %w", err)
+	}
+	var ie *daemon.InsecureError
+	if err := daemon.CheckOwnerOnly(path, fi, false); errors.As(err, &ie) {
+		return "", refuse(ie.Problem, ie.Fix)
+	} else if err != nil {
+		return "", err
+	}
+	if perm := fi.Mode().Perm(); perm&0o044 != 0 {
+		return "", refuse(fmt.Sprintf("is readable by others (mode %s)", fi.Mode()), "chmod 600 "+path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("metrics token file %s: %w", path, err)
+	}
+	if len(b) > maxTokenBytes {
+		return "", fmt.Errorf("metrics token file %s: larger than %d bytes: want one token", path, maxTokenBytes)
+	}
+	token := strings.TrimSpace(string(b))
+	switch {
+	case token == "":
+		return "", fmt.Errorf("metrics token file %s is empty: want a token, such as: head -c 32 /dev/urandom | base64 > %s", path, path)
+	case strings.ContainsFunc(token, func(r rune) bool { return r < 0x21 || r > 0x7e }):
+		return "", fmt.Errorf("metrics token file %s: the token has a space or a character an HTTP header cannot carry: want printable ASCII", path)
+	}
+	return token, nil
 }
 
 // Addr is the address the server listens on, the port chosen when
-// --metrics-addr asked for port 0.
-func (s *metricsServer) Addr() string { return s.ln.Addr().String() }
+// --metrics-addr asked for port 0, or unix:PATH.
+func (s *metricsServer) Addr() string {
+	if s.socket != "" {
+		return unixPrefix + s.socket
+	}
+	return s.ln.Addr().String()
+}
 
-// Serve answers /metrics from reg until Close.
+// URL is where a scrape asks: http://ADDR/metrics, or for a Unix socket
+// that URL's path on it (curl --unix-socket PATH http://localhost/metrics).
+func (s *metricsServer) URL() string {
+	if s.socket != "" {
+		return "http://localhost/metrics"
+	}
+	return "http://" + s.Addr() + "/metrics"
+}
+
+// Serve answers /metrics from reg until Close: with a token, only to a
+// request that presents it (Authorization: Bearer TOKEN); others get 401
+// and nothing of the metrics.
 func (s *metricsServer) Serve(reg *prometheus.Registry, log *slog.Logger) {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	var h http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: promLogger{log}, Registry: reg, Timeout: 10 * time.Second,
-	}))
+	})
+	if s.token != "" {
+		h = requireBearer(s.token, h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	s.done = make(chan struct{})
 	go func() {
@@ -254,8 +438,23 @@ func (s *metricsServer) Serve(reg *prometheus.Registry, log *slog.Logger) {
 	}()
 }
 
+// requireBearer lets through to next only the requests whose
+// Authorization header is "Bearer TOKEN" (the scheme in any case).
+func requireBearer(token string, next http.Handler) http.Handler {
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="scribe metrics"`)
+			http.Error(w, "unauthorized: send the token of the daemon's --metrics-token-file as Authorization: Bearer TOKEN", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // Close stops the server, letting a scrape in progress finish for a
-// moment, and waits for it.
+// moment, and waits for it. A Unix socket is removed.
 func (s *metricsServer) Close() {
 	if s.srv == nil {
 		_ = s.ln.Close()

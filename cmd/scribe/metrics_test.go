@@ -139,7 +139,7 @@ func TestMetricsStartAtZero(t *testing.T) {
 
 func TestMetricsServer(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ms, err := listenMetrics("127.0.0.1:0", log)
+	ms, err := listenMetrics("127.0.0.1:0", "", log)
 	require.NoError(t, err)
 	m := newMetrics()
 	m.Outcome(&queue.Outcome{Status: queue.StatusApplied, At: time.Now()}, time.Time{}, false)
@@ -164,10 +164,10 @@ func TestMetricsServer(t *testing.T) {
 	assert.Error(t, err, "closed")
 
 	// A taken port fails at once, naming the flag.
-	taken, err := listenMetrics("127.0.0.1:0", log)
+	taken, err := listenMetrics("127.0.0.1:0", "", log)
 	require.NoError(t, err)
 	defer taken.Close()
-	_, err = listenMetrics(taken.Addr(), log)
+	_, err = listenMetrics(taken.Addr(), "", log)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--metrics-addr")
 }
@@ -175,7 +175,7 @@ func TestMetricsServer(t *testing.T) {
 // A non-loopback address is warned about.
 func TestMetricsWarnsExposed(t *testing.T) {
 	var buf bytes.Buffer
-	ms, err := listenMetrics("0.0.0.0:0", slog.New(slog.NewTextHandler(&buf, nil)))
+	ms, err := listenMetrics("0.0.0.0:0", "", slog.New(slog.NewTextHandler(&buf, nil)))
 	require.NoError(t, err)
 	ms.Close()
 	assert.Contains(t, buf.String(), "not on a loopback address")

@@ -35,8 +35,8 @@ func (f *natsFlags) register(fs *flag.FlagSet) {
 }
 
 // registerConn adds the connection flags to fs: --nats-url, --creds,
-// --user, --password, --token, --nkey, --tls-ca, --tls-cert and
-// --tls-key. A way to authenticate given on the command line replaces
+// --user, --password, --token, --nkey, --tls-ca, --tls-cert, --tls-key
+// and --tls-first. A way to authenticate given on the command line replaces
 // another one set in the environment (a --creds beats $SCRIBE_NATS_TOKEN),
 // rather than contradicting it.
 func (f *natsFlags) registerConn(fs *flag.FlagSet) {
@@ -62,6 +62,7 @@ func (f *natsFlags) registerConn(fs *flag.FlagSet) {
 	} {
 		fs.Var(&connFlag{f: f, p: c.p, auth: c.auth, secret: c.secret}, c.name, c.usage)
 	}
+	fs.BoolVar(&f.TLSFirst, "tls-first", f.TLSFirst, "begin with TLS, before the NATS server's INFO, for a server set to handshake_first (default $"+queue.EnvNATSTLSFirst+")")
 }
 
 // registerStoreID adds --store-id to fs.

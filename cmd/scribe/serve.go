@@ -72,7 +72,8 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	retention := fs.Duration("retention", writer.DefaultRetention, "keep job outcomes this `long` (a resubmitted ID older than this would apply again)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
 	logFormat := fs.String("log-format", "text", "log `format` on stderr: text or json (one JSON object a line)")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, such as :9464 (on 127.0.0.1; non-loopback hosts are warned about); off when empty")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, such as :9464 (on 127.0.0.1; non-loopback hosts are warned about), or on a Unix socket only the daemon's user can connect to, unix:PATH (its folder must be the user's, writable by no one else); off when empty")
+	metricsToken := fs.String("metrics-token-file", "", "with --metrics-addr: answer only scrapes that send the token in this `file` (owner-only, mode 0600) as Authorization: Bearer TOKEN; others get 401")
 	exitIdle := fs.Duration("exit-idle", 0, "exit cleanly once no job has been in hand and the queue has been empty this `long` (0: never; autostarted daemons get submit's --exit-idle); with several stores, all of them")
 	queueDir := fs.String("queue-dir", "", "the shared queue `folder` of a daemon of several stores (default $XDG_STATE_HOME/scribe/queue, or ~/.local/state/scribe/queue); a daemon of one store keeps its queue in the store")
 	configFile := fs.String("config", "", "TOML config `file` (default <store>/.scribe/config.toml when present and one store is named); flags given override it (docs/config.md)")
@@ -211,8 +212,11 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	var ms *metricsServer
 	var met *metrics
 	var observer writer.Observer // nil, not a nil *metrics, without metrics
+	if *metricsToken != "" && *metricsAddr == "" {
+		return usageError("--metrics-token-file needs --metrics-addr")
+	}
 	if *metricsAddr != "" {
-		if ms, err = listenMetrics(*metricsAddr, log); err != nil {
+		if ms, err = listenMetrics(*metricsAddr, *metricsToken, log); err != nil {
 			return err
 		}
 		defer ms.Close()
@@ -327,7 +331,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if ms != nil { // before the announcement: a ready daemon answers scrapes
 		d.watchMetrics(met, commands)
 		ms.Serve(met.reg, log)
-		log.Info("serving metrics", "addr", ms.Addr(), "url", "http://"+ms.Addr()+"/metrics")
+		log.Info("serving metrics", "addr", ms.Addr(), "url", ms.URL(), "token", ms.token != "")
 	}
 	if err := d.announce(); err != nil {
 		return err

@@ -68,9 +68,12 @@ export async function discover(store) {
   return null;
 }
 
-// connectDaemon connects to the daemon d names (section 1): TLS with its
-// certificate as the only CA, host names checked, the certificate's
-// SHA-256 compared with tls_cert_sha256, and no reconnect on trust.
+// connectDaemon connects to the daemon d names (section 1): TLS before
+// anything else (handshakeFirst: the first bytes sent are a TLS
+// ClientHello, and nothing the server says is read before it has proved
+// itself), its certificate as the only CA, host names checked, the
+// certificate's SHA-256 compared with tls_cert_sha256, and no reconnect on
+// trust. A server that is not the daemon gets no CONNECT and no password.
 export async function connectDaemon(d) {
   const pinned = new X509Certificate(d.tls_cert).fingerprint256.replaceAll(":", "").toLowerCase();
   if (pinned !== d.tls_cert_sha256) {
@@ -81,6 +84,7 @@ export async function connectDaemon(d) {
     user: d.user,
     pass: d.password,
     tls: {
+      handshakeFirst: true, // the daemon takes TLS-first clients only
       ca: d.tls_cert, // replaces the default CAs: only the daemon's certificate
       checkServerIdentity(host, cert) {
         const err = checkServerIdentity(host, cert);
@@ -91,7 +95,7 @@ export async function connectDaemon(d) {
       },
     },
     reconnect: false, // a lost connection means: run discovery again
-    timeout: 10_000, // a daemon that is stopped (SIGSTOP) never sends INFO
+    timeout: 10_000, // a daemon that is stopped (SIGSTOP) never completes the handshake
   });
 }
 

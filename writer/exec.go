@@ -111,10 +111,13 @@ func (s *Session) outcome(e Entry, digest string) *queue.Outcome {
 	}
 }
 
-// checkExec checks an exec job against the allowlist and the store: a
-// command it names, arguments it allows, a timeout no longer than its own,
-// and a working directory that is a folder inside the store. The error is
-// a *queue.RejectError for a job that may not run.
+// checkExec decides an exec job as its own job, against the allowlist and
+// the store: a command it names, arguments it allows, a timeout no longer
+// than its own, and a working directory that is a folder inside the store.
+// The error is a *queue.RejectError for a job that may not run. It is the
+// one decision: the job that runs (planExec) and every job that would
+// join its run (join) pass it, so that no job is told the outcome of a
+// run it could not have had alone.
 func (s *Session) checkExec(e Entry, cmds map[string]*Command) (*execPlan, error) {
 	if e.Err != nil {
 		return nil, e.Err
@@ -187,13 +190,19 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// join adds entry e to the plan's run if it may stand in for it: a fresh,
-// valid exec job of this store with the plan's coalescing key and
-// command, whose ID has no outcome yet and is not in the run already.
-func (s *Session) join(plan *execPlan, e Entry) (bool, error) {
-	if plan.job.Coalesce == "" || e.Err != nil || !e.Job.IsExec() || e.Job.Coalesce != plan.job.Coalesce ||
-		e.Job.Ops[0].Name != plan.cmd.Name || e.Job.Store != s.storeID || e.Job.Validate() != nil {
+// join adds entry e to the plan's run if it may stand in for it: a job
+// with the plan's coalescing key that checkExec, deciding it as its own
+// job, lets run (so one the allowlist or the store refuses is left to be
+// rejected in its own turn), whose run would be the plan's exactly
+// (sameRun), whose ID has no outcome yet and is not in the run already.
+// A job it does not join keeps its place in the queue.
+func (s *Session) join(plan *execPlan, e Entry, cmds map[string]*Command) (bool, error) {
+	if plan.job.Coalesce == "" || e.Err != nil || e.Job.Coalesce != plan.job.Coalesce {
 		return false, nil
+	}
+	alone, err := s.checkExec(e, cmds)
+	if err != nil || !plan.sameRun(alone) {
+		return false, nil // rejected, or run on its own, in its turn
 	}
 	if slices.ContainsFunc(plan.outs, func(o *queue.Outcome) bool { return o.ID == e.Job.ID }) {
 		return false, nil
@@ -209,6 +218,15 @@ func (s *Session) join(plan *execPlan, e Entry) (bool, error) {
 	plan.outs = append(plan.outs, out)
 	plan.lastSeq = max(plan.lastSeq, e.Seq)
 	return true, nil
+}
+
+// sameRun reports whether plan q would run exactly what p runs: the same
+// command (its program, fixed arguments, environment and limits), the
+// same full argument list, the same working directory, symlinks
+// resolved, and the same timeout. Only then may a job of q's stand in
+// for p's run and be told its outcome.
+func (p *execPlan) sameRun(q *execPlan) bool {
+	return p.cmd == q.cmd && slices.Equal(p.args, q.args) && p.dir == q.dir && p.timeout == q.timeout
 }
 
 // startExec checks that the command's own lock is free (else the job is
@@ -764,7 +782,7 @@ func (w *Writer) processExec(ctx context.Context, lead item) bool {
 func (w *Writer) gather(plan *execPlan, joined []item) ([]item, error) {
 	var keep, back []item
 	for _, it := range joined {
-		ok, err := w.session.join(plan, it.e)
+		ok, err := w.session.join(plan, it.e, w.commands)
 		if err != nil {
 			return joined, err
 		}
@@ -781,7 +799,7 @@ func (w *Writer) gather(plan *execPlan, joined []item) ([]item, error) {
 	w.fill()
 	rest := w.ahead[:0:0]
 	for i, it := range w.ahead {
-		ok, err := w.session.join(plan, it.e)
+		ok, err := w.session.join(plan, it.e, w.commands)
 		if err != nil {
 			w.ahead = append(rest, w.ahead[i:]...)
 			return keep, err

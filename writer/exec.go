@@ -47,6 +47,14 @@ type DeferError struct{ Why string }
 
 func (e *DeferError) Error() string { return "deferred: " + e.Why }
 
+// notStarted is finishExec's error for a run whose command could not be
+// started for a fault of the daemon's (runResult.fault): its run record
+// is dropped, and the job is tried again after the fault.
+type notStarted struct{ err error }
+
+func (e *notStarted) Error() string { return e.err.Error() }
+func (e *notStarted) Unwrap() error { return e.err }
+
 // execPlan is an exec job the writer is to run, and the jobs that joined it.
 type execPlan struct {
 	cmd     *Command
@@ -58,6 +66,34 @@ type execPlan struct {
 	// then those of the jobs that joined it.
 	outs    []*queue.Outcome
 	lastSeq uint64
+	// output is where the command's stdout and stderr go, made by
+	// startExec for the run it records and closed once the run is over.
+	output [2]*spool
+}
+
+// openOutput makes the run's output spools, each keeping what the
+// command's max_output allows. Failing is a fault of the daemon's own
+// files (the job is retried), never the job's outcome.
+func (p *execPlan) openOutput(dir string) error {
+	for i := range p.output {
+		sp, err := newSpool(dir, newCapture(p.cmd.maxOutput()))
+		if err != nil {
+			p.closeOutput()
+			return err
+		}
+		p.output[i] = sp
+	}
+	return nil
+}
+
+// closeOutput closes the run's output spools, if they are open.
+func (p *execPlan) closeOutput() {
+	for i, sp := range p.output {
+		if sp != nil {
+			sp.close()
+			p.output[i] = nil
+		}
+	}
 }
 
 // planExec decides an exec job up to its run. A duplicate, an ID
@@ -230,7 +266,9 @@ func (p *execPlan) sameRun(q *execPlan) bool {
 }
 
 // startExec checks that the command's own lock is free (else the job is
-// deferred: a *DeferError) and records the run before it starts.
+// deferred: a *DeferError), makes the run's output spools and records the
+// run before it starts. Any other error is a fault to retry after: what
+// failed is the daemon's, not the job's, and nothing ran.
 func (s *Session) startExec(plan *execPlan) error {
 	st := s.st
 	st.mu.Lock()
@@ -241,10 +279,18 @@ func (s *Session) startExec(plan *execPlan) error {
 	if why := lockBusy(plan.cmd.LockFile); why != "" {
 		return &DeferError{Why: why}
 	}
-	return st.journal.setRunning(&runRecord{
+	if err := plan.openOutput(queue.Layout{Root: s.store}.Meta()); err != nil {
+		return fmt.Errorf("job %s: %w", plan.job.ID, err)
+	}
+	err := st.journal.setRunning(&runRecord{
 		Epoch: s.epoch, Command: plan.cmd.Name, RerunSafe: plan.cmd.RerunSafe,
 		Started: time.Now().UTC(), Outcomes: plan.outs, LastSeq: plan.lastSeq,
 	})
+	if err != nil {
+		plan.closeOutput()
+		return fmt.Errorf("job %s: record its run: %w", plan.job.ID, err)
+	}
+	return nil
 }
 
 // finishExec records a run's outcomes. A run whose command exited with a
@@ -256,6 +302,13 @@ func (s *Session) finishExec(plan *execPlan, r *runResult) ([]Result, error) {
 	defer st.mu.Unlock()
 	if err := st.verify(); err != nil {
 		return nil, err
+	}
+	if r.fault != nil {
+		// Nothing ran: the record goes, and the job is tried again.
+		if err := st.journal.endRun(nil, 0); err != nil {
+			return nil, err
+		}
+		return nil, &notStarted{err: fmt.Errorf("job %s: start command %s: %w", plan.job.ID, plan.cmd.Name, r.fault)}
 	}
 	if slices.Contains(plan.cmd.BusyExitCodes, r.exit) {
 		if err := st.journal.endRun(nil, 0); err != nil {
@@ -367,10 +420,26 @@ type runResult struct {
 	timedOut bool
 	stopped  bool // stop closed while it ran: it was killed for that
 	startErr error
-	stdout   *capture
-	stderr   *capture
-	started  time.Time
-	took     time.Duration
+	// fault is why the command could not be started for want of a
+	// resource of the daemon's own (descriptors, memory, processes): it
+	// did not run, and its job is retried, not decided.
+	fault   error
+	stdout  *capture
+	stderr  *capture
+	started time.Time
+	took    time.Duration
+}
+
+// resourceFault reports whether err, from starting a command, says that
+// the daemon ran short of something of its own, which comes back, rather
+// than that the command cannot be run.
+func resourceFault(err error) bool {
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EAGAIN, unix.ENOSPC, unix.EIO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // judge turns a finished run into the outcome's status, reason and detail.
@@ -432,14 +501,17 @@ func (c *Command) maxOutput() int {
 const spoolEvery = 50 * time.Millisecond
 
 // runCommand runs a plan's command with hold, the store lock, handed down
-// as descriptor 3, in its own process group, and waits for it: until it
-// exits, its timeout (SIGTERM to the group, SIGKILL after the grace
-// period) or stop closes (the same, for a daemon that is stopping). Once
-// the command is over, whatever it left in its group is killed. started
-// is called with the command's pid once it runs.
+// as descriptor 3, in its own process group, its output into the plan's
+// spools (which it closes), and waits for it: until it exits, its timeout
+// (SIGTERM to the group, SIGKILL after the grace period) or stop closes
+// (the same, for a daemon that is stopping). Once the command is over,
+// whatever it left in its group is killed. started is called with the
+// command's pid once it runs.
 func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, started func(pid int)) *runResult {
+	defer plan.closeOutput()
 	cmd := plan.cmd
-	r := &runResult{exit: -1, stdout: newCapture(cmd.maxOutput()), stderr: newCapture(cmd.maxOutput()), started: time.Now()}
+	spools := plan.output
+	r := &runResult{exit: -1, stdout: spools[0].c, stderr: spools[1].c, started: time.Now()}
 	c := exec.Command(cmd.Program, plan.args...)
 	c.Dir = plan.dir
 	c.ExtraFiles = []*os.File{hold.File()}
@@ -449,19 +521,13 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Output goes to files, not pipes: a command that outlives a killed
 	// daemon must not die of SIGPIPE at its next line of output.
-	var spools [2]*spool
-	for i, cp := range []*capture{r.stdout, r.stderr} {
-		sp, err := newSpool(queue.Layout{Root: store}.Meta(), cp)
-		if err != nil {
-			r.startErr = err
-			return r
-		}
-		defer sp.close()
-		spools[i] = sp
-	}
 	c.Stdout, c.Stderr = spools[0].f, spools[1].f
 	if err := c.Start(); err != nil {
-		r.startErr = err
+		if resourceFault(err) {
+			r.fault = err
+		} else {
+			r.startErr = err
+		}
 		return r
 	}
 	pgid := c.Process.Pid
@@ -511,11 +577,11 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	return r
 }
 
-// spool is a file a command writes its output to: unlinked as soon as it
-// is made (it goes when the last process that has it open does), read
-// into a capture as it grows, and its read part punched out, so that
-// neither memory nor disk use grows with what the command writes (where
-// the filesystem can punch holes).
+// spool is a file a command writes its output to (spoolFile: a memfd on
+// Linux, else an unlinked file): it goes when the last process that has
+// it open does, is read into a capture as it grows, and its read part is
+// punched out, so that what the command writes takes no more room than
+// what was not read yet (where the file can punch holes).
 type spool struct {
 	f   *os.File
 	off int64
@@ -523,7 +589,19 @@ type spool struct {
 	buf []byte
 }
 
+// makeSpoolFile is spoolFile; tests make it fail.
+var makeSpoolFile = spoolFile
+
 func newSpool(dir string, c *capture) (*spool, error) {
+	f, err := makeSpoolFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &spool{f: f, c: c, buf: make([]byte, 64<<10)}, nil
+}
+
+// diskSpool makes an unlinked file in dir for a command's output.
+func diskSpool(dir string) (*os.File, error) {
 	f, err := os.CreateTemp(dir, "exec-*.out")
 	if err != nil {
 		return nil, fmt.Errorf("command output: %w", err)
@@ -532,7 +610,7 @@ func newSpool(dir string, c *capture) (*spool, error) {
 		f.Close()
 		return nil, fmt.Errorf("command output: %w", err)
 	}
-	return &spool{f: f, c: c, buf: make([]byte, 64<<10)}, nil
+	return f, nil
 }
 
 // drain reads what the command wrote since the last drain.
@@ -756,6 +834,14 @@ func (w *Writer) processExec(ctx context.Context, lead item) bool {
 				}
 				break // plan again: more jobs may join
 			}
+			var ns *notStarted
+			if errors.As(err, &ns) {
+				if !w.retryAfterFault(ctx, ns.err, attempt, msgs, &lastFaultLog) {
+					return false
+				}
+				attempt++
+				break // plan again
+			}
 			if err != nil {
 				if !w.retryAfterFault(ctx, err, attempt, msgs, &lastFaultLog) {
 					return false
@@ -873,6 +959,7 @@ func (w *Writer) runHeld(ctx context.Context, plan *execPlan, msgs []jetstream.M
 	// journal, is closed.
 	hold, err := tryLock(w.store, lockOptions{LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command})
 	if err != nil {
+		plan.closeOutput()
 		w.log.Error("keep the store for a command", "err", err)
 		return nil, false
 	}

@@ -237,3 +237,24 @@ func TestExecChildHelper(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res[0].Outcome.Applied())
 }
+
+// TestExecSpoolFaultDefers: when the daemon cannot make the files its
+// command's output goes to (out of descriptors), nothing runs and nothing
+// is recorded: the job is retried after the fault, which the status
+// report shows, and then runs once.
+func TestExecSpoolFaultDefers(t *testing.T) {
+	restore := writer.FailSpools(6, unix.EMFILE)
+	defer restore()
+	w, js, store, id := startExecWriter(t, shCommand("note", `echo ran >> ran.txt`))
+	publishJob(t, js, id, "n1", execJob(t, id, "n1", "note", ""))
+	require.Eventually(t, func() bool {
+		return strings.Contains(w.Report(t.Context()).Fault, "too many open files")
+	}, 5*time.Second, 5*time.Millisecond, "the fault is shown")
+	assert.False(t, w.Lookup("n1").Found, "not decided while the fault lasts")
+	o := outcomeOf(t, w, "n1")
+	assert.True(t, o.Applied(), "%+v", o)
+	b, err := os.ReadFile(filepath.Join(store, "ran.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "ran\n", string(b), "ran once")
+	assert.Eventually(t, func() bool { return w.Report(t.Context()).Fault == "" }, 5*time.Second, 5*time.Millisecond, "the fault clears")
+}

@@ -1,6 +1,9 @@
 package writer
 
 import (
+	"fmt"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/scribehq/scribe/queue"
@@ -71,4 +74,21 @@ func CommitUnder(store string, fence Fence, id string) error {
 	job := &queue.Job{V: queue.Version, ID: id, Store: s.StoreID(), Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log", Data: []byte(id + "\n")}}}
 	_, err = s.Apply([]Entry{{Job: job}})
 	return err
+}
+
+// FailSpools makes the next n output spools fail to be made with err, as
+// a daemon out of descriptors would see; restore undoes it.
+func FailSpools(n int, err error) (restore func()) {
+	var mu sync.Mutex
+	orig := makeSpoolFile
+	makeSpoolFile = func(dir string) (*os.File, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if n > 0 {
+			n--
+			return nil, fmt.Errorf("command output: memfd_create: %w", err)
+		}
+		return orig(dir)
+	}
+	return func() { makeSpoolFile = orig }
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/scribehq/scribe/queue"
 )
 
@@ -91,4 +93,24 @@ func FailSpools(n int, err error) (restore func()) {
 		return orig(dir)
 	}
 	return func() { makeSpoolFile = orig }
+}
+
+// RecordUnfitted records o in the store's journal as a version that did
+// not bound outcomes would have: as it is, however large.
+func RecordUnfitted(store string, o *queue.Outcome) error {
+	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	v, err := queue.EncodeOutcome(o)
+	if err != nil {
+		return err
+	}
+	return s.st.journal.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketOutcomes).Put([]byte(o.ID), v); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil)
+	})
 }

@@ -114,3 +114,6 @@ func RecordUnfitted(store string, o *queue.Outcome) error {
 		return tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil)
 	})
 }
+
+// ResourceFault is resourceFault.
+var ResourceFault = resourceFault

@@ -2,6 +2,7 @@ package writer_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,4 +68,32 @@ func TestStatusAnswersFitOutcomesRecordedTooLarge(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "old-2", o.ID)
 	assert.LessOrEqual(t, len(m.Data), queue.MaxOutcomeBytes)
+}
+
+// A direct writer's outcome is fitted as it is recorded, like the
+// daemon's: a job whose meta alone is larger than a message gets an
+// outcome that fits, the one recorded, which says what it left out.
+func TestRecordedOutcomeFits(t *testing.T) {
+	store, id := writerStore(t)
+	s, err := writer.OpenSession(store, writer.SessionOptions{Mode: queue.ModeDirect})
+	require.NoError(t, err)
+	defer s.Close()
+	meta := map[string]string{}
+	for i := range 100_000 {
+		meta[fmt.Sprintf("k%06d", i)] = "v"
+	}
+	job := &queue.Job{V: queue.Version, ID: "meta-1", Store: id, Meta: meta, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log.txt", Data: []byte("x\n")}}}
+	res, err := s.Apply([]writer.Entry{{Job: job}})
+	require.NoError(t, err)
+	o := res[0].Outcome
+	b, err := queue.EncodeOutcome(o)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), queue.MaxOutcomeBytes)
+	assert.True(t, o.Applied())
+	assert.Positive(t, o.MetaCut)
+	assert.Equal(t, len(meta), len(o.Meta)+o.MetaCut)
+	recorded, err := s.Journal().Outcome("meta-1")
+	require.NoError(t, err)
+	assert.Equal(t, o.MetaCut, recorded.MetaCut, "the caller was told what was recorded")
+	assert.Len(t, job.Meta, 100_000, "the job itself is not changed")
 }

@@ -497,8 +497,16 @@ func (c *Command) maxOutput() int {
 	return DefaultMaxOutput
 }
 
-// spoolEvery is how often the output of a running command is read.
-const spoolEvery = 50 * time.Millisecond
+// spoolEvery is how often the output of a running command is read, and
+// spoolHurry how soon again after a read of at least spoolBusy bytes: a
+// command that writes fast is kept up with, so that what it wrote and
+// was not read yet (in memory, or on disk) stays small.
+const (
+	spoolEvery = 50 * time.Millisecond
+	spoolHurry = time.Millisecond
+	spoolBusy  = 1 << 20
+	spoolChunk = 16 << 20
+)
 
 // runCommand runs a plan's command with hold, the store lock, handed down
 // as descriptor 3, in its own process group, its output into the plan's
@@ -536,7 +544,7 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	go func() { exited <- c.Wait() }()
 	timeout := time.NewTimer(plan.timeout)
 	defer timeout.Stop()
-	tick := time.NewTicker(spoolEvery)
+	tick := time.NewTimer(spoolEvery)
 	defer tick.Stop()
 	var werr error
 	for waiting := true; waiting; {
@@ -544,8 +552,11 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 		case werr = <-exited:
 			waiting = false
 		case <-tick.C:
-			spools[0].drain()
-			spools[1].drain()
+			next := spoolEvery
+			if spools[0].drain()+spools[1].drain() >= spoolBusy {
+				next = spoolHurry
+			}
+			tick.Reset(next)
 		case <-timeout.C:
 			r.timedOut = true
 			werr = killGroup(pgid, cmd.grace(), exited)
@@ -558,8 +569,12 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	}
 	r.took = time.Since(r.started)
 	_ = unix.Kill(-pgid, unix.SIGKILL) // what the command left behind in its group
-	spools[0].drain()
-	spools[1].drain()
+	for _, sp := range spools {
+		// What is left, bounded: a process that escaped the group may
+		// hold the file and go on writing.
+		for i := 0; i < 64 && sp.drain() > 0; i++ {
+		}
+	}
 	var ee *exec.ExitError
 	switch {
 	case werr == nil:
@@ -613,10 +628,22 @@ func diskSpool(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// drain reads what the command wrote since the last drain.
-func (s *spool) drain() {
+// drain reads what the command wrote since the last drain, at most
+// spoolChunk bytes, punches it out, and returns how many bytes that was.
+// Once the capture has its start, what lies before the last bytes it
+// keeps of the end is not read at all, only counted: a command that
+// writes faster than the daemon reads costs neither time nor room.
+func (s *spool) drain() int64 {
 	from := s.off
-	for {
+	if s.c.headFull() {
+		if fi, err := s.f.Stat(); err == nil {
+			if skip := fi.Size() - int64(s.c.tailMax()) - s.off; skip > 0 {
+				s.c.skip(skip)
+				s.off += skip
+			}
+		}
+	}
+	for s.off-from < spoolChunk {
 		n, err := s.f.ReadAt(s.buf, s.off)
 		_, _ = s.c.Write(s.buf[:n])
 		s.off += int64(n)
@@ -627,6 +654,7 @@ func (s *spool) drain() {
 	if s.off > from {
 		punchHole(s.f, from, s.off-from)
 	}
+	return s.off - from
 }
 
 func (s *spool) close() { s.f.Close() }
@@ -690,6 +718,17 @@ func (c *capture) Write(p []byte) (int, error) {
 		p = p[k:]
 	}
 	return n, nil
+}
+
+func (c *capture) headFull() bool { return len(c.head) >= c.max/2 }
+
+func (c *capture) tailMax() int { return c.max - c.max/2 }
+
+// skip counts n bytes written after the head and not read: they and the
+// end kept so far are cut, since what comes after them is the new end.
+func (c *capture) skip(n int64) {
+	c.total += n
+	c.tail, c.next = c.tail[:0], 0
 }
 
 // String is what was kept, in order, as valid UTF-8.

@@ -594,9 +594,9 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 
 // spool is a file a command writes its output to (spoolFile: a memfd on
 // Linux, else an unlinked file): it goes when the last process that has
-// it open does, is read into a capture as it grows, and its read part is
-// punched out, so that what the command writes takes no more room than
-// what was not read yet (where the file can punch holes).
+// it open does, is drained into a capture as it grows, and what was
+// drained is punched out, so that what the command writes takes no more
+// room than what was not drained yet (where the file can punch holes).
 type spool struct {
 	f   *os.File
 	off int64

@@ -1118,9 +1118,13 @@ func (w *Writer) answer(batch []jetstream.Msg, entries []Entry, results []Result
 		if o.Status == queue.StatusRejected && !r.Duplicate {
 			w.log.Info("job rejected", "id", o.ID, "reason", o.Reason, "detail", o.Detail)
 		}
-		// A duplicate's outcome may have been recorded by a version that
-		// did not bound it; a server may carry less than the bound.
-		if b, err := queue.EncodeOutcome(o.Fit(min(queue.MaxOutcomeBytes, w.replyLimit()))); err == nil {
+		b, err := queue.EncodeOutcome(o)
+		if limit := min(queue.MaxOutcomeBytes, w.replyLimit()); err == nil && len(b) > limit {
+			// A duplicate's outcome may have been recorded by a version
+			// that did not bound it; a server may carry less than the bound.
+			b, err = queue.EncodeOutcome(o.Fit(limit))
+		}
+		if err == nil {
 			if err := w.cfg.Conn.Publish(queue.OutcomeSubject(w.storeID, o.ID), b); err != nil {
 				w.log.Warn("publish outcome", "id", o.ID, "err", err)
 			}

@@ -193,10 +193,11 @@ type Job struct {
 	// Meta is free-form caller metadata, recorded with the outcome.
 	Meta map[string]string `json:"meta,omitempty"`
 	// Coalesce is an optional coalescing key, for exec jobs only: while a
-	// job with this key and command waits in the queue, not yet started,
-	// later ones join it instead of running again, and all get its
-	// outcome (docs/exec.md). Use one key only for runs that may stand in
-	// for each other.
+	// job with this key waits in the queue, not yet started, later ones
+	// that ask for exactly its run (the same command, arguments, dir and
+	// timeout) and would be allowed alone join it instead of running
+	// again, and all get its outcome (docs/exec.md). Others of the key are
+	// decided in their own turn.
 	Coalesce string `json:"coalesce,omitempty"`
 	// Submitted is when the client built the job (informational).
 	Submitted time.Time `json:"submitted,omitzero"`

@@ -65,6 +65,10 @@ type Outcome struct {
 	At time.Time `json:"at"`
 	// Meta is the job's caller metadata.
 	Meta map[string]string `json:"meta,omitempty"`
+	// MetaCut is how many entries of the job's Meta were left out, the
+	// largest first, for the outcome to fit MaxOutcomeBytes (see Fit);
+	// a value cut from its middle to fit says so where the cut is.
+	MetaCut int `json:"meta_cut,omitempty"`
 	// Digest is the Digest of the job this outcome belongs to. A caller
 	// whose job has the same ID but another digest was not this job: its
 	// submission is an ID conflict. Empty in outcomes recorded before
@@ -92,7 +96,10 @@ type ExecResult struct {
 	// Stdout and Stderr are the command's output, at most the allowlist's
 	// output cap each: its start and its end, with the middle cut when it
 	// wrote more (StdoutCut, StderrCut bytes). Bytes that are not UTF-8
-	// are replaced with U+FFFD.
+	// are replaced with U+FFFD. An outcome whose encoding would be over
+	// MaxOutcomeBytes (control bytes take six each) has more cut from the
+	// middle, a line "[... N bytes cut to fit the outcome ...]" standing
+	// where the cut is and the bytes counted in StdoutCut and StderrCut.
 	Stdout    string `json:"stdout,omitempty"`
 	Stderr    string `json:"stderr,omitempty"`
 	StdoutCut int64  `json:"stdout_cut,omitempty"`

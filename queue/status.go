@@ -146,6 +146,9 @@ type JobList struct {
 	// QueuedTotal is how many jobs are queued in all, Queued listing the
 	// first of them.
 	QueuedTotal uint64 `json:"queued_total"`
+	// OutcomesCut is how many of the outcomes asked for, the oldest, were
+	// left out for the answer to fit one message (see Fit).
+	OutcomesCut int `json:"outcomes_cut,omitempty"`
 	// Error is set when the journal or the queue could not be read.
 	Error string `json:"error,omitempty"`
 }

@@ -554,7 +554,7 @@ func TestExecCoalescing(t *testing.T) {
 	runs := m.lines(t, "start")
 	ran := jobs(runs)
 	t.Logf("%d jobs with one key: the command ran %d times for them (%v)", n, len(runs)-1, ran)
-	assert.Less(t, len(runs)-1, n, "coalesced: far fewer runs than jobs")
+	assert.LessOrEqual(t, len(runs)-1, 2, "coalesced: one or two runs for the fifty jobs of one key")
 	assert.Len(t, m.lines(t, "end"), len(runs))
 
 	var runners []string

@@ -46,6 +46,14 @@ type DeferError struct{ Why string }
 
 func (e *DeferError) Error() string { return "deferred: " + e.Why }
 
+// notStarted is finishExec's error for a run whose command could not be
+// started for a fault of the daemon's (runResult.fault): its run record
+// is dropped, and the job is tried again after the fault.
+type notStarted struct{ err error }
+
+func (e *notStarted) Error() string { return e.err.Error() }
+func (e *notStarted) Unwrap() error { return e.err }
+
 // execPlan is an exec job the writer is to run, and the jobs that joined it.
 type execPlan struct {
 	cmd     *Command
@@ -57,6 +65,34 @@ type execPlan struct {
 	// then those of the jobs that joined it.
 	outs    []*queue.Outcome
 	lastSeq uint64
+	// output is where the command's stdout and stderr go, made by
+	// startExec for the run it records and closed once the run is over.
+	output [2]*spool
+}
+
+// openOutput makes the run's output spools, each keeping what the
+// command's max_output allows. Failing is a fault of the daemon's own
+// files (the job is retried), never the job's outcome.
+func (p *execPlan) openOutput(dir string) error {
+	for i := range p.output {
+		sp, err := newSpool(dir, newCapture(p.cmd.maxOutput()))
+		if err != nil {
+			p.closeOutput()
+			return err
+		}
+		p.output[i] = sp
+	}
+	return nil
+}
+
+// closeOutput closes the run's output spools, if they are open.
+func (p *execPlan) closeOutput() {
+	for i, sp := range p.output {
+		if sp != nil {
+			sp.close()
+			p.output[i] = nil
+		}
+	}
 }
 
 // planExec decides an exec job up to its run. A duplicate, an ID
@@ -110,10 +146,13 @@ func (s *Session) outcome(e Entry, digest string) *queue.Outcome {
 	}
 }
 
-// checkExec checks an exec job against the allowlist and the store: a
-// command it names, arguments it allows, a timeout no longer than its own,
-// and a working directory that is a folder inside the store. The error is
-// a *queue.RejectError for a job that may not run.
+// checkExec decides an exec job as its own job, against the allowlist and
+// the store: a command it names, arguments it allows, a timeout no longer
+// than its own, and a working directory that is a folder inside the store.
+// The error is a *queue.RejectError for a job that may not run. It is the
+// one decision: the job that runs (planExec) and every job that would
+// join its run (join) pass it, so that no job is told the outcome of a
+// run it could not have had alone.
 func (s *Session) checkExec(e Entry, cmds map[string]*Command) (*execPlan, error) {
 	if e.Err != nil {
 		return nil, e.Err
@@ -186,13 +225,19 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// join adds entry e to the plan's run if it may stand in for it: a fresh,
-// valid exec job of this store with the plan's coalescing key and
-// command, whose ID has no outcome yet and is not in the run already.
-func (s *Session) join(plan *execPlan, e Entry) (bool, error) {
-	if plan.job.Coalesce == "" || e.Err != nil || !e.Job.IsExec() || e.Job.Coalesce != plan.job.Coalesce ||
-		e.Job.Ops[0].Name != plan.cmd.Name || e.Job.Store != s.storeID || e.Job.Validate() != nil {
+// join adds entry e to the plan's run if it may stand in for it: a job
+// with the plan's coalescing key that checkExec, deciding it as its own
+// job, lets run (so one the allowlist or the store refuses is left to be
+// rejected in its own turn), whose run would be the plan's exactly
+// (sameRun), whose ID has no outcome yet and is not in the run already.
+// A job it does not join keeps its place in the queue.
+func (s *Session) join(plan *execPlan, e Entry, cmds map[string]*Command) (bool, error) {
+	if plan.job.Coalesce == "" || e.Err != nil || e.Job.Coalesce != plan.job.Coalesce {
 		return false, nil
+	}
+	alone, err := s.checkExec(e, cmds)
+	if err != nil || !plan.sameRun(alone) {
+		return false, nil // rejected, or run on its own, in its turn
 	}
 	if slices.ContainsFunc(plan.outs, func(o *queue.Outcome) bool { return o.ID == e.Job.ID }) {
 		return false, nil
@@ -210,8 +255,19 @@ func (s *Session) join(plan *execPlan, e Entry) (bool, error) {
 	return true, nil
 }
 
+// sameRun reports whether plan q would run exactly what p runs: the same
+// command (its program, fixed arguments, environment and limits), the
+// same full argument list, the same working directory, symlinks
+// resolved, and the same timeout. Only then may a job of q's stand in
+// for p's run and be told its outcome.
+func (p *execPlan) sameRun(q *execPlan) bool {
+	return p.cmd == q.cmd && slices.Equal(p.args, q.args) && p.dir == q.dir && p.timeout == q.timeout
+}
+
 // startExec checks that the command's own lock is free (else the job is
-// deferred: a *DeferError) and records the run before it starts.
+// deferred: a *DeferError), makes the run's output spools and records the
+// run before it starts. Any other error is a fault to retry after: what
+// failed is the daemon's, not the job's, and nothing ran.
 func (s *Session) startExec(plan *execPlan) error {
 	st := s.st
 	st.mu.Lock()
@@ -222,10 +278,18 @@ func (s *Session) startExec(plan *execPlan) error {
 	if why := lockBusy(plan.cmd.LockFile); why != "" {
 		return &DeferError{Why: why}
 	}
-	return st.journal.setRunning(&runRecord{
+	if err := plan.openOutput(queue.Layout{Root: s.store}.Meta()); err != nil {
+		return fmt.Errorf("job %s: %w", plan.job.ID, err)
+	}
+	err := st.journal.setRunning(&runRecord{
 		Epoch: s.epoch, Command: plan.cmd.Name, RerunSafe: plan.cmd.RerunSafe,
 		Started: time.Now().UTC(), Outcomes: plan.outs, LastSeq: plan.lastSeq,
 	})
+	if err != nil {
+		plan.closeOutput()
+		return fmt.Errorf("job %s: record its run: %w", plan.job.ID, err)
+	}
+	return nil
 }
 
 // finishExec records a run's outcomes. A run whose command exited with a
@@ -237,6 +301,13 @@ func (s *Session) finishExec(plan *execPlan, r *runResult) ([]Result, error) {
 	defer st.mu.Unlock()
 	if err := st.verify(); err != nil {
 		return nil, err
+	}
+	if r.fault != nil {
+		// Nothing ran: the record goes, and the job is tried again.
+		if err := st.journal.endRun(nil, 0); err != nil {
+			return nil, err
+		}
+		return nil, &notStarted{err: fmt.Errorf("job %s: start command %s: %w", plan.job.ID, plan.cmd.Name, r.fault)}
 	}
 	if slices.Contains(plan.cmd.BusyExitCodes, r.exit) {
 		if err := st.journal.endRun(nil, 0); err != nil {
@@ -294,10 +365,26 @@ type runResult struct {
 	timedOut bool
 	stopped  bool // stop closed while it ran: it was killed for that
 	startErr error
-	stdout   *capture
-	stderr   *capture
-	started  time.Time
-	took     time.Duration
+	// fault is why the command could not be started for want of a
+	// resource of the daemon's own (descriptors, memory, processes): it
+	// did not run, and its job is retried, not decided.
+	fault   error
+	stdout  *capture
+	stderr  *capture
+	started time.Time
+	took    time.Duration
+}
+
+// resourceFault reports whether err, from starting a command, says that
+// the daemon ran short of something of its own, which comes back, rather
+// than that the command cannot be run.
+func resourceFault(err error) bool {
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EAGAIN, unix.ENOSPC, unix.EIO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // judge turns a finished run into the outcome's status, reason and detail.
@@ -355,18 +442,29 @@ func (c *Command) maxOutput() int {
 	return DefaultMaxOutput
 }
 
-// spoolEvery is how often the output of a running command is read.
-const spoolEvery = 50 * time.Millisecond
+// spoolEvery is how often the output of a running command is read, and
+// spoolHurry how soon again after a read of at least spoolBusy bytes: a
+// command that writes fast is kept up with, so that what it wrote and
+// was not read yet (in memory, or on disk) stays small.
+const (
+	spoolEvery = 50 * time.Millisecond
+	spoolHurry = time.Millisecond
+	spoolBusy  = 1 << 20
+	spoolChunk = 16 << 20
+)
 
 // runCommand runs a plan's command with hold, the store lock, handed down
-// as descriptor 3, in its own process group, and waits for it: until it
-// exits, its timeout (SIGTERM to the group, SIGKILL after the grace
-// period) or stop closes (the same, for a daemon that is stopping). Once
-// the command is over, whatever it left in its group is killed. started
-// is called with the command's pid once it runs.
+// as descriptor 3, in its own process group, its output into the plan's
+// spools (which it closes), and waits for it: until it exits, its timeout
+// (SIGTERM to the group, SIGKILL after the grace period) or stop closes
+// (the same, for a daemon that is stopping). Once the command is over,
+// whatever it left in its group is killed. started is called with the
+// command's pid once it runs.
 func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, started func(pid int)) *runResult {
+	defer plan.closeOutput()
 	cmd := plan.cmd
-	r := &runResult{exit: -1, stdout: newCapture(cmd.maxOutput()), stderr: newCapture(cmd.maxOutput()), started: time.Now()}
+	spools := plan.output
+	r := &runResult{exit: -1, stdout: spools[0].c, stderr: spools[1].c, started: time.Now()}
 	c := exec.Command(cmd.Program, plan.args...)
 	c.Dir = plan.dir
 	c.ExtraFiles = []*os.File{hold.File()}
@@ -376,20 +474,14 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Output goes to files, not pipes: a command that outlives a killed
 	// daemon must not die of SIGPIPE at its next line of output.
-	var spools [2]*spool
-	for i, cp := range []*capture{r.stdout, r.stderr} {
-		sp, err := newSpool(queue.Layout{Root: store}.Meta(), cp)
-		if err != nil {
-			r.startErr = err
-			return r
-		}
-		defer sp.close()
-		spools[i] = sp
-	}
 	c.Stdout, c.Stderr = spools[0].f, spools[1].f
 	keepInheritedFromChildren()
 	if err := c.Start(); err != nil {
-		r.startErr = err
+		if resourceFault(err) {
+			r.fault = err
+		} else {
+			r.startErr = err
+		}
 		return r
 	}
 	pgid := c.Process.Pid
@@ -398,7 +490,7 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	go func() { exited <- c.Wait() }()
 	timeout := time.NewTimer(plan.timeout)
 	defer timeout.Stop()
-	tick := time.NewTicker(spoolEvery)
+	tick := time.NewTimer(spoolEvery)
 	defer tick.Stop()
 	var werr error
 	for waiting := true; waiting; {
@@ -406,8 +498,11 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 		case werr = <-exited:
 			waiting = false
 		case <-tick.C:
-			spools[0].drain()
-			spools[1].drain()
+			next := spoolEvery
+			if spools[0].drain()+spools[1].drain() >= spoolBusy {
+				next = spoolHurry
+			}
+			tick.Reset(next)
 		case <-timeout.C:
 			r.timedOut = true
 			werr = killGroup(pgid, cmd.grace(), exited)
@@ -420,8 +515,12 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	}
 	r.took = time.Since(r.started)
 	_ = unix.Kill(-pgid, unix.SIGKILL) // what the command left behind in its group
-	spools[0].drain()
-	spools[1].drain()
+	for _, sp := range spools {
+		// What is left, bounded: a process that escaped the group may
+		// hold the file and go on writing.
+		for i := 0; i < 64 && sp.drain() > 0; i++ {
+		}
+	}
 	var ee *exec.ExitError
 	switch {
 	case werr == nil:
@@ -439,11 +538,11 @@ func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, 
 	return r
 }
 
-// spool is a file a command writes its output to: unlinked as soon as it
-// is made (it goes when the last process that has it open does), read
-// into a capture as it grows, and its read part punched out, so that
-// neither memory nor disk use grows with what the command writes (where
-// the filesystem can punch holes).
+// spool is a file a command writes its output to (spoolFile: a memfd on
+// Linux, else an unlinked file): it goes when the last process that has
+// it open does, is drained into a capture as it grows, and what was
+// drained is punched out, so that what the command writes takes no more
+// room than what was not drained yet (where the file can punch holes).
 type spool struct {
 	f   *os.File
 	off int64
@@ -451,7 +550,19 @@ type spool struct {
 	buf []byte
 }
 
+// makeSpoolFile is spoolFile; tests make it fail.
+var makeSpoolFile = spoolFile
+
 func newSpool(dir string, c *capture) (*spool, error) {
+	f, err := makeSpoolFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &spool{f: f, c: c, buf: make([]byte, 64<<10)}, nil
+}
+
+// diskSpool makes an unlinked file in dir for a command's output.
+func diskSpool(dir string) (*os.File, error) {
 	f, err := os.CreateTemp(dir, "exec-*.out")
 	if err != nil {
 		return nil, fmt.Errorf("command output: %w", err)
@@ -460,13 +571,25 @@ func newSpool(dir string, c *capture) (*spool, error) {
 		f.Close()
 		return nil, fmt.Errorf("command output: %w", err)
 	}
-	return &spool{f: f, c: c, buf: make([]byte, 64<<10)}, nil
+	return f, nil
 }
 
-// drain reads what the command wrote since the last drain.
-func (s *spool) drain() {
+// drain reads what the command wrote since the last drain, at most
+// spoolChunk bytes, punches it out, and returns how many bytes that was.
+// Once the capture has its start, what lies before the last bytes it
+// keeps of the end is not read at all, only counted: a command that
+// writes faster than the daemon reads costs neither time nor room.
+func (s *spool) drain() int64 {
 	from := s.off
-	for {
+	if s.c.headFull() {
+		if fi, err := s.f.Stat(); err == nil {
+			if skip := fi.Size() - int64(s.c.tailMax()) - s.off; skip > 0 {
+				s.c.skip(skip)
+				s.off += skip
+			}
+		}
+	}
+	for s.off-from < spoolChunk {
 		n, err := s.f.ReadAt(s.buf, s.off)
 		_, _ = s.c.Write(s.buf[:n])
 		s.off += int64(n)
@@ -477,6 +600,7 @@ func (s *spool) drain() {
 	if s.off > from {
 		punchHole(s.f, from, s.off-from)
 	}
+	return s.off - from
 }
 
 func (s *spool) close() { s.f.Close() }
@@ -530,6 +654,17 @@ func (c *capture) Write(p []byte) (int, error) {
 		p = p[k:]
 	}
 	return n, nil
+}
+
+func (c *capture) headFull() bool { return len(c.head) >= c.max/2 }
+
+func (c *capture) tailMax() int { return c.max - c.max/2 }
+
+// skip counts n bytes written after the head and not read: they and the
+// end kept so far are cut, since what comes after them is the new end.
+func (c *capture) skip(n int64) {
+	c.total += n
+	c.tail, c.next = c.tail[:0], 0
 }
 
 // String is what was kept, in order, as valid UTF-8.
@@ -674,6 +809,14 @@ func (w *Writer) processExec(ctx context.Context, lead item) bool {
 				}
 				break // plan again: more jobs may join
 			}
+			var ns *notStarted
+			if errors.As(err, &ns) {
+				if !w.retryAfterFault(ctx, ns.err, attempt, msgs, &lastFaultLog) {
+					return false
+				}
+				attempt++
+				break // plan again
+			}
 			if err != nil {
 				if !w.retryAfterFault(ctx, err, attempt, msgs, &lastFaultLog) {
 					return false
@@ -700,7 +843,7 @@ func (w *Writer) processExec(ctx context.Context, lead item) bool {
 func (w *Writer) gather(plan *execPlan, joined []item) ([]item, error) {
 	var keep, back []item
 	for _, it := range joined {
-		ok, err := w.session.join(plan, it.e)
+		ok, err := w.session.join(plan, it.e, w.commands)
 		if err != nil {
 			return joined, err
 		}
@@ -717,7 +860,7 @@ func (w *Writer) gather(plan *execPlan, joined []item) ([]item, error) {
 	w.fill()
 	rest := w.ahead[:0:0]
 	for i, it := range w.ahead {
-		ok, err := w.session.join(plan, it.e)
+		ok, err := w.session.join(plan, it.e, w.commands)
 		if err != nil {
 			w.ahead = append(rest, w.ahead[i:]...)
 			return keep, err
@@ -791,6 +934,7 @@ func (w *Writer) runHeld(ctx context.Context, plan *execPlan, msgs []jetstream.M
 	// journal, is closed.
 	hold, err := tryLock(w.store, lockOptions{LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command})
 	if err != nil {
+		plan.closeOutput()
 		w.log.Error("keep the store for a command", "err", err)
 		return nil, false
 	}

@@ -161,16 +161,25 @@ func TestExecDefersWhileBusy(t *testing.T) {
 }
 
 // TestExecCoalesces: jobs with one coalescing key queued behind a running
-// command join the first of them: one run, every job an outcome.
+// command join the first of them when they ask for the same run: one run,
+// every job an outcome. A job of that key with other arguments runs on its
+// own, and one that would be rejected alone is rejected, in its turn.
 func TestExecCoalesces(t *testing.T) {
 	gate := shCommand("gate", `while [ ! -e "$SCRIBE_STORE/open" ]; do sleep 0.01; done`)
-	mine := shCommand("mine", `echo run >> mine.txt`)
+	mine := shCommand("mine", `echo "run $*" >> mine.txt`)
 	w, js, store, id := startExecWriter(t, gate, mine)
 	publishJob(t, js, id, "g", execJob(t, id, "g", "gate", ""))
 	const n = 30
 	for i := range n {
 		jid := "m" + strconv.Itoa(i)
-		publishJob(t, js, id, jid, execJob(t, id, jid, "mine", "K", strconv.Itoa(i)))
+		publishJob(t, js, id, jid, execJob(t, id, jid, "mine", "K"))
+		if i == n/2 {
+			publishJob(t, js, id, "args", execJob(t, id, "args", "mine", "K", "x"))
+			b, err := json.Marshal(&queue.Job{V: queue.Version, ID: "dir", Store: id, Coalesce: "K",
+				Ops: []queue.Op{{Kind: queue.OpExec, Name: "mine", Dir: "nowhere"}}})
+			require.NoError(t, err)
+			publishJob(t, js, id, "dir", b)
+		}
 	}
 	publishJob(t, js, id, "other", execJob(t, id, "other", "mine", "L"))
 	require.NoError(t, os.WriteFile(filepath.Join(store, "open"), nil, 0o644))
@@ -182,10 +191,16 @@ func TestExecCoalesces(t *testing.T) {
 		assert.True(t, o.Applied())
 		assert.Equal(t, "m0", o.CoalescedInto)
 	}
+	args := outcomeOf(t, w, "args")
+	assert.True(t, args.Applied(), "%+v", args)
+	assert.Empty(t, args.CoalescedInto, "other arguments: a run of its own")
+	dir := outcomeOf(t, w, "dir")
+	assert.Equal(t, queue.ReasonBadInput, dir.Reason, "rejected as it would be alone: %+v", dir)
+	assert.Empty(t, dir.CoalescedInto)
 	assert.Empty(t, outcomeOf(t, w, "other").CoalescedInto, "another key does not join")
 	b, err := os.ReadFile(filepath.Join(store, "mine.txt"))
 	require.NoError(t, err)
-	assert.Equal(t, "run\nrun\n", string(b), "one run for key K, one for L")
+	assert.Equal(t, "run \nrun x\nrun \n", string(b), "one run for key K, one for its job with other arguments, one for L")
 }
 
 // TestExecChildJoinsTheHold: a command is handed the store lock; a scribe
@@ -221,4 +236,45 @@ func TestExecChildHelper(t *testing.T) {
 		Ops: []queue.Op{{Kind: queue.OpAppend, Path: "child.txt", Data: []byte("from the child\n")}}}}})
 	require.NoError(t, err)
 	require.True(t, res[0].Outcome.Applied())
+}
+
+// TestExecSpoolFaultDefers: when the daemon cannot make the files its
+// command's output goes to (out of descriptors), nothing runs and nothing
+// is recorded: the job is retried after the fault, which the status
+// report shows, and then runs once.
+func TestExecSpoolFaultDefers(t *testing.T) {
+	restore := writer.FailSpools(6, unix.EMFILE)
+	defer restore()
+	w, js, store, id := startExecWriter(t, shCommand("note", `echo ran >> ran.txt`))
+	publishJob(t, js, id, "n1", execJob(t, id, "n1", "note", ""))
+	require.Eventually(t, func() bool {
+		return strings.Contains(w.Report(t.Context()).Fault, "too many open files")
+	}, 5*time.Second, 5*time.Millisecond, "the fault is shown")
+	assert.False(t, w.Lookup("n1").Found, "not decided while the fault lasts")
+	o := outcomeOf(t, w, "n1")
+	assert.True(t, o.Applied(), "%+v", o)
+	b, err := os.ReadFile(filepath.Join(store, "ran.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "ran\n", string(b), "ran once")
+	assert.Eventually(t, func() bool { return w.Report(t.Context()).Fault == "" }, 5*time.Second, 5*time.Millisecond, "the fault clears")
+}
+
+// TestExecStartFaults: a command that cannot be started for want of the
+// daemon's own resources is a fault to retry after; one that cannot be
+// run at all (gone, not executable) is the job's outcome.
+func TestExecStartFaults(t *testing.T) {
+	for _, tt := range []struct {
+		err   error
+		fault bool
+	}{
+		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.EMFILE}, true},
+		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.EAGAIN}, true},
+		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.ENOMEM}, true},
+		{&os.PathError{Op: "open", Path: os.DevNull, Err: syscall.ENFILE}, true},
+		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.ENOENT}, false},
+		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.EACCES}, false},
+		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.ENOEXEC}, false},
+	} {
+		assert.Equal(t, tt.fault, writer.ResourceFault(tt.err), "%v", tt.err)
+	}
 }

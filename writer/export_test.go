@@ -1,7 +1,12 @@
 package writer
 
 import (
+	"fmt"
+	"os"
+	"sync"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/scribehq/scribe/queue"
 )
@@ -72,3 +77,43 @@ func CommitUnder(store string, fence Fence, id string) error {
 	_, err = s.Apply([]Entry{{Job: job}})
 	return err
 }
+
+// FailSpools makes the next n output spools fail to be made with err, as
+// a daemon out of descriptors would see; restore undoes it.
+func FailSpools(n int, err error) (restore func()) {
+	var mu sync.Mutex
+	orig := makeSpoolFile
+	makeSpoolFile = func(dir string) (*os.File, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if n > 0 {
+			n--
+			return nil, fmt.Errorf("command output: memfd_create: %w", err)
+		}
+		return orig(dir)
+	}
+	return func() { makeSpoolFile = orig }
+}
+
+// RecordUnfitted records o in the store's journal as a version that did
+// not bound outcomes would have: as it is, however large.
+func RecordUnfitted(store string, o *queue.Outcome) error {
+	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	v, err := queue.EncodeOutcome(o)
+	if err != nil {
+		return err
+	}
+	return s.st.journal.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketOutcomes).Put([]byte(o.ID), v); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil)
+	})
+}
+
+// ResourceFault is resourceFault.
+var ResourceFault = resourceFault

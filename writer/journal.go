@@ -460,7 +460,7 @@ func (j *Journal) abandon(outs []*queue.Outcome) error {
 					return err
 				}
 			}
-			v, err := queue.EncodeOutcome(o)
+			v, err := encodeRecorded(o)
 			if err != nil {
 				return err
 			}
@@ -473,6 +473,20 @@ func (j *Journal) abandon(outs []*queue.Outcome) error {
 		}
 		return nil
 	})
+}
+
+// encodeRecorded encodes an outcome about to be recorded, cutting it
+// first, in place, if it does not fit queue.MaxOutcomeBytes, so that it
+// can always be delivered in one message: a command's output of control
+// bytes encodes to six times its size. The writer has told it to no one
+// yet, and tells what was recorded.
+func encodeRecorded(o *queue.Outcome) ([]byte, error) {
+	v, err := queue.EncodeOutcome(o)
+	if err != nil || len(v) <= queue.MaxOutcomeBytes {
+		return v, err
+	}
+	*o = *o.Fit(queue.MaxOutcomeBytes)
+	return queue.EncodeOutcome(o)
 }
 
 func putDead(tx *bolt.Tx, dead []queue.DeadLetter) error {
@@ -489,14 +503,16 @@ func putDead(tx *bolt.Tx, dead []queue.DeadLetter) error {
 }
 
 // recordOutcomes records outcomes not yet recorded and the last sequence,
-// and drops the attempt record of the job they settle.
+// and drops the attempt record of the job they settle. Each outcome is
+// fitted first, in place (encodeRecorded): what its caller is told is
+// what was recorded.
 func recordOutcomes(tx *bolt.Tx, outs []*queue.Outcome, lastSeq uint64) error {
 	b := tx.Bucket(bucketOutcomes)
 	for _, o := range outs {
 		if o.ID == "" || b.Get([]byte(o.ID)) != nil {
 			continue
 		}
-		v, err := queue.EncodeOutcome(o)
+		v, err := encodeRecorded(o)
 		if err != nil {
 			return err
 		}

@@ -148,7 +148,7 @@ func (w *Writer) observeRun(plan *execPlan, r *runResult) {
 	switch {
 	case r.stopped:
 		result = ExecStopped
-	case r.startErr != nil:
+	case r.startErr != nil, r.fault != nil:
 		result = ExecStartFailed
 	case r.timedOut:
 		result = ExecTimeout

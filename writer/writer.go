@@ -3,6 +3,7 @@ package writer
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1117,7 +1118,13 @@ func (w *Writer) answer(batch []jetstream.Msg, entries []Entry, results []Result
 		if o.Status == queue.StatusRejected && !r.Duplicate {
 			w.log.Info("job rejected", "id", o.ID, "reason", o.Reason, "detail", o.Detail)
 		}
-		if b, err := queue.EncodeOutcome(o); err == nil {
+		b, err := queue.EncodeOutcome(o)
+		if limit := min(queue.MaxOutcomeBytes, w.replyLimit()); err == nil && len(b) > limit {
+			// A duplicate's outcome may have been recorded by a version
+			// that did not bound it; a server may carry less than the bound.
+			b, err = queue.EncodeOutcome(o.Fit(limit))
+		}
+		if err == nil {
 			if err := w.cfg.Conn.Publish(queue.OutcomeSubject(w.storeID, o.ID), b); err != nil {
 				w.log.Warn("publish outcome", "id", o.ID, "err", err)
 			}
@@ -1409,10 +1416,47 @@ func (w *Writer) serveStatus() (micro.Service, error) {
 				default: // a job ID, or a locate or jobs request (jobs.go)
 					v = w.statusAnswer(body)
 				}
-				_ = req.RespondJSON(v)
+				if b, err := w.reply(v); err == nil {
+					_ = req.Respond(b)
+				}
 			}),
 		},
 	})
+}
+
+// replyLimit is the most bytes a message the writer sends may take: the
+// status service's bound, or less if the server carries less.
+func (w *Writer) replyLimit() int {
+	limit := int64(queue.MaxReplyBytes)
+	if mp := w.cfg.Conn.MaxPayload(); mp > 0 {
+		limit = min(limit, mp-1024)
+	}
+	return int(max(limit, queue.MinFitBytes))
+}
+
+// reply encodes a status answer, cut to fit one message (replyLimit):
+// an outcome recorded by a version that did not bound it, a listing of
+// many outcomes, a report of long strings.
+func (w *Writer) reply(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	limit := w.replyLimit()
+	if err != nil || len(b) <= limit {
+		return b, err
+	}
+	switch x := v.(type) {
+	case *queue.StatusReport:
+		x.Fit(limit)
+	case queue.DeadLetters:
+		x.Fit(limit)
+		v = x
+	case queue.Lookup:
+		x.Fit(limit)
+		v = x
+	case queue.JobList:
+		x.Fit(limit)
+		v = x
+	}
+	return json.Marshal(v)
 }
 
 // Queued returns how many jobs wait in the store's stream and in the

@@ -24,6 +24,9 @@ type jobsJSON struct {
 	// Outcomes are recorded outcomes, newest first; null when not asked
 	// for (--state queued).
 	Outcomes []*queue.Outcome `json:"outcomes"`
+	// OutcomesCut is how many of the oldest outcomes asked for the
+	// daemon left out for its answer to fit one message.
+	OutcomesCut int `json:"outcomes_cut"`
 	// Queued are the queued jobs, next first; null when not listed: not
 	// asked for (--state applied or rejected), or no daemon (only the
 	// daemon can read its queue). QueuedTotal counts them all.
@@ -87,7 +90,7 @@ func (c *JobsCommand) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := jobsJSON{Store: t.store, StoreID: cl.StoreID(), Outcomes: list.Outcomes, Error: optional(list.Error)}
+	out := jobsJSON{Store: t.store, StoreID: cl.StoreID(), Outcomes: list.Outcomes, OutcomesCut: list.OutcomesCut, Error: optional(list.Error)}
 	if t.store != "" {
 		if real, err := queue.ResolveStore(t.store); err == nil {
 			out.Store = real
@@ -145,7 +148,10 @@ func (c *JobsCommand) print(l *jobsJSON, q queue.JobsQuery) {
 			}
 			fmt.Fprintln(w)
 		}
-		if len(l.Outcomes) == q.Limit {
+		switch {
+		case l.OutcomesCut > 0:
+			fmt.Fprintf(w, "  (the newest %d; %d older ones left out to fit one message: --limit or --since for fewer)\n", len(l.Outcomes), l.OutcomesCut)
+		case len(l.Outcomes) == q.Limit:
 			fmt.Fprintf(w, "  (the newest %d; --limit for more)\n", q.Limit)
 		}
 	}

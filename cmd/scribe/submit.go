@@ -117,7 +117,7 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	id := fs.String("id", "", "job `ID`: 1-128 characters of [A-Za-z0-9_-], the idempotency key, protecting against a repeat while its outcome is kept (serve --retention); the same ID for a different job is rejected id_conflict (default: a new random one)")
 	jobFile := fs.String("job", "", "read a multi-op job from `FILE` (- for stdin)")
 	ifMatch := fs.String("if-match", "", "precondition: `absent`, or sha256:<lower-case hex> of the file's content (not with --job: put if_match in the job file)")
-	coalesce := fs.String("coalesce", "", "exec jobs only: coalescing `key`; while a job with this key and command waits in the queue, not yet started, this one joins it and gets its outcome")
+	coalesce := fs.String("coalesce", "", "exec jobs only: coalescing `key`; while a job with this key waits in the queue, not yet started, this one joins it and gets its outcome if it asks for the same run (command, arguments, dir, timeout)")
 	asJSON := fs.Bool("json", false, "print the outcome (or the queued job ID) as JSON")
 	route := fs.String("route", os.Getenv("SCRIBE_ROUTE"), "`prefer` (daemon if any, else direct), require (daemon only) or direct (default $SCRIBE_ROUTE, else prefer)")
 	lockFile := fs.String("lock-file", "", "store lock `file` for direct writes (default: the one a running daemon takes, else <store>/.scribe/lock)")

@@ -14,13 +14,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -402,51 +400,31 @@ func tableArrayLines(doc, name string) []map[string]int {
 	return tables
 }
 
-// openConfigFile opens a config file that only the daemon's user can
-// change, as the rest of .scribe: not a symlink, a regular file owned by
-// the daemon's user, not group- or world-writable. The file decides what
-// the daemon runs; whoever can change it could take the daemon over.
+// openConfigFile opens a config file that only this process's user can
+// change, as the rest of .scribe, wherever it is (queue.OpenPrivate): a
+// regular file, not a symlink, owned by this process's user, writable by
+// no one else. The file decides what the daemon runs; whoever can change
+// it could take the daemon over. The open neither follows a symlink nor
+// blocks on a FIFO or a device. In a store's .scribe the folder is
+// checked first, as every entrance checks it.
 func openConfigFile(path string) (*os.File, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, usageError("config %s: no such file", path)
+	if filepath.Base(filepath.Dir(path)) == queue.MetaDir {
+		if err := queue.CheckPrivatePath(filepath.Dir(path), true); err != nil {
+			return nil, err
 		}
+	}
+	f, err := queue.OpenPrivate(path, os.O_RDONLY, 0)
+	var ie *queue.InsecureError
+	switch {
+	case errors.As(err, &ie):
+		ie.What = "config file"
+		return nil, ie
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, usageError("config %s: no such file", path)
+	case err != nil:
 		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, insecureConfig(path, "is a symlink; scribe wants a real file here", "replace it with the file it points to")
-	}
-	// O_NOFOLLOW: the file checked is the file read, even if the path is
-	// swapped for a symlink in between.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if fi, err = f.Stat(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if err := checkConfigFile(path, fi); err != nil {
-		f.Close()
-		return nil, err
 	}
 	return f, nil
-}
-
-// checkConfigFile applies .scribe's owner-only rules to a config file.
-func checkConfigFile(path string, fi fs.FileInfo) error {
-	var ie *daemon.InsecureError
-	if err := daemon.CheckOwnerOnly(path, fi, false); errors.As(err, &ie) {
-		return insecureConfig(path, ie.Problem, ie.Fix)
-	}
-	return nil
-}
-
-// insecureConfig is serve's refusal of a config file others could change:
-// exit 1, as for an insecure .scribe folder.
-func insecureConfig(path, problem, fix string) error {
-	return fmt.Errorf("refusing config file %s: it %s; %s", path, problem, fix)
 }
 
 // configSource says where an effective setting came from.

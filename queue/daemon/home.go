@@ -47,11 +47,13 @@ func queueHomePath(store string) string {
 // queue folder.
 func ReadQueueHome(store string) (*QueueHome, error) {
 	path := queueHomePath(store)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := queue.ReadPrivate(path, 1<<20)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
-	}
-	if err != nil {
+	case errors.Is(err, queue.ErrInsecure):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	var h QueueHome

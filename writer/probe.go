@@ -57,7 +57,7 @@ func ProbeLock(path string) (held bool, pids []int, holder *queue.Holder) {
 // because another open file holds one; it releases the one it gets at
 // once. A file it cannot open counts as free.
 func flockBusy(path string) bool {
-	f, err := os.Open(path)
+	f, err := openLockFile(path, os.O_RDONLY)
 	if err != nil {
 		return false
 	}

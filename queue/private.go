@@ -47,8 +47,8 @@ type InsecureError struct {
 	Problem string
 	// Fix is a suggested remedy, empty if there is no simple one.
 	Fix string
-	// What names the file's role in the message, e.g. "config file";
-	// empty names the path alone.
+	// What names the file's role in the message, e.g. "journal" or
+	// "config file"; empty names the path alone.
 	What string
 }
 
@@ -67,11 +67,23 @@ func (e *InsecureError) Error() string {
 // Is makes errors.Is(err, ErrInsecure) true.
 func (e *InsecureError) Is(target error) bool { return target == ErrInsecure }
 
-// Check checks the store's .scribe folder, if it exists: a real folder,
-// owned by this process's user, writable by no one else. A folder that
-// does not exist holds nothing to trust. The error is an *InsecureError.
+// Check checks the store's .scribe folder, if it exists, and each file in
+// it that scribe trusts (Layout names them all) that exists: real folders
+// and regular files, owned by this process's user, writable by no one
+// else (CheckPrivate). A folder that does not exist holds nothing to
+// trust. The error is an *InsecureError. It costs a dozen lstat calls;
+// what is opened afterwards is checked again on its descriptor
+// (OpenPrivate), since the path may change in between.
 func (l Layout) Check() error {
-	return CheckPrivatePath(l.Meta(), true)
+	if err := CheckPrivatePath(l.Meta(), true); err != nil {
+		return err
+	}
+	for _, e := range l.entries() {
+		if err := CheckPrivatePath(e.path, e.dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Make creates the store's .scribe folder (mode 0700) if it is missing,
@@ -103,6 +115,14 @@ func CheckPrivatePath(path string, dir bool) error {
 // right kind, owned by this process's user, neither group- nor
 // world-writable. The error is an *InsecureError.
 func CheckPrivate(path string, fi fs.FileInfo, dir bool) error {
+	err := checkPrivate(path, fi, dir)
+	if ie, ok := err.(*InsecureError); ok {
+		ie.What = role(path)
+	}
+	return err
+}
+
+func checkPrivate(path string, fi fs.FileInfo, dir bool) error {
 	mode := fi.Mode()
 	kind, fix := "regular file", "chmod 600 "+path
 	if dir {

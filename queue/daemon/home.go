@@ -35,12 +35,7 @@ type QueueHome struct {
 // in (QueueDir.JetStream).
 func (h *QueueHome) JetStream() string { return filepath.Join(h.Dir, queueDirData) }
 
-// queueHomeFile is the note's name in .scribe.
-const queueHomeFile = "queue-home.json"
-
-func queueHomePath(store string) string {
-	return filepath.Join(queue.Layout{Root: store}.Meta(), queueHomeFile)
-}
+func queueHomePath(store string) string { return queue.Layout{Root: store}.QueueHome() }
 
 // ReadQueueHome reads the queue-home note of store (its canonical path):
 // nil, nil when there is none, so that the store's jobs are in its own

@@ -24,32 +24,16 @@ func checkMetaDir(l queue.Layout) error {
 	return l.Make()
 }
 
-// checkMetaFiles checks what the daemon trusts inside .scribe. It runs once
-// the daemon lock is held, before anything is written: a discovery file
-// left behind by a killed daemon is checked before it is removed, so that a
-// tampered one is reported, not silently replaced.
-// The queue's folder is checked too: an embedded server keeps the jobs
-// there, and no daemon with an external server needs one that others
-// could fill.
+// checkMetaFiles checks what the daemon trusts inside .scribe: every file
+// of the layout, its own (the daemon lock, the discovery file, the queue's
+// folder, the queue-home note) and its writer's (the store lock, the
+// journal). It runs once the daemon lock is held, before anything is
+// written: a discovery file left behind by a killed daemon is checked
+// before it is removed, so that a tampered one is reported, not silently
+// replaced; and a journal another user swapped in stops the start, not the
+// first job.
 func checkMetaFiles(l queue.Layout) error {
-	for _, c := range []struct {
-		path string
-		dir  bool
-	}{
-		{l.DaemonLock(), false},
-		{l.Discovery(), false},
-		{l.DiscoveryTemp(), false},
-		{l.Stranded(), false},
-		{l.Queue(), true},
-		// The queue-home note says where the daemon takes jobs from.
-		{queueHomePath(l.Root), false},
-		{queueHomePath(l.Root) + ".tmp", false},
-	} {
-		if err := queue.CheckPrivatePath(c.path, c.dir); err != nil {
-			return err
-		}
-	}
-	return nil
+	return l.Check()
 }
 
 // tightenMetaDir makes a safe but readable .scribe folder (or shared

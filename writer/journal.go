@@ -141,12 +141,17 @@ func openJournal(path string) (*Journal, error) {
 
 // OpenJournalReadOnly opens a journal for look-ups without the store lock.
 // It fails after a short timeout while a writer has the journal open.
-// The journal and its folder are held to the rules of .scribe
-// (queue.OpenPrivate): a journal another user could have written is an
-// *InsecureError, and nothing of it is read.
+// The journal and its store's .scribe are held to the rules of .scribe
+// (queue.Layout.Check, queue.OpenPrivate): a journal another user could
+// have written is an *InsecureError, and nothing of it is read.
 func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
-	if err := queue.CheckPrivatePath(filepath.Dir(path), true); err != nil {
-		return nil, err
+	meta := filepath.Dir(path)
+	check := queue.CheckPrivatePath(meta, true)
+	if filepath.Base(meta) == queue.MetaDir {
+		check = queue.Layout{Root: filepath.Dir(meta)}.Check()
+	}
+	if check != nil {
+		return nil, check
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: true, OpenFile: queue.OpenPrivate})
 	if errors.Is(err, queue.ErrInsecure) {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"syscall"
 )
 
 // A store's .scribe folder holds what every scribe process trusts: the
@@ -134,10 +133,10 @@ func checkPrivate(path string, fi fs.FileInfo, dir bool) error {
 	case dir && !mode.IsDir(), !dir && !mode.IsRegular():
 		return &InsecureError{Path: path, Problem: fmt.Sprintf("is not a %s but %s (mode %s)", kind, describeKind(mode), mode), Fix: "remove it"}
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+	if uid, ok := fileOwner(fi); ok && int(uid) != os.Geteuid() {
 		return &InsecureError{
 			Path:    path,
-			Problem: fmt.Sprintf("is owned by uid %d, not by this process's user (uid %d)", st.Uid, os.Geteuid()),
+			Problem: fmt.Sprintf("is owned by uid %d, not by this process's user (uid %d)", uid, os.Geteuid()),
 			Fix:     "run scribe as its owner, or remove it",
 		}
 	}
@@ -182,7 +181,7 @@ func describeKind(m fs.FileMode) string {
 // is an *InsecureError, and is neither read nor changed.
 func OpenPrivate(path string, flag int, perm fs.FileMode) (*os.File, error) {
 	trunc := flag&os.O_TRUNC != 0
-	f, err := os.OpenFile(path, flag&^os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+	f, err := os.OpenFile(path, flag&^os.O_TRUNC|privateFlags, perm)
 	if err != nil {
 		// A symlink (ELOOP), a folder opened for writing (EISDIR), a FIFO
 		// with no reader (ENXIO): say what is there, by the rules.

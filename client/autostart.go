@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"syscall"
 	"time"
-
-	"github.com/gofrs/flock"
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/daemon"
@@ -82,7 +79,7 @@ type autostarter struct {
 // thirty hooks started thirty daemons, twenty-nine only to exit, and on a
 // loaded machine the one that won announced itself too late for some.
 func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery, error) {
-	gate := startGate{path: queue.Layout{Root: a.store}.AutostartGate(), patience: gatePatience(ctx), log: q.log}
+	gate := startGate{layout: queue.Layout{Root: a.store}, patience: gatePatience(ctx), log: q.log}
 	defer func() {
 		gate.release()
 		if a.started != nil {
@@ -104,7 +101,11 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 		case a.started == nil || a.started.exited():
 			// No daemon holds the lock, and ours (if any) is gone: start
 			// one, unless another caller holds the gate to start one.
-			if !gate.take() {
+			ok, err := gate.take()
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
 				break
 			}
 			if d, err := daemon.Find(q.store); d != nil || err != nil {
@@ -134,12 +135,15 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 // startGate is the store's autostart gate: an exclusive flock on
 // <store>/.scribe/autostart, held by the caller that is starting a
 // daemon. The kernel frees it if that caller dies; the file is never
-// removed, and nothing is read from it.
+// removed, and nothing is read from it. It is held to the rules of
+// .scribe (queue.OpenPrivate): a gate planted by another user, a symlink
+// above all, is refused, never followed.
 type startGate struct {
-	path      string
+	layout    queue.Layout  // the gate is layout.AutostartGate()
 	patience  time.Duration // see gatePatience
 	log       *slog.Logger
-	fl        *flock.Flock
+	f         *os.File  // the gate, open
+	locked    bool      // this caller holds f's flock
 	unusable  bool      // the gate cannot be opened: start without it
 	busySince time.Time // when this caller first found it held
 }
@@ -162,41 +166,59 @@ func gatePatience(ctx context.Context) time.Duration {
 // (taken now or before), or the gate cannot be opened at all (a store
 // whose .scribe this user cannot write), or another caller has held it
 // for its patience. In the last two, starting one regardless is better
-// than never starting one; the daemon lock still keeps one daemon.
-func (g *startGate) take() bool {
-	if g.unusable {
-		return true
+// than never starting one; the daemon lock still keeps one daemon. A
+// folder or gate that fails the rules of .scribe is an *InsecureError:
+// then no daemon is started at all.
+func (g *startGate) take() (bool, error) {
+	if g.unusable || g.locked {
+		return true, nil
 	}
-	if g.fl == nil {
-		if err := os.Mkdir(filepath.Dir(g.path), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if g.f == nil {
+		if err := g.layout.Make(); err != nil {
+			if errors.Is(err, queue.ErrInsecure) {
+				return false, err
+			}
 			g.log.Debug("no autostart gate", "err", err)
 			g.unusable = true
-			return true
+			return true, nil
 		}
-		g.fl = flock.New(g.path, flock.SetFlag(os.O_CREATE|os.O_RDONLY), flock.SetPermissions(0o600))
+		f, err := queue.OpenPrivate(g.layout.AutostartGate(), os.O_CREATE|os.O_RDONLY, 0o600)
+		if errors.Is(err, queue.ErrInsecure) {
+			return false, err
+		}
+		if err != nil {
+			g.log.Debug("no autostart gate", "err", err)
+			g.unusable = true
+			return true, nil
+		}
+		g.f = f
 	}
-	ok, err := g.fl.TryLock()
+	err := syscall.Flock(int(g.f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	switch {
-	case err != nil:
+	case err == nil:
+		g.locked = true
+		return true, nil
+	case !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR):
 		g.log.Debug("no autostart gate", "err", err)
 		g.unusable = true
-		return true
-	case ok:
-		return true
+		return true, nil
 	case g.busySince.IsZero():
 		g.busySince = time.Now()
 	case time.Since(g.busySince) >= g.patience:
 		g.log.Debug("the autostart gate stays held; starting a daemon regardless", "held_for", time.Since(g.busySince))
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 // release lets the gate go if this caller holds it, and forgets how long
 // it found it held: a daemon holds the store now.
 func (g *startGate) release() {
 	g.busySince = time.Time{}
-	if g.fl != nil && g.fl.Locked() {
-		_ = g.fl.Unlock()
+	if g.f != nil {
+		// Closing the only descriptor drops the flock; the next take
+		// opens the gate anew, checked again.
+		g.f.Close()
+		g.f, g.locked = nil, false
 	}
 }

@@ -5,7 +5,6 @@ package client
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"syscall"
@@ -33,10 +32,13 @@ func startDaemon(cfg Autostart, store string) (*startedDaemon, error) {
 		idle = DefaultExitIdle
 	}
 	l := queue.Layout{Root: store}
-	if err := os.Mkdir(l.Meta(), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("create %s: %w", l.Meta(), err)
+	if err := l.Make(); err != nil {
+		return nil, err
 	}
-	logf, err := os.OpenFile(l.DaemonLog(), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	logf, err := queue.OpenPrivate(l.DaemonLog(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if errors.Is(err, queue.ErrInsecure) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open daemon log: %w", err)
 	}

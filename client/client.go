@@ -170,7 +170,9 @@ type route interface {
 // its route for good. With a route other than RouteDirect it looks for the
 // store's daemon and connects to it; it trusts the discovery file only
 // while the daemon lock is held. With RoutePrefer and no daemon, the
-// client writes directly.
+// client writes directly. A store whose .scribe folder another user could
+// change is refused on every route, with a *queue.InsecureError
+// (errors.Is(err, queue.ErrInsecure)).
 func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	real, err := queue.ResolveStore(store)
 	if err != nil {
@@ -178,6 +180,11 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	}
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("store %s is not a folder", store)
+	}
+	// Every route reads or writes .scribe: none trusts one another user
+	// could change (queue.Layout.Check), and each says so the same way.
+	if err := (queue.Layout{Root: real}).Check(); err != nil {
+		return nil, err
 	}
 	o, err := newOptions(opts)
 	if err != nil {

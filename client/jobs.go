@@ -218,6 +218,9 @@ func (d *direct) waitFor(ctx context.Context, id string) (*queue.Lookup, error) 
 		if err == nil && l.Found {
 			return l, nil
 		}
+		if errors.Is(err, queue.ErrInsecure) {
+			return nil, err // waiting changes nothing of it
+		}
 		// A daemon that started meanwhile keeps the journal open while
 		// it works, and tells its outcomes at once: turn to it.
 		if time.Since(lastFind) >= waitFindEvery {

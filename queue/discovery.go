@@ -10,7 +10,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -139,9 +138,16 @@ func (d *Discovery) Pinned() (nats.Option, error) {
 // ReadDiscovery reads the discovery file of a store (its canonical path).
 // It does not check that the daemon is alive: only a held daemon lock
 // says that (the daemon package's Find asks both).
+//
+// The file, and .scribe, must pass the rules of .scribe (OpenPrivate):
+// else the error is an *InsecureError, and nothing in it is believed.
 func ReadDiscovery(store string) (*Discovery, error) {
-	path := Layout{Root: store}.Discovery()
-	b, err := os.ReadFile(path)
+	l := Layout{Root: store}
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	path := l.Discovery()
+	b, err := ReadPrivate(path, maxMetaFile)
 	if err != nil {
 		return nil, err
 	}

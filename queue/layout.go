@@ -66,4 +66,44 @@ func (l Layout) Config() string { return l.file("config.toml") }
 // Stranded is the stranded marker: see Stranded.
 func (l Layout) Stranded() string { return l.file("stranded.json") }
 
+// QueueHome is the queue-home note of a store whose queue a daemon of
+// several stores keeps elsewhere (daemon.QueueHome).
+func (l Layout) QueueHome() string { return l.file("queue-home.json") }
+
+// roles name each entry of .scribe by what it is, for messages.
+var roles = map[string]string{
+	"lock": "store lock", "journal.db": "journal", "join": "join gate", "demand": "demand file",
+	"autostart": "autostart gate", "jetstream": "queue folder", "daemon.lock": "daemon lock",
+	"daemon.json": "discovery file", "daemon.json.tmp": "discovery file", "daemon.log": "daemon log",
+	"config.toml": "config file", "stranded.json": "stranded marker",
+	"queue-home.json": "queue-home note", "queue-home.json.tmp": "queue-home note",
+}
+
+// role is what path is, if it is an entry of a .scribe folder; "" if not.
+func role(path string) string {
+	if filepath.Base(filepath.Dir(path)) != MetaDir {
+		return ""
+	}
+	return roles[filepath.Base(path)]
+}
+
+// entries are the files of .scribe that scribe trusts (and the queue
+// folder), with the temporary files staged before a rename into place,
+// for Check.
+func (l Layout) entries() []struct {
+	path string
+	dir  bool
+} {
+	type entry = struct {
+		path string
+		dir  bool
+	}
+	return []entry{
+		{l.Lock(), false}, {l.Journal(), false}, {l.Join(), false}, {l.Demand(), false},
+		{l.AutostartGate(), false}, {l.Queue(), true}, {l.DaemonLock(), false},
+		{l.Discovery(), false}, {l.DiscoveryTemp(), false}, {l.DaemonLog(), false},
+		{l.Config(), false}, {l.Stranded(), false}, {l.QueueHome(), false}, {l.QueueHome() + ".tmp", false},
+	}
+}
+
 func (l Layout) file(name string) string { return filepath.Join(l.Root, MetaDir, name) }

@@ -34,9 +34,15 @@ func (s *Stranded) String() string { return s.Why }
 // behind. Call it only while no daemon serves the store: a live daemon's
 // discovery file reads as stranded too.
 func ReadStranded(store string) (*Stranded, error) {
-	path := Layout{Root: store}.Stranded()
-	b, err := os.ReadFile(path)
+	l := Layout{Root: store}
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	path := l.Stranded()
+	b, err := ReadPrivate(path, maxMetaFile)
 	switch {
+	case errors.Is(err, ErrInsecure):
+		return nil, err
 	case err == nil:
 		var s Stranded
 		if json.Unmarshal(b, &s) != nil || s.Why == "" {
@@ -58,7 +64,14 @@ func MarkStranded(store, why string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(Layout{Root: store}.Stranded(), append(b, '\n'), 0o600); err != nil {
+	l := Layout{Root: store}
+	if err := l.Check(); err != nil {
+		return err
+	}
+	if err := WritePrivate(l.Stranded(), append(b, '\n')); err != nil {
+		if errors.Is(err, ErrInsecure) {
+			return err
+		}
 		return fmt.Errorf("mark queue stranded: %w", err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -113,10 +114,13 @@ func (j *Journal) checkFence(tx *bolt.Tx) error {
 	return nil
 }
 
-// openJournal opens (creating) a journal for writing. Callers must hold the
-// store lock.
+// openJournal opens (creating) a journal for writing, held to the rules
+// of .scribe (queue.OpenPrivate). Callers must hold the store lock.
 func openJournal(path string) (*Journal, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: journalTimeout})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: journalTimeout, OpenFile: queue.OpenPrivate})
+	if errors.Is(err, queue.ErrInsecure) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
@@ -137,8 +141,22 @@ func openJournal(path string) (*Journal, error) {
 
 // OpenJournalReadOnly opens a journal for look-ups without the store lock.
 // It fails after a short timeout while a writer has the journal open.
+// The journal and its store's .scribe are held to the rules of .scribe
+// (queue.Layout.Check, queue.OpenPrivate): a journal another user could
+// have written is an *InsecureError, and nothing of it is read.
 func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: true})
+	meta := filepath.Dir(path)
+	check := queue.CheckPrivatePath(meta, true)
+	if filepath.Base(meta) == queue.MetaDir {
+		check = queue.Layout{Root: filepath.Dir(meta)}.Check()
+	}
+	if check != nil {
+		return nil, check
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: true, OpenFile: queue.OpenPrivate})
+	if errors.Is(err, queue.ErrInsecure) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}

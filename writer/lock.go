@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
@@ -31,13 +30,44 @@ func DefaultLockPath(store string) string {
 }
 
 // metaDir returns a store's private folder, creating it (mode 0700) if
-// needed.
+// needed, once it has passed the rules of .scribe (queue.Layout.Check):
+// nothing is read or written in a folder another user could change.
 func metaDir(store string) (string, error) {
-	dir := queue.Layout{Root: store}.Meta()
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("create %s: %w", dir, err)
+	l := queue.Layout{Root: store}
+	if err := l.Make(); err != nil {
+		return "", err
 	}
-	return dir, nil
+	return l.Meta(), nil
+}
+
+// openLockFile opens a store lock file with os.OpenFile's flag. Neither
+// kind follows a symlink or blocks on a FIFO. scribe's own, in .scribe,
+// is held to the rules of .scribe (queue.OpenPrivate: an *InsecureError);
+// one shared with another tool (--lock-file) is that tool's, whatever its
+// owner and mode, and need only be a regular file (ErrNotLockFile).
+func openLockFile(path string, flag int) (*os.File, error) {
+	if filepath.Base(filepath.Dir(path)) == queue.MetaDir {
+		return queue.OpenPrivate(path, flag, 0o600)
+	}
+	if err := checkLockFile(path); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		if cerr := checkLockFile(path); cerr != nil { // replaced since
+			return nil, cerr
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("lock %s is a %s: %w", path, describeMode(fi.Mode()), ErrNotLockFile)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // Environment a `scribe lock` child receives so that scribe commands it
@@ -136,10 +166,10 @@ func tryLock(store string, o lockOptions) (*Hold, error) {
 // tryHold makes one attempt on the lock file path of the store real;
 // holds must be locked.
 func tryHold(real, path string, o lockOptions) (_ *Hold, retry bool, err error) {
-	if err := checkLockFile(path); err != nil {
+	f, err := openLockFile(path, os.O_RDWR|os.O_CREATE)
+	if errors.Is(err, queue.ErrInsecure) || errors.Is(err, ErrNotLockFile) {
 		return nil, false, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, false, fmt.Errorf("lock %s: %w", path, err)
 	}
@@ -307,9 +337,10 @@ func InheritedHold(store, lockPath string) bool {
 	return err == nil && h != nil && h.Token == token
 }
 
-// openGate opens a join gate, through an open file description of its own.
+// openGate opens a join gate, through an open file description of its
+// own, held to the rules of .scribe.
 func openGate(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	return queue.OpenPrivate(path, os.O_RDONLY|os.O_CREATE, 0o600)
 }
 
 // awaitJoined starts the release of a hold handed to children: it
@@ -505,25 +536,35 @@ func markDemand(store string) func() {
 	if _, err := metaDir(real); err != nil {
 		return func() {}
 	}
-	fl := flock.New(queue.Layout{Root: real}.Demand(), flock.SetFlag(os.O_CREATE|os.O_RDONLY), flock.SetPermissions(0o600))
-	if err := fl.RLock(); err != nil {
+	f, err := queue.OpenPrivate(queue.Layout{Root: real}.Demand(), os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
 		return func() {}
 	}
-	return func() { _ = fl.Unlock() }
+	if err := flockRetry(f, unix.LOCK_SH); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { f.Close() } // closing the last descriptor drops the flock
+}
+
+// flockRetry takes a flock on f, waiting for it, through interruptions.
+func flockRetry(f *os.File, how int) error {
+	for {
+		if err := unix.Flock(int(f.Fd()), how); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // demanded reports whether a direct writer is waiting for the store. It
 // takes the demand file's exclusive flock for an instant to find out.
 func demanded(store string) bool {
-	fl := flock.New(queue.Layout{Root: store}.Demand(), flock.SetFlag(os.O_RDONLY))
-	ok, err := fl.TryLock()
+	f, err := queue.OpenPrivate(queue.Layout{Root: store}.Demand(), os.O_RDONLY, 0)
 	if err != nil {
-		return false // no demand file: nobody ever waited
+		return false // no demand file: nobody ever waited (or not one to trust)
 	}
-	if ok {
-		_ = fl.Unlock()
-	}
-	return !ok
+	defer f.Close()
+	return errors.Is(unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB), unix.EWOULDBLOCK)
 }
 
 // checkLockFile refuses a lock path that exists and is not a regular file.
@@ -593,7 +634,7 @@ func (h *lockState) setEpoch(epoch uint64) error {
 // nil and an error when the file holds none or garbage: callers then report
 // an unknown holder.
 func ReadHolder(path string) (*queue.Holder, error) {
-	f, err := os.Open(path)
+	f, err := openLockFile(path, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}

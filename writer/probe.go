@@ -73,7 +73,7 @@ func lockBusy(path string) string {
 // because another open file holds one; it releases the one it gets at
 // once. A file it cannot open counts as free.
 func flockBusy(path string) bool {
-	f, err := os.Open(path)
+	f, err := openLockFile(path, os.O_RDONLY)
 	if err != nil {
 		return false
 	}

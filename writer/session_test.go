@@ -712,16 +712,26 @@ func TestOpenSessionSymlinkedStore(t *testing.T) {
 
 func TestOpenSessionErrors(t *testing.T) {
 	tests := []struct {
-		name  string
-		setup func(tb testing.TB, store string)
+		name     string
+		setup    func(tb testing.TB, store string)
+		insecure bool // refused by the rules of .scribe, before the lock is taken
 	}{
 		{"journal is a folder", func(tb testing.TB, store string) {
 			require.NoError(tb, os.MkdirAll(writer.JournalPath(store), 0o700))
-		}},
+		}, true},
+		{"journal is a symlink", func(tb testing.TB, store string) {
+			require.NoError(tb, os.MkdirAll(filepath.Join(store, queue.MetaDir), 0o700))
+			require.NoError(tb, os.Symlink(filepath.Join(store, "elsewhere.db"), writer.JournalPath(store)))
+		}, true},
+		{"journal is group-writable", func(tb testing.TB, store string) {
+			require.NoError(tb, os.MkdirAll(filepath.Join(store, queue.MetaDir), 0o700))
+			require.NoError(tb, os.WriteFile(writer.JournalPath(store), nil, 0o600))
+			require.NoError(tb, os.Chmod(writer.JournalPath(store), 0o660))
+		}, true},
 		{"journal is garbage", func(tb testing.TB, store string) {
 			require.NoError(tb, os.MkdirAll(filepath.Join(store, queue.MetaDir), 0o700))
 			require.NoError(tb, os.WriteFile(writer.JournalPath(store), []byte(strings.Repeat("garbage!", 1024)), 0o600))
-		}},
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -731,6 +741,12 @@ func TestOpenSessionErrors(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, s)
 			assert.NotErrorIs(t, err, writer.ErrLocked)
+			if tt.insecure {
+				assert.ErrorIs(t, err, queue.ErrInsecure)
+				assert.NoFileExists(t, writer.DefaultLockPath(store), "refused before anything is written")
+				assert.NoFileExists(t, filepath.Join(store, "elsewhere.db"))
+				return
+			}
 			// The failed open released the store lock: another open file
 			// description can take it (an in-process TryLock would nest).
 			assertReleased(t, writer.DefaultLockPath(store))

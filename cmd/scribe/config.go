@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,13 +15,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -168,50 +167,71 @@ func (es ConfigErrors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// ReadConfig reads and strictly decodes a config file. The file must be
-// one that only the daemon's user can change (see checkConfigFile); its
-// problems come back as ConfigErrors.
-func ReadConfig(path string) (*Config, error) {
+// Bounds of a config file, checked before the TOML decoder sees it. A
+// file of the daemon's settings and allowlist is a few KiB (the full
+// example in docs/config.md is 3), and nests four levels at most
+// (exec.NAME.env.VAR). The decoder recurses once per level of nested
+// arrays and inline tables, so three million of them grew a 1 GB stack
+// and crashed the process; and its work grows with the square of a key's
+// depth (a key of 20,000 dotted parts took 4 GB). Within these bounds the
+// worst file decodes in a fraction of a second and some tens of MB.
+const (
+	// maxConfigBytes is the most a config file may hold: 64 KiB.
+	maxConfigBytes = 64 << 10
+	// maxConfigNesting is how deep arrays and inline tables may nest,
+	// and how many dotted parts a key (or a table's name) may have.
+	maxConfigNesting = 16
+)
+
+// ReadConfig reads and strictly decodes a config file: every key, or only
+// the top-level keys named in only, leaving the others neither checked
+// nor set. A caller (`scribe submit`, `scribe mcp`) reads only what it
+// takes, callerKeys: a problem elsewhere in the file (a program missing
+// from this process's PATH, say) is serve's to report, and must not fail
+// a hook's writes.
+//
+// The file must be one only this process's user can change, a regular
+// file of at most maxConfigBytes (openConfigFile); it is read without
+// blocking, whatever is there. Its problems come back as ConfigErrors.
+func ReadConfig(path string, only ...string) (*Config, error) {
 	f, err := openConfigFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(f)
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read config %s: %w", path, err)
 	}
-	return DecodeConfig(path, data)
+	var keys map[string]bool
+	if len(only) > 0 {
+		keys = map[string]bool{}
+		for _, k := range only {
+			keys[k] = true
+		}
+	}
+	return decodeConfig(path, data, keys)
 }
+
+// callerKeys are what a caller that starts daemons on demand takes from a
+// store's config file.
+var callerKeys = []string{"autostart", "exit_idle"}
 
 // DecodeConfig strictly decodes a config file's content: an unknown key, a
 // value of the wrong type or an invalid one is an error naming the file,
 // the line and the key. Every problem is reported, not only the first.
+// Content larger than maxConfigBytes, or nested deeper than
+// maxConfigNesting, is refused before it is decoded.
 func DecodeConfig(path string, data []byte) (*Config, error) {
 	return decodeConfig(path, data, nil)
-}
-
-// ReadCallerConfig reads only what a caller (`scribe submit`) takes from a
-// store's config file, autostart and exit_idle, from a file held to the
-// same rules. The rest of the file is serve's to check: a problem there
-// (a program missing from this process's PATH, say) must not fail a
-// hook's writes.
-func ReadCallerConfig(path string) (*Config, error) {
-	f, err := openConfigFile(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
-	}
-	return decodeConfig(path, data, map[string]bool{"autostart": true, "exit_idle": true})
 }
 
 // decodeConfig is DecodeConfig, of only the top-level keys in only if it
 // is not nil: the others are neither checked nor set.
 func decodeConfig(path string, data []byte, only map[string]bool) (*Config, error) {
+	if errs := checkBounds(path, data); len(errs) > 0 {
+		return nil, errs
+	}
 	var raw map[string]any
 	md, err := toml.Decode(string(data), &raw)
 	if err != nil {
@@ -406,51 +426,148 @@ func tableArrayLines(doc, name string) []map[string]int {
 	return tables
 }
 
-// openConfigFile opens a config file that only the daemon's user can
-// change, as the rest of .scribe: not a symlink, a regular file owned by
-// the daemon's user, not group- or world-writable. The file decides what
-// the daemon runs; whoever can change it could take the daemon over.
+// openConfigFile opens a config file that only this process's user can
+// change, as the rest of .scribe, wherever it is (queue.OpenPrivate): a
+// regular file, not a symlink, owned by this process's user, writable by
+// no one else. The file decides what the daemon runs; whoever can change
+// it could take the daemon over. The open neither follows a symlink nor
+// blocks on a FIFO or a device. In a store's .scribe the folder is
+// checked first, as every entrance checks it.
 func openConfigFile(path string) (*os.File, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, usageError("config %s: no such file", path)
+	if filepath.Base(filepath.Dir(path)) == queue.MetaDir {
+		if err := queue.CheckPrivatePath(filepath.Dir(path), true); err != nil {
+			return nil, err
 		}
+	}
+	f, err := queue.OpenPrivate(path, os.O_RDONLY, 0)
+	var ie *queue.InsecureError
+	switch {
+	case errors.As(err, &ie):
+		ie.What = "config file"
+		return nil, ie
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, usageError("config %s: no such file", path)
+	case err != nil:
 		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, insecureConfig(path, "is a symlink; scribe wants a real file here", "replace it with the file it points to")
-	}
-	// O_NOFOLLOW: the file checked is the file read, even if the path is
-	// swapped for a symlink in between.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if fi, err = f.Stat(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if err := checkConfigFile(path, fi); err != nil {
-		f.Close()
-		return nil, err
 	}
 	return f, nil
 }
 
-// checkConfigFile applies .scribe's owner-only rules to a config file.
-func checkConfigFile(path string, fi fs.FileInfo) error {
-	var ie *daemon.InsecureError
-	if err := daemon.CheckOwnerOnly(path, fi, false); errors.As(err, &ie) {
-		return insecureConfig(path, ie.Problem, ie.Fix)
+// checkBounds refuses content beyond a config file's bounds, naming the
+// line where it goes past them: more than maxConfigBytes, or arrays and
+// inline tables nested deeper than maxConfigNesting. It looks at no more
+// than maxConfigBytes+1 bytes.
+func checkBounds(path string, data []byte) ConfigErrors {
+	var errs ConfigErrors
+	if len(data) > maxConfigBytes {
+		data = data[:maxConfigBytes]
+		errs = append(errs, &ConfigError{File: path, Line: 1 + bytes.Count(data, []byte{'\n'}),
+			Problem: fmt.Sprintf("the file goes on past %d bytes here; a config file holds at most 64 KiB", maxConfigBytes)})
 	}
-	return nil
+	if line := nestedTooDeep(data, maxConfigNesting); line > 0 {
+		errs = append(errs, &ConfigError{File: path, Line: line,
+			Problem: fmt.Sprintf("nested more than %d levels deep (arrays, inline tables, dotted keys); a config file needs 4", maxConfigNesting)})
+	}
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+	return errs
 }
 
-// insecureConfig is serve's refusal of a config file others could change:
-// exit 1, as for an insecure .scribe folder.
-func insecureConfig(path, problem, fix string) error {
-	return fmt.Errorf("refusing config file %s: it %s; %s", path, problem, fix)
+// nestedTooDeep returns the line at which a TOML document first nests
+// deeper than limit, or 0 if it never does: arrays and inline tables
+// inside each other, or a key or table name of more than limit dotted
+// parts. It follows TOML's strings and comments as the decoder's lexer
+// does, so that a bracket or a dot in a string counts for nothing and
+// none outside one escapes the count: a basic string ends at an unescaped
+// quote, a literal one at a quote; a multi-line one ("""…""", '…' thrice)
+// at a run of three to five quotes, the last three of which close it; a
+// comment at the end of its line. Dots are counted along a run of what a
+// dotted key is made of (bare parts, quoted parts, blanks), so the one
+// dot of a float or a time counts once. Table headers count as a level
+// or two of brackets: far below the limit.
+func nestedTooDeep(doc []byte, limit int) int {
+	line, depth, dots := 1, 0, 0
+	for i := 0; i < len(doc); i++ {
+		c := doc[i]
+		switch c {
+		case '\n':
+			line++
+		case '#':
+			for i+1 < len(doc) && doc[i+1] != '\n' {
+				i++
+			}
+		case '[', '{':
+			if depth++; depth > limit {
+				return line
+			}
+		case ']', '}':
+			depth = max(depth-1, 0)
+		case '"', '\'':
+			end, lines := skipString(doc, i)
+			i, line = end, line+lines
+			continue // a quoted part of a key: the run goes on
+		case '.':
+			if dots++; dots >= limit { // limit dots make limit+1 parts
+				return line
+			}
+			continue
+		}
+		if !isKeyByte(c) {
+			dots = 0
+		}
+	}
+	return 0
+}
+
+// isKeyByte reports whether c may be part of a dotted key other than its
+// dots and quoted parts: a bare key's letters, digits, '-' and '_', and
+// the blanks allowed around the dots.
+func isKeyByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == ' ' || c == '\t'
+}
+
+// skipString skips the TOML string that opens at doc[i] (a quote): it
+// returns the index of its last byte (or of the document's, if it does
+// not end) and how many newlines it spans.
+func skipString(doc []byte, i int) (end, lines int) {
+	q := doc[i]
+	escapes := q == '"'
+	if bytes.HasPrefix(doc[i:], []byte{q, q, q}) { // multi-line
+		for j := i + 3; j < len(doc); j++ {
+			switch c := doc[j]; {
+			case c == '\n':
+				lines++
+			case escapes && c == '\\':
+				if j+1 < len(doc) && doc[j+1] == '\n' {
+					lines++
+				}
+				j++
+			case c == q:
+				n := 1
+				for j+n < len(doc) && doc[j+n] == q && n < 5 {
+					n++
+				}
+				if n >= 3 {
+					return j + n - 1, lines
+				}
+				j += n - 1
+			}
+		}
+		return len(doc) - 1, lines
+	}
+	for j := i + 1; j < len(doc); j++ {
+		switch c := doc[j]; {
+		case c == '\n':
+			return j - 1, 0 // unterminated: the decoder stops here
+		case escapes && c == '\\':
+			if j+1 < len(doc) && doc[j+1] == '\n' {
+				return j, 0
+			}
+			j++
+		case c == q:
+			return j, 0
+		}
+	}
+	return len(doc) - 1, 0
 }
 
 // configSource says where an effective setting came from.

@@ -3,14 +3,19 @@ package main
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/require"
 )
 
 // FuzzDecodeConfig: whatever a config file holds, decoding returns a
 // config or ConfigErrors naming the file (never a panic), and every
-// command of a config that decodes passes writer.Command.Check.
+// command of a config that decodes passes writer.Command.Check. Content
+// past the bounds (maxConfigBytes, maxConfigNesting) is refused before
+// the decoder sees it, and what the bounds let through never nests deeper
+// in the decoder than they say: the scanner agrees with its lexer.
 func FuzzDecodeConfig(f *testing.F) {
 	for _, seed := range []string{
 		"batch = 10\nsync = \"1s\"\n",
@@ -29,10 +34,25 @@ func FuzzDecodeConfig(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	// Past the bounds, kept small: the fuzzer minimizes what it finds
+	// from a seed, and three million brackets (TestDecodeConfigBounds)
+	// would take it minutes each time.
+	f.Add([]byte("a = " + strings.Repeat("[", 200)))
+	f.Add([]byte(strings.Repeat("a.", 200) + "b = 1\n"))
 	dir := f.TempDir()
 	path := filepath.Join(dir, "config.toml")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := DecodeConfig(path, data)
+		withinBounds := len(data) <= maxConfigBytes && nestedTooDeep(data, maxConfigNesting) == 0
+		if !withinBounds {
+			require.Equal(t, checkBounds(path, data), err, "past the bounds: those problems, and no others")
+			return
+		}
+		require.Empty(t, checkBounds(path, data))
+		var raw map[string]any
+		if _, derr := toml.Decode(string(data), &raw); derr == nil {
+			require.LessOrEqual(t, arrayDepth(raw), maxConfigNesting)
+		}
 		if err != nil {
 			var errs ConfigErrors
 			require.True(t, errors.As(err, &errs), "%T: %v", err, err)
@@ -47,4 +67,27 @@ func FuzzDecodeConfig(f *testing.F) {
 			require.NoError(t, cmd.Check(), "%s", cmd.Name)
 		}
 	})
+}
+
+// arrayDepth is the longest chain of arrays nested in v.
+func arrayDepth(v any) int {
+	deepest := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			deepest = max(deepest, arrayDepth(e))
+		}
+		return deepest
+	case []map[string]any:
+		for _, e := range v {
+			deepest = max(deepest, arrayDepth(e))
+		}
+	case []any:
+		for _, e := range v {
+			deepest = max(deepest, arrayDepth(e))
+		}
+	default:
+		return 0
+	}
+	return deepest + 1
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/daemon"
 )
 
@@ -165,6 +166,11 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ex):
 		return ex.code
+	case errors.Is(err, queue.ErrInsecure):
+		// Before the others: a .scribe another user could change fails
+		// every command the same way, serve's, however it was reached
+		// (an autostart, a fallback, a look-up); retrying changes nothing.
+		return exitRejected
 	case errors.Is(err, client.ErrNoDaemon):
 		return exitNoDaemon
 	case errors.Is(err, client.ErrOtherLockFile):

@@ -52,6 +52,14 @@ func (c *MCPCommand) Run(ctx context.Context, args []string) error {
 	if err := requireStore(*store); err != nil {
 		return err
 	}
+	// Every tool reads or writes the store's .scribe: one that another
+	// user could change stops the server now, as it stops serve, rather
+	// than failing each call after the host has started using it.
+	if real, err := queue.ResolveStore(*store); err == nil {
+		if err := (queue.Layout{Root: real}).Check(); err != nil {
+			return err
+		}
+	}
 	if *wait <= 0 {
 		return usageError("--wait %s: want a positive duration", *wait)
 	}

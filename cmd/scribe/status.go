@@ -274,7 +274,9 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 		} else if s != nil {
 			st.Stranded = ptr(s.Why)
 		}
-		st.Journal, st.Interrupted = readJournal(layout.Journal())
+		if st.Journal, st.Interrupted, err = readJournal(layout.Journal()); err != nil {
+			return err
+		}
 	}
 	if st.Interrupted != nil && st.Interrupted.Stuck != "" && st.LastError == nil {
 		st.LastError = ptr(st.Interrupted.Stuck)
@@ -305,29 +307,34 @@ func (st *storeStatus) fromReport(r *queue.StatusReport) {
 }
 
 // readJournal reads the journal without the store lock: its numbers and
-// any interrupted batch. A journal that does not exist yet is empty.
-func readJournal(path string) (journalJSON, *queue.Interrupted) {
+// any interrupted batch. A journal that does not exist yet is empty; one
+// that is busy or damaged is shown with its error. A journal that fails
+// the rules of .scribe is the error.
+func readJournal(path string) (journalJSON, *queue.Interrupted, error) {
 	jj := journalJSON{Path: path}
 	j, err := writer.OpenJournalReadOnly(path, time.Second)
 	if errors.Is(err, fs.ErrNotExist) {
-		return jj, nil // nothing was ever applied to this store
+		return jj, nil, nil // nothing was ever applied to this store
+	}
+	if errors.Is(err, queue.ErrInsecure) {
+		return jj, nil, err // not this user's journal: nothing of it is shown
 	}
 	if err != nil {
 		jj.Error = ptr(fmt.Sprintf("journal busy (a writer has it open): %v", err))
-		return jj, nil
+		return jj, nil, nil
 	}
 	defer j.Close()
 	info, err := j.Info()
 	if err != nil {
 		jj.Error = ptr(err.Error())
-		return jj, nil
+		return jj, nil, nil
 	}
 	jj = journalJSON{Path: path, Bytes: info.Bytes, Outcomes: info.Outcomes, Epoch: info.Epoch, LastSeq: info.LastSeq}
 	in, err := j.Interrupted()
 	if err != nil {
 		jj.Error = ptr(err.Error())
 	}
-	return jj, in
+	return jj, in, nil
 }
 
 // probeLock is the store lock as the kernel tells it.

@@ -256,7 +256,7 @@ func (c *SubmitCommand) writeExecOutput(out *queue.Outcome) {
 // when it exists and something is left to settle, and held to serve's
 // rules: an insecure file, or an invalid value of those two keys, fails
 // the submit as it would fail serve, rather than being ignored. The rest
-// of the file is serve's (ReadCallerConfig).
+// of the file is serve's (ReadConfig of callerKeys).
 func (c *SubmitCommand) autostartSettings(flags *flag.FlagSet, store string, autostart bool, exitIdle time.Duration) (bool, time.Duration, error) {
 	onCommandLine := map[string]bool{}
 	flags.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
@@ -269,7 +269,7 @@ func (c *SubmitCommand) autostartSettings(flags *flag.FlagSet, store string, aut
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return autostart, exitIdle, nil
 	}
-	cfg, err := ReadCallerConfig(path)
+	cfg, err := ReadConfig(path, callerKeys...)
 	if err != nil {
 		return false, 0, reportConfigErrors(c.Stderr, err)
 	}

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-
-	"github.com/gofrs/flock"
+	"syscall"
 
 	"github.com/scribehq/scribe/queue"
 )
@@ -20,14 +19,22 @@ import (
 // The discovery file is trusted only while the lock is held. Find learns
 // that by taking the lock for an instant; a daemon starting at that
 // instant retries for a while rather than fail (see Take).
+//
+// What it reads is held to the rules of .scribe (queue.CheckPrivate): a
+// folder or file another user could change is an *InsecureError.
 func Find(store string) (*queue.Discovery, error) {
 	l := queue.Layout{Root: store}
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
 	held, err := lockHeld(l.DaemonLock())
 	if err != nil || !held {
 		return nil, err
 	}
 	d, err := queue.ReadDiscovery(store)
 	switch {
+	case errors.Is(err, ErrInsecure):
+		return nil, err
 	case err != nil:
 		return nil, fmt.Errorf("%w: it holds %s (%w)", ErrStarting, l.DaemonLock(), err)
 	case d.StoreID != queue.StoreID(store):
@@ -37,19 +44,29 @@ func Find(store string) (*queue.Discovery, error) {
 }
 
 // lockHeld reports whether some process holds the flock on path. The
-// probe holds it for an instant at most, and creates nothing.
+// probe holds it for an instant at most, and creates nothing. The file is
+// held to .scribe's rules: a FIFO there cannot block the probe, and one
+// another user could change is refused (ErrInsecure).
 func lockHeld(path string) (bool, error) {
-	fl := flock.New(path, flock.SetFlag(os.O_RDONLY))
-	ok, err := fl.TryLock()
-	if errors.Is(err, fs.ErrNotExist) {
+	f, err := queue.OpenPrivate(path, os.O_RDONLY, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
-	}
-	if err != nil {
+	case errors.Is(err, queue.ErrInsecure):
+		return false, err
+	case err != nil:
 		return false, fmt.Errorf("probe %s: %w", path, err)
 	}
-	if ok {
-		_ = fl.Unlock()
-		return false, nil
+	defer f.Close()
+	for {
+		switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
+		case err == nil:
+			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+			return false, nil
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			return true, nil
+		case !errors.Is(err, syscall.EINTR):
+			return false, fmt.Errorf("probe %s: %w", path, err)
+		}
 	}
-	return true, nil
 }

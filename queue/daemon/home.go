@@ -35,23 +35,20 @@ type QueueHome struct {
 // in (QueueDir.JetStream).
 func (h *QueueHome) JetStream() string { return filepath.Join(h.Dir, queueDirData) }
 
-// queueHomeFile is the note's name in .scribe.
-const queueHomeFile = "queue-home.json"
-
-func queueHomePath(store string) string {
-	return filepath.Join(queue.Layout{Root: store}.Meta(), queueHomeFile)
-}
+func queueHomePath(store string) string { return queue.Layout{Root: store}.QueueHome() }
 
 // ReadQueueHome reads the queue-home note of store (its canonical path):
 // nil, nil when there is none, so that the store's jobs are in its own
 // queue folder.
 func ReadQueueHome(store string) (*QueueHome, error) {
 	path := queueHomePath(store)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := queue.ReadPrivate(path, 1<<20)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
-	}
-	if err != nil {
+	case errors.Is(err, queue.ErrInsecure):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	var h QueueHome

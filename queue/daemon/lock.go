@@ -10,9 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"syscall"
 	"time"
-
-	"github.com/gofrs/flock"
 
 	"github.com/scribehq/scribe/queue"
 )
@@ -23,21 +22,50 @@ import (
 // never makes a starting daemon fail.
 const lockSettle = 300 * time.Millisecond
 
-// tryLockSettled takes the lock file at path (created owner-only),
-// retrying for lockSettle, so that a probe's instant hold never fails a
-// start. It returns false if another process holds it for longer.
-func tryLockSettled(ctx context.Context, path, what string) (*flock.Flock, bool, error) {
-	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(0o600))
-	settle, cancel := context.WithTimeout(ctx, lockSettle)
-	locked, err := fl.TryLockContext(settle, 5*time.Millisecond)
-	cancel()
-	if err != nil && ctx.Err() != nil {
-		return nil, false, ctx.Err()
+// tryLockSettled takes the lock file at path (created owner-only, and
+// held to .scribe's rules on the descriptor it locks), retrying for
+// lockSettle, so that a probe's instant hold never fails a start. It
+// returns false if another process holds it for longer.
+func tryLockSettled(ctx context.Context, path, what string) (*fileLock, bool, error) {
+	f, err := queue.OpenPrivate(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if errors.Is(err, queue.ErrInsecure) {
+		return nil, false, err
 	}
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", what, err)
 	}
-	return fl, locked, nil
+	settle := time.Now().Add(lockSettle)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return &fileLock{f: f}, true, nil
+		case !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR):
+			f.Close()
+			return nil, false, fmt.Errorf("%s: %w", what, err)
+		case !time.Now().Before(settle):
+			f.Close()
+			return nil, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, false, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// fileLock is an exclusive flock on an open lock file.
+type fileLock struct{ f *os.File }
+
+// Unlock releases the flock and closes the file; the file stays.
+func (l *fileLock) Unlock() error {
+	err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Lock is a daemon's hold on a store: the exclusive flock on
@@ -47,7 +75,7 @@ func tryLockSettled(ctx context.Context, path, what string) (*flock.Flock, bool,
 // one).
 type Lock struct {
 	layout    queue.Layout
-	fl        *flock.Flock
+	fl        *fileLock
 	mu        sync.Mutex
 	announced bool // the discovery file is ours to remove
 	closed    bool
@@ -73,12 +101,9 @@ func Take(ctx context.Context, store string, log *slog.Logger) (_ *Lock, err err
 	}
 	l := &Lock{layout: queue.Layout{Root: real}}
 	meta := l.layout.Meta()
-	if err := os.Mkdir(meta, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("create %s: %w", meta, err)
-	}
 	// Taking the daemon lock creates a file in .scribe: check the folder
 	// first, and what is in it once the lock is ours (perm.go).
-	if err := checkMetaDir(meta); err != nil {
+	if err := checkMetaDir(l.layout); err != nil {
 		return nil, err
 	}
 	var locked bool
@@ -140,7 +165,7 @@ func (l *Lock) Announce(d *queue.Discovery) error {
 		return err
 	}
 	path, tmp := l.layout.Discovery(), l.layout.DiscoveryTemp()
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if err := queue.WritePrivate(tmp, append(b, '\n')); err != nil {
 		return fmt.Errorf("write discovery: %w", err)
 	}
 	if err := os.Chmod(tmp, 0o600); err != nil { // WriteFile keeps an existing file's mode

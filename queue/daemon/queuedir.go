@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gofrs/flock"
+	"github.com/scribehq/scribe/queue"
 )
 
 // A daemon of several stores keeps their queues in one folder outside
@@ -88,7 +88,7 @@ func DefaultQueueDir() (string, error) {
 // makes it the folder's only user, and the folder's list of stores.
 type QueueDir struct {
 	dir string
-	fl  *flock.Flock
+	fl  *fileLock
 
 	mu     sync.Mutex
 	stores map[string]string // store ID → path
@@ -112,7 +112,7 @@ func TakeQueueDir(ctx context.Context, dir string, stores []string, log *slog.Lo
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("create shared queue folder: %w", err)
 	}
-	if err := checkOwnerOnly(abs, true, false); err != nil {
+	if err := queue.CheckPrivatePath(abs, true); err != nil {
 		return nil, err
 	}
 	q := &QueueDir{dir: abs, stores: map[string]string{}}
@@ -132,7 +132,7 @@ func TakeQueueDir(ctx context.Context, dir string, stores []string, log *slog.Lo
 		name string
 		dir  bool
 	}{{queueDirLock, false}, {queueDirStores, false}, {queueDirData, true}} {
-		if err := checkOwnerOnly(filepath.Join(abs, c.name), c.dir, true); err != nil {
+		if err := queue.CheckPrivatePath(filepath.Join(abs, c.name), c.dir); err != nil {
 			return nil, err
 		}
 	}
@@ -227,7 +227,7 @@ func (q *QueueDir) Close() error {
 // renamed over it, so that a reader never sees half of it.
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := queue.WritePrivate(tmp, data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := os.Chmod(tmp, 0o600); err != nil { // WriteFile keeps an existing file's mode

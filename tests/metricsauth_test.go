@@ -112,7 +112,7 @@ func TestMetricsTokenFileRefused(t *testing.T) {
 			require.NoError(t, os.Symlink(good, link))
 			return link
 		}},
-		{"fifo", "is not a file", func(t *testing.T) string {
+		{"fifo", "is not a regular file but a FIFO", func(t *testing.T) string {
 			p := filepath.Join(t.TempDir(), "fifo.token")
 			require.NoError(t, syscall.Mkfifo(p, 0o600))
 			return p
@@ -182,7 +182,7 @@ func TestMetricsUnixSocket(t *testing.T) {
 	open := t.TempDir()
 	require.NoError(t, os.Chmod(open, 0o777))
 	out = refusedAtStart(t, store, "--metrics-addr", "unix:"+filepath.Join(open, "metrics.sock"))
-	assert.Contains(t, out, "refusing socket folder "+open)
+	assert.Contains(t, out, "socket folder: refusing "+open)
 	assert.Contains(t, out, "world-writable")
 	assert.NoFileExists(t, filepath.Join(open, "metrics.sock"))
 }

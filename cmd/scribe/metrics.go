@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -311,9 +310,8 @@ func listenUnixOwnerOnly(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("socket folder: %w", err)
 	}
-	var ie *daemon.InsecureError
-	if err := daemon.CheckOwnerOnly(dir, fi, true); errors.As(err, &ie) {
-		return nil, fmt.Errorf("refusing socket folder %s: it %s; %s", dir, ie.Problem, ie.Fix)
+	if err := queue.CheckPrivate(dir, fi, true); err != nil {
+		return nil, fmt.Errorf("socket folder: %w", err)
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
@@ -358,12 +356,7 @@ func readMetricsToken(path string) (string, error) {
 	refuse := func(problem, fix string) error {
 		return fmt.Errorf("refusing metrics token file %s: it %s; %s", path, problem, fix)
 	}
-	// O_NOFOLLOW: the file checked is the file read; O_NONBLOCK: a FIFO
-	// does not hang the start (it is refused below).
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return "", refuse("is a symlink; scribe wants a real file here", "replace it with the file it points to")
-	}
+	f, err := queue.OpenPrivate(path, os.O_RDONLY, 0)
 	if err != nil {
 		return "", fmt.Errorf("metrics token file: %w", err)
 	}
@@ -371,12 +364,6 @@ func readMetricsToken(path string) (string, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return "", fmt.Errorf("metrics token file: %w", err)
-	}
-	var ie *daemon.InsecureError
-	if err := daemon.CheckOwnerOnly(path, fi, false); errors.As(err, &ie) {
-		return "", refuse(ie.Problem, ie.Fix)
-	} else if err != nil {
-		return "", err
 	}
 	if perm := fi.Mode().Perm(); perm&0o044 != 0 {
 		return "", refuse(fmt.Sprintf("is readable by others (mode %s)", fi.Mode()), "chmod 600 "+path)

@@ -24,6 +24,11 @@ func (l Layout) Lock() string { return l.file("lock") }
 // Journal is the writer's bbolt journal, <store>/.scribe/journal.db.
 func (l Layout) Journal() string { return l.file("journal.db") }
 
+// Settled is the settled mark: the token of the last batch intent whose
+// files are on disk, so that other processes show its outcomes (see
+// docs/recovery.md). Mode 0600; never fsynced.
+func (l Layout) Settled() string { return l.file("settled") }
+
 // Join is the join gate of a store's holds: children that joined a hold
 // keep a shared flock on it, and the holder takes it exclusively before
 // letting go.

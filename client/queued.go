@@ -15,6 +15,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/writer"
 )
 
 // queued is the route through the store's daemon. A local daemon's
@@ -61,6 +62,7 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 		}
 		nc, js, err := dial(d, q.log)
 		if err == nil {
+			writer.PausePoint("dialled")
 			q.d, q.nc, q.js = d, nc, js
 			return q, nil
 		}

@@ -339,6 +339,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err := d.closeWriters(); err != nil {
 		return fmt.Errorf("stop writer: %w", err)
 	}
+	writer.PausePoint("stopped")
 	d.withdraw()
 	if shared {
 		d.markStranded()

@@ -144,3 +144,61 @@ func TestIdleExitCutsOffConnectedClient(t *testing.T) {
 	require.NotNil(t, next, "the daemon the client started")
 	assert.NotEqual(t, d.cmd.Process.Pid, next.PID)
 }
+
+// A job queued while the daemon, idle, is on its way out (its discovery
+// withdrawn, SCRIBE_PAUSE_AT=withdrawn holding it there) keeps it: it
+// announces itself again, with new credentials, applies the job and
+// serves the client, which it cut off, through the new discovery; then,
+// idle again, it leaves. With one store and with several.
+func TestIdleExitJobWhileWithdrawnKeepsDaemon(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d stores", n), func(t *testing.T) {
+			var stores, args []string
+			for range n {
+				s := newStore(t)
+				stores = append(stores, s)
+				args = append(args, "--store", s)
+			}
+			// The job, applied during the pause, must leave the daemon
+			// less idle than --exit-idle when it looks again.
+			args = append(args, "--queue-dir", filepath.Join(t.TempDir(), "queue"), "--exit-idle", "2s")
+			d := spawnDaemon(t, stores[0], []string{"SCRIBE_PAUSE_AT=withdrawn:500ms"}, args[2:]...)
+			var first *queue.Discovery
+			require.Eventually(t, func() bool {
+				first, _ = queue.ReadDiscovery(stores[n-1])
+				return first != nil && first.PID == d.cmd.Process.Pid
+			}, 30*time.Second, 10*time.Millisecond)
+			cl, err := client.Open(t.Context(), stores[n-1], client.WithRoute(client.RouteRequire))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = cl.Close() })
+			require.Eventually(t, func() bool {
+				_, err := os.Stat(queue.Layout{Root: stores[n-1]}.Discovery())
+				return os.IsNotExist(err)
+			}, 30*time.Second, time.Millisecond, "withdrawn")
+
+			job := &queue.Job{ID: "while-withdrawn", Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log.txt", Data: []byte("kept\n")}}}
+			o, err := cl.Apply(t.Context(), job)
+			require.NoError(t, err)
+			assert.Equal(t, queue.StatusApplied, o.Status)
+			assert.Equal(t, queue.ModeDaemon, o.Mode, "applied by the daemon that was leaving")
+			var again *queue.Discovery
+			require.Eventually(t, func() bool {
+				again, _ = queue.ReadDiscovery(stores[n-1])
+				return again != nil
+			}, 30*time.Second, time.Millisecond, "announced again")
+			assert.Equal(t, d.cmd.Process.Pid, again.PID)
+			assert.NotEqual(t, first.Password, again.Password, "with new credentials")
+			l, err := cl.Status(t.Context(), job.ID)
+			require.NoError(t, err, "the client, cut off, is served through the new discovery")
+			assert.True(t, l.Found)
+			assert.Equal(t, "kept\n", readFile(t, filepath.Join(stores[n-1], "log.txt")))
+			select {
+			case <-d.exited:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the daemon did not leave once idle again:\n%s", d.log.String())
+			}
+			require.NoError(t, d.err, d.log.String())
+			assert.Equal(t, 1, strings.Count(d.log.String(), "idle; exiting"), d.log.String())
+		})
+	}
+}

@@ -37,8 +37,9 @@ const (
 // those steps (PausePoint), so that a test can hit a window that is
 // otherwise microseconds wide. The steps: dialled (a client has
 // connected to the daemon it discovered, before it sends anything),
-// stopped (serve has stopped its writers on its way out; its queue's
-// server still runs).
+// withdrawn (serve, idle, has withdrawn its discovery files, before it
+// refuses submitters and looks at its queues again), stopped (serve has
+// stopped its writers on its way out; its queue's server still runs).
 const envPauseAt = "SCRIBE_PAUSE_AT"
 
 var (

@@ -735,6 +735,7 @@ func (d *served) waitIdle(ctx context.Context) (refused bool) {
 			continue
 		}
 		d.withdraw()
+		writer.PausePoint("withdrawn")
 		err := d.srv.RefuseSubmitters()
 		if err == nil && idle() {
 			d.log.Info("idle; exiting", "exit_idle", d.exitIdle)

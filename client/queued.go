@@ -15,6 +15,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/writer"
 )
 
 // queued is the route through the store's daemon. A local daemon's
@@ -61,6 +62,7 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 		}
 		nc, js, err := dial(d, q.log)
 		if err == nil {
+			writer.PausePoint("dialled")
 			q.d, q.nc, q.js = d, nc, js
 			return q, nil
 		}
@@ -171,6 +173,12 @@ func (q *queued) redialIfLost(ctx context.Context) {
 	if nc, _ := q.conn(); !nc.IsConnected() {
 		q.redial(ctx)
 	}
+}
+
+// sameConn reports whether nc is still the current connection.
+func (q *queued) sameConn(nc *nats.Conn) bool {
+	now, _ := q.conn()
+	return now == nc
 }
 
 // conn returns the current connection to the daemon.
@@ -517,7 +525,9 @@ func (q *queued) deadLetters(ctx context.Context) (*queue.DeadLetters, error) {
 }
 
 // request asks the daemon's status service, redialling a lost connection
-// first, and decodes the reply into v.
+// first, and decodes the reply into v. A connection the daemon closes
+// while the request waits (it cut its submitters off, on its way out or
+// to refuse them) is redialled through discovery once more.
 func (q *queued) request(ctx context.Context, body []byte, v any) error {
 	q.redialIfLost(ctx)
 	nc, _ := q.conn()
@@ -526,6 +536,11 @@ func (q *queued) request(ctx context.Context, body []byte, v any) error {
 	m, err := nc.RequestWithContext(wctx, subject, body)
 	denied := denial(wctx)
 	unwatch()
+	if err != nil && denied == nil && q.remote == "" && errors.Is(err, nats.ErrConnectionClosed) && !q.isClosed() {
+		if q.redial(ctx); !q.sameConn(nc) {
+			return q.request(ctx, body, v)
+		}
+	}
 	switch {
 	case denied != nil:
 		return fmt.Errorf("status request: %w", denied)

@@ -61,7 +61,12 @@ type Server struct {
 	jsConfig *server.JetStreamConfig
 	// selfTLS is the client side of the server's own TLS, for its
 	// in-process connections (connect).
-	selfTLS   *tls.Config
+	selfTLS *tls.Config
+	// opts are the server's options, as it runs them (RefuseSubmitters
+	// reloads changed ones); optsMu guards them and the stores'
+	// discoveries, whose credentials change with them.
+	opts      *server.Options
+	optsMu    sync.Mutex
 	log       *slog.Logger
 	closeOnce sync.Once
 }
@@ -202,6 +207,7 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 	if s.ns, err = server.NewServer(opts); err != nil {
 		return nil, fmt.Errorf("start nats: %w", err)
 	}
+	s.opts = opts
 	s.ns.SetLoggerV2(&slogAdapter{l: logger}, false, false, false)
 	s.ns.Start()
 	if !s.ns.ReadyForConnections(10 * time.Second) {
@@ -298,7 +304,11 @@ func (s *Server) Conn() *nats.Conn { return s.stores[0].conn }
 
 // Discovery is what the server publishes in the discovery file of the
 // first store it serves (the only one, of a server of Start).
-func (s *Server) Discovery() queue.Discovery { return s.stores[0].discovery }
+func (s *Server) Discovery() queue.Discovery {
+	s.optsMu.Lock()
+	defer s.optsMu.Unlock()
+	return s.stores[0].discovery
+}
 
 // StoreConn is the daemon's in-process connection for the store whose ID
 // is storeID, nil if the server does not serve it.
@@ -316,6 +326,8 @@ func (s *Server) StoreDiscovery(storeID string) (queue.Discovery, bool) {
 	if st == nil {
 		return queue.Discovery{}, false
 	}
+	s.optsMu.Lock()
+	defer s.optsMu.Unlock()
 	return st.discovery, true
 }
 

@@ -24,6 +24,11 @@ func (l Layout) Lock() string { return l.file("lock") }
 // Journal is the writer's bbolt journal, <store>/.scribe/journal.db.
 func (l Layout) Journal() string { return l.file("journal.db") }
 
+// Settled is the settled mark: the token of the last batch intent whose
+// files are on disk, so that other processes show its outcomes (see
+// docs/recovery.md). Mode 0600; never fsynced.
+func (l Layout) Settled() string { return l.file("settled") }
+
 // Join is the join gate of a store's holds: children that joined a hold
 // keep a shared flock on it, and the holder takes it exclusively before
 // letting go.
@@ -76,7 +81,7 @@ var roles = map[string]string{
 	"autostart": "autostart gate", "jetstream": "queue folder", "daemon.lock": "daemon lock",
 	"daemon.json": "discovery file", "daemon.json.tmp": "discovery file", "daemon.log": "daemon log",
 	"config.toml": "config file", "stranded.json": "stranded marker",
-	"queue-home.json": "queue-home note", "queue-home.json.tmp": "queue-home note",
+	"queue-home.json": "queue-home note", "queue-home.json.tmp": "queue-home note", "settled": "settled mark",
 }
 
 // role is what path is, if it is an entry of a .scribe folder; "" if not.
@@ -102,7 +107,7 @@ func (l Layout) entries() []struct {
 		{l.Lock(), false}, {l.Journal(), false}, {l.Join(), false}, {l.Demand(), false},
 		{l.AutostartGate(), false}, {l.Queue(), true}, {l.DaemonLock(), false},
 		{l.Discovery(), false}, {l.DiscoveryTemp(), false}, {l.DaemonLog(), false},
-		{l.Config(), false}, {l.Stranded(), false}, {l.QueueHome(), false}, {l.QueueHome() + ".tmp", false},
+		{l.Config(), false}, {l.Stranded(), false}, {l.QueueHome(), false}, {l.QueueHome() + ".tmp", false}, {l.Settled(), false},
 	}
 }
 

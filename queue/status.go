@@ -158,6 +158,8 @@ type JournalInfo struct {
 	Path     string `json:"path"`
 	Bytes    int64  `json:"bytes"`    // the file's size
 	Outcomes int    `json:"outcomes"` // outcomes it keeps
+	Applied  uint64 `json:"applied"`  // of them, applied
+	Rejected uint64 `json:"rejected"` // of them, rejected
 	Epoch    uint64 `json:"epoch"`    // the latest epoch
 	LastSeq  uint64 `json:"last_seq"` // the last queue sequence applied
 	// Error is set when the journal could not be read; the numbers are

@@ -65,6 +65,6 @@
 // replacement of the whole file.
 //
 // The fault-injection hooks the crash tests use (SCRIBE_CRASH_AT,
-// SCRIBE_PANIC_ON, SCRIBE_CRASH_ON) exist only in binaries built with
+// SCRIBE_PANIC_ON, SCRIBE_CRASH_ON, SCRIBE_PAUSE_AT) exist only in binaries built with
 // -tags scribefault; a normal build ignores those variables.
 package writer

@@ -40,9 +40,11 @@ func WithLock(store string, o LockOptions, fn func(*Hold) error) error {
 }
 
 // ApplyThenDie applies job as a batch of one and lets go of the store as
-// a writer SIGKILLed right after answering would: the batch's intent
-// left standing, its outcome provisional.
-func ApplyThenDie(store string, job *queue.Job) error {
+// a writer SIGKILLed right after answering would: the batch's intent left
+// standing, named by the settled mark. Unless marked, it dies a moment
+// earlier, with the files on disk but the mark not yet written: the
+// outcome stays provisional until a holder redoes the batch.
+func ApplyThenDie(store string, job *queue.Job, marked bool) error {
 	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
 	if err != nil {
 		return err
@@ -50,7 +52,13 @@ func ApplyThenDie(store string, job *queue.Job) error {
 	if _, err := s.Apply([]Entry{{Job: job}}); err != nil {
 		return err
 	}
-	s.st.journal.settled.Store(0) // forgotten with the process
+	j := s.st.journal
+	j.settled.Store(nil) // forgotten with the process
+	if !marked {
+		if err := os.Remove(markPath(j.db.Path())); err != nil {
+			return err
+		}
+	}
 	return s.Close()
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // The fault-injection hooks of the crash tests, compiled in only with
@@ -31,7 +32,18 @@ const (
 	envCrashOn = "SCRIBE_CRASH_ON"
 )
 
+// envPauseAt: SCRIBE_PAUSE_AT=<step>:<duration>[,<step>:<duration>…]
+// makes the process stand still that long each time it reaches one of
+// those steps (PausePoint), so that a test can hit a window that is
+// otherwise microseconds wide. The steps: dialled (a client has
+// connected to the daemon it discovered, before it sends anything),
+// withdrawn (serve, idle, has withdrawn its discovery files, before it
+// refuses submitters and looks at its queues again), stopped (serve has
+// stopped its writers on its way out; its queue's server still runs).
+const envPauseAt = "SCRIBE_PAUSE_AT"
+
 var (
+	pauses            = parsePauseAt(os.Getenv(envPauseAt))
 	crashStep, crashN = parseCrashAt(os.Getenv(envCrashAt))
 	crashCount        atomic.Int64
 	panicOn           = os.Getenv(envPanicOn)
@@ -45,6 +57,24 @@ func parseCrashAt(s string) (string, int64) {
 		count = 1
 	}
 	return step, count
+}
+
+func parsePauseAt(s string) map[string]time.Duration {
+	m := map[string]time.Duration{}
+	for _, p := range strings.Split(s, ",") {
+		step, d, _ := strings.Cut(p, ":")
+		if dur, err := time.ParseDuration(d); err == nil && dur > 0 {
+			m[step] = dur
+		}
+	}
+	return m
+}
+
+// PausePoint stands still at step for as long as SCRIBE_PAUSE_AT says.
+func PausePoint(step string) {
+	if d := pauses[step]; d > 0 {
+		time.Sleep(d)
+	}
 }
 
 // opHook runs the op-level fault hooks.

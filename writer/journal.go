@@ -32,6 +32,8 @@ var (
 	keyAttempt     = []byte("attempt")       // seq (8) + attempts (8) of the job being tried one at a time
 	keyIntent      = []byte("batch")
 	keyIntentGen   = []byte("gen")     // in bucketIntent: the standing intent's generation (meta keeps the last one)
+	keyIntentToken = []byte("token")   // in bucketIntent: the standing intent's intentToken, which the settled mark names once it is carried out
+	keyTally       = []byte("tally")   // applied (8) + rejected (8): how many outcomes of each the outcomes bucket holds
 	prefixData     = []byte("data/")   // in bucketIntent: data/<i> → the raw data of the intent's i-th change
 	keyStuck       = []byte("stuck")   // why the last redo of the intent failed, while it stands
 	keyRunning     = []byte("running") // in bucketIntent: the exec run in progress (runRecord), while its command runs
@@ -56,13 +58,22 @@ func JournalPath(store string) string {
 // A batch costs one synced transaction: its outcomes are recorded with its
 // intent, before any file changes. Until its files are written and synced
 // (settle), those outcomes are provisional: look-ups do not see them, and
-// a holder that finds the intent standing, after a crash, redoes it. The
-// next batch's transaction drops a settled intent, and so does Close.
+// a holder that finds the intent standing, after a crash, redoes it. Once
+// they are, settle says so in the settled mark (settled.go), which every
+// Journal reads when it opens: from then on every process shows the
+// outcomes. The next batch's transaction drops a settled intent, and so
+// does Close.
 type Journal struct {
 	db *bolt.DB
-	// settled is the generation of the last intent this process carried
-	// out (0: none). An intent of another generation is provisional.
-	settled atomic.Uint64
+	// settled is the token of the intent known to be carried out: by this
+	// process (settle), or as the settled mark said when the journal was
+	// opened (no other process writes the journal while it is open). nil:
+	// none. Any other intent is provisional.
+	settled atomic.Pointer[intentToken]
+	// mark is the settled mark, open for writing; nil for a read-only
+	// journal, or when the mark could not be opened (settle then drops
+	// the intent in a transaction instead).
+	mark *os.File
 	// fence is the claim this process's writer commits under, if its
 	// store's queue is shared by several daemons (SessionOptions.Fence).
 	fence atomic.Pointer[Fence]
@@ -136,7 +147,24 @@ func openJournal(path string) (*Journal, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("init journal %s: %w", path, err)
 	}
-	return &Journal{db: db}, nil
+	j := &Journal{db: db}
+	j.loadMark(true)
+	return j, nil
+}
+
+// loadMark opens the settled mark (for writing, too, if write) and takes
+// the intent it names as carried out. Called once the journal is open,
+// so that no writer can change the mark meanwhile.
+func (j *Journal) loadMark(write bool) {
+	path := markPath(j.db.Path())
+	if write {
+		if f, err := openMark(path, true); err == nil {
+			j.mark = f
+		}
+	}
+	if t, ok := readMark(path); ok {
+		j.settled.Store(&t)
+	}
 }
 
 // OpenJournalReadOnly opens a journal for look-ups without the store lock.
@@ -160,19 +188,31 @@ func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
-	return &Journal{db: db}, nil
+	j := &Journal{db: db}
+	j.loadMark(false)
+	return j, nil
 }
 
-// Close closes the journal, dropping the intent of a batch this process
-// carried out: no later holder need redo it.
+// Close closes the journal, dropping the intent of a batch carried out:
+// no later holder need redo it, or read the mark.
 func (j *Journal) Close() error {
-	if !j.db.IsReadOnly() && j.settled.Load() != 0 {
-		_ = j.db.Update(func(tx *bolt.Tx) error {
-			if intentGen(tx) != j.settled.Load() {
-				return nil
-			}
-			return dropIntent(tx)
+	if !j.db.IsReadOnly() && j.settled.Load() != nil {
+		var done bool // an intent stands, carried out
+		_ = j.db.View(func(tx *bolt.Tx) error {
+			done = tx.Bucket(bucketIntent).Get(keyIntent) != nil && j.carriedOut(tx)
+			return nil
 		})
+		if done {
+			_ = j.db.Update(func(tx *bolt.Tx) error {
+				if !j.carriedOut(tx) {
+					return nil
+				}
+				return dropIntent(tx)
+			})
+		}
+	}
+	if j.mark != nil {
+		_ = j.mark.Close()
 	}
 	return j.db.Close()
 }
@@ -222,23 +262,26 @@ func (j *Journal) Outcome(id string) (*queue.Outcome, error) {
 }
 
 // provisional reports whether the outcome of id belongs to a batch whose
-// files may not be on disk yet: the standing intent's, unless this
-// process carried it out.
+// files may not be on disk yet: the standing intent's, unless it is
+// carried out. Every look-up, listing and count of outcomes asks it.
 func (j *Journal) provisional(tx *bolt.Tx, id []byte) bool {
 	p := tx.Bucket(bucketPending)
 	if p == nil || p.Get(id) == nil {
 		return false
 	}
-	return intentGen(tx) != j.settled.Load()
+	return !j.carriedOut(tx)
 }
 
-// intentGen is the generation of the standing intent, 0 if none.
-func intentGen(tx *bolt.Tx) uint64 {
+// carriedOut reports whether the standing intent, if any, is known to be
+// on disk: settled by this process, or named by the settled mark. An
+// intent of an earlier version, which has no token, is not.
+func (j *Journal) carriedOut(tx *bolt.Tx) bool {
 	b := tx.Bucket(bucketIntent)
 	if b == nil || b.Get(keyIntent) == nil {
-		return 0
+		return true
 	}
-	return getUint(b, keyIntentGen)
+	t := j.settled.Load()
+	return t != nil && bytes.Equal(b.Get(keyIntentToken), t[:])
 }
 
 // Lookup returns the outcome of a job or, if there is none, the journal's
@@ -258,11 +301,14 @@ func (j *Journal) Lookup(id string) (queue.Lookup, error) {
 // record commits a decided batch in one transaction: its outcomes,
 // dead letters and last sequence and, if it changes files, its intent
 // (in), the data kept raw beside it. It drops the intent of the batch
-// before, which must be settled. It returns the intent's generation, for
+// before, which must be carried out. It returns the intent's token, for
 // settle once its files are on disk.
-func (j *Journal) record(in *intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (gen uint64, err error) {
+func (j *Journal) record(in *intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (token intentToken, err error) {
 	var header []byte
 	if in != nil {
+		if token, err = newIntentToken(); err != nil {
+			return token, err
+		}
 		h := *in
 		h.Outcomes = nil
 		h.Changes = make([]fileChange, len(in.Changes))
@@ -271,14 +317,14 @@ func (j *Journal) record(in *intent, outs []*queue.Outcome, dead []queue.DeadLet
 			h.Changes[i] = c
 		}
 		if header, err = json.Marshal(&h); err != nil {
-			return 0, err
+			return token, err
 		}
 	}
 	err = j.db.Update(func(tx *bolt.Tx) error {
 		if err := j.checkFence(tx); err != nil {
 			return err
 		}
-		if g := intentGen(tx); g != 0 && g != j.settled.Load() {
+		if !j.carriedOut(tx) {
 			return errors.New("the batch before was not carried out: redo it first")
 		}
 		if err := dropIntent(tx); err != nil {
@@ -294,11 +340,14 @@ func (j *Journal) record(in *intent, outs []*queue.Outcome, dead []queue.DeadLet
 			return nil
 		}
 		m, b, p := tx.Bucket(bucketMeta), tx.Bucket(bucketIntent), tx.Bucket(bucketPending)
-		gen = getUint(m, keyIntentGen) + 1
+		gen := getUint(m, keyIntentGen) + 1
 		if err := m.Put(keyIntentGen, putUint(gen)); err != nil {
 			return err
 		}
 		if err := b.Put(keyIntentGen, putUint(gen)); err != nil {
+			return err
+		}
+		if err := b.Put(keyIntentToken, token[:]); err != nil {
 			return err
 		}
 		if err := b.Put(keyIntent, header); err != nil {
@@ -321,12 +370,37 @@ func (j *Journal) record(in *intent, outs []*queue.Outcome, dead []queue.DeadLet
 		}
 		return nil
 	})
-	return gen, err
+	return token, err
 }
 
-// settle records that the files of the intent of generation gen are on
-// disk: its outcomes stand.
-func (j *Journal) settle(gen uint64) { j.settled.Store(gen) }
+// settle records that the files of the intent of token t are on disk: its
+// outcomes stand, for this process at once and, through the settled mark,
+// for every process that opens the journal from then on, even if this
+// one is killed the next instant. Without a mark to write it drops the
+// intent instead, in a synced transaction. If neither works, the intent
+// stays provisional (the error says why), and the next Apply redoes it.
+func (j *Journal) settle(t intentToken) error {
+	if j.mark != nil {
+		err := writeMark(j.mark, t)
+		if err == nil {
+			j.settled.Store(&t)
+			return nil
+		}
+		_ = j.mark.Close() // write no mark after a failed one: it may be torn
+		j.mark = nil
+	}
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		if !bytes.Equal(tx.Bucket(bucketIntent).Get(keyIntentToken), t[:]) {
+			return errors.New("the intent to settle is not the standing one")
+		}
+		return dropIntent(tx)
+	})
+	if err != nil {
+		return fmt.Errorf("settle batch: %w", err)
+	}
+	j.settled.Store(&t)
+	return nil
+}
 
 // writeIntent records a batch as record does, with in.Outcomes as its
 // outcomes: what a holder that dies before writing any file leaves.
@@ -344,7 +418,7 @@ func dropIntent(tx *bolt.Tx) error {
 	if b.Get(keyIntent) == nil && b.Get(keyStuck) == nil {
 		return nil
 	}
-	for _, k := range [][]byte{keyIntent, keyIntentGen, keyStuck} {
+	for _, k := range [][]byte{keyIntent, keyIntentGen, keyIntentToken, keyStuck} {
 		if err := b.Delete(k); err != nil {
 			return err
 		}
@@ -379,7 +453,7 @@ func (j *Journal) pendingIntent() (*intent, error) {
 			return nil // a read-only open of a journal never written
 		}
 		v := b.Get(keyIntent)
-		if v == nil || getUint(b, keyIntentGen) == j.settled.Load() && j.settled.Load() != 0 {
+		if v == nil || j.carriedOut(tx) {
 			return nil
 		}
 		in = new(intent)
@@ -469,6 +543,10 @@ func (j *Journal) abandon(outs []*queue.Outcome) error {
 			return err
 		}
 		b := tx.Bucket(bucketOutcomes)
+		t, err := readTally(tx)
+		if err != nil {
+			return err
+		}
 		for _, o := range outs {
 			if o.ID == "" {
 				continue
@@ -477,6 +555,7 @@ func (j *Journal) abandon(outs []*queue.Outcome) error {
 				if err := tx.Bucket(bucketByTime).Delete(timeKey(prev.At, o.ID)); err != nil {
 					return err
 				}
+				t.add(prev.Status, -1)
 			}
 			v, err := encodeRecorded(o)
 			if err != nil {
@@ -488,8 +567,9 @@ func (j *Journal) abandon(outs []*queue.Outcome) error {
 			if err := tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil); err != nil {
 				return err
 			}
+			t.add(o.Status, 1)
 		}
-		return nil
+		return t.write(tx)
 	})
 }
 
@@ -526,6 +606,10 @@ func putDead(tx *bolt.Tx, dead []queue.DeadLetter) error {
 // what was recorded.
 func recordOutcomes(tx *bolt.Tx, outs []*queue.Outcome, lastSeq uint64) error {
 	b := tx.Bucket(bucketOutcomes)
+	t, err := readTally(tx)
+	if err != nil {
+		return err
+	}
 	for _, o := range outs {
 		if o.ID == "" || b.Get([]byte(o.ID)) != nil {
 			continue
@@ -540,6 +624,10 @@ func recordOutcomes(tx *bolt.Tx, outs []*queue.Outcome, lastSeq uint64) error {
 		if err := tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil); err != nil {
 			return err
 		}
+		t.add(o.Status, 1)
+	}
+	if err := t.write(tx); err != nil {
+		return err
 	}
 	m := tx.Bucket(bucketMeta)
 	if lastSeq > getUint(m, keyLastSeq) {
@@ -652,17 +740,29 @@ func (j *Journal) prune(cutoff time.Time, maxSeq uint64, retention time.Duration
 	n := 0
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		idx, outs := tx.Bucket(bucketByTime), tx.Bucket(bucketOutcomes)
+		t, err := readTally(tx)
+		if err != nil {
+			return err
+		}
 		limit := putUint(uint64(cutoff.UnixNano()))
 		var drop [][]byte
 		c := idx.Cursor()
 		for k, _ := c.First(); k != nil && bytes.Compare(k[:8], limit) < 0 && len(drop) < pruneLimit; k, _ = c.Next() {
 			var o struct {
-				Seq uint64 `json:"seq"`
+				Seq    uint64       `json:"seq"`
+				Status queue.Status `json:"status"`
 			}
-			if v := outs.Get(k[8:]); v != nil && json.Unmarshal(v, &o) == nil && o.Seq > maxSeq {
+			v := outs.Get(k[8:])
+			if v != nil && json.Unmarshal(v, &o) == nil && o.Seq > maxSeq {
 				continue // the queue may still hand it back
 			}
+			if v != nil {
+				t.add(o.Status, -1)
+			}
 			drop = append(drop, bytes.Clone(k))
+		}
+		if err := t.write(tx); err != nil {
+			return err
 		}
 		for _, k := range drop {
 			if err := outs.Delete(k[8:]); err != nil {
@@ -767,7 +867,8 @@ func (j *Journal) DeadLetters(limit int) (out []queue.DeadLetter, total int, err
 }
 
 // Info describes the journal: its path and size, how many outcomes it
-// keeps, its epoch and last applied queue sequence.
+// keeps (how many of them applied, how many rejected), its epoch and last
+// applied queue sequence. Provisional outcomes are not counted.
 func (j *Journal) Info() (queue.JournalInfo, error) {
 	info := queue.JournalInfo{Path: j.db.Path()}
 	if fi, err := os.Stat(info.Path); err == nil {
@@ -777,9 +878,28 @@ func (j *Journal) Info() (queue.JournalInfo, error) {
 		if m := tx.Bucket(bucketMeta); m != nil {
 			info.Epoch, info.LastSeq = getUint(m, keyEpoch), getUint(m, keyLastSeq)
 		}
-		if b := tx.Bucket(bucketOutcomes); b != nil {
-			info.Outcomes = b.Stats().KeyN
+		b := tx.Bucket(bucketOutcomes)
+		if b == nil {
+			return nil // a read-only open of a journal never written
 		}
+		t, err := readTally(tx)
+		if err != nil {
+			return err
+		}
+		n := b.Stats().KeyN
+		if p := tx.Bucket(bucketPending); p != nil && !j.carriedOut(tx) {
+			err := p.ForEach(func(k, _ []byte) error {
+				if v := b.Get(k); v != nil {
+					t.add(outcomeStatus(v), -1)
+					n--
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		info.Outcomes, info.Applied, info.Rejected = n, t.applied, t.rejected
 		return nil
 	})
 	return info, err

@@ -11,3 +11,7 @@ func opHook(string) {}
 
 // crashPoint would die at a configured step of the batch pipeline.
 func crashPoint(string) {}
+
+// PausePoint would stand still at a step of the process, for the tests
+// (SCRIBE_PAUSE_AT, fault.go); in the normal build it does nothing.
+func PausePoint(string) {}

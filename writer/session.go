@@ -462,7 +462,7 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	if len(changes) > 0 {
 		in = &intent{Epoch: s.epoch, Changes: changes, LastSeq: lastSeq}
 	}
-	gen, err := journal.record(in, decided, deadLetters(entries, results), lastSeq)
+	token, err := journal.record(in, decided, deadLetters(entries, results), lastSeq)
 	if err != nil {
 		return nil, fmt.Errorf("record batch: %w", err)
 	}
@@ -477,7 +477,9 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	if err := s.st.verify(); err != nil {
 		return nil, err
 	}
-	journal.settle(gen)
+	if err := journal.settle(token); err != nil {
+		return nil, err
+	}
 	return results, nil
 }
 

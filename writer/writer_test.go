@@ -259,7 +259,7 @@ func TestWriterRecreatesDeletedConsumer(t *testing.T) {
 func TestWriterFinishesInterruptedBatchAtStart(t *testing.T) {
 	store, storeID := writerStore(t)
 	job := &queue.Job{V: queue.Version, ID: "last", Store: storeID, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log", Data: []byte("x\n")}}}
-	require.NoError(t, writer.ApplyThenDie(store, job))
+	require.NoError(t, writer.ApplyThenDie(store, job, false))
 	ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
 	require.NoError(t, err)
 	o, err := ro.Outcome("last")

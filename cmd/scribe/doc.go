@@ -30,6 +30,6 @@
 // go. `scribe serve` never joins an inherited hold.
 //
 // The fault-injection variables (SCRIBE_CRASH_AT, SCRIBE_PANIC_ON,
-// SCRIBE_CRASH_ON) take effect only in a binary built with
+// SCRIBE_CRASH_ON, SCRIBE_PAUSE_AT) take effect only in a binary built with
 // -tags scribefault, as the crash tests build it.
 package main

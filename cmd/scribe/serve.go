@@ -344,12 +344,23 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		status = fmt.Sprintf("serving %d stores, queue in %s", len(d.stores), d.qd.Dir())
 	}
 	ready.notify(log, "READY=1", fmt.Sprintf("MAINPID=%d", os.Getpid()), "STATUS="+status)
-	d.waitIdle(ctx)
+	refused := d.waitIdle(ctx)
 	ready.notify(log, "STOPPING=1")
 	log.Info("shutting down")
+	// No job may be queued once the writers have counted what they
+	// leave queued (the stranded mark): callers stop finding the daemon,
+	// and those connected are cut off (they submit again, through
+	// discovery, to the next daemon).
+	d.withdraw()
+	if !refused {
+		if err := srv.RefuseSubmitters(); err != nil {
+			log.Warn("refuse new jobs while stopping", "err", err)
+		}
+	}
 	if err := d.closeWriters(); err != nil {
 		return fmt.Errorf("stop writer: %w", err)
 	}
+	writer.PausePoint("stopped")
 	d.withdraw()
 	if shared {
 		d.markStranded()
@@ -695,15 +706,22 @@ func (d *served) watchMetrics(met *metrics, commands []writer.Command) {
 // waitIdle returns when ctx ends or, with an exit-idle period, once the
 // daemon has been idle that long: every store's writer has had no job in
 // hand for that long and every queue is empty. Before it returns for
-// idleness it withdraws the discovery files, so that new clients stop
-// coming, and looks again: a job that came in meanwhile keeps the daemon
-// (announced again). One that a client still connected queues after that
-// is left stranded by the shutdown and applied by the next daemon (a
-// client with autostart starts it).
-func (d *served) waitIdle(ctx context.Context) {
+// idleness it makes sure that no job can come that it would leave
+// behind: it withdraws the discovery files, so that new clients stop
+// coming, then gives the submitters new credentials, which cuts off
+// those still connected (a client that read a discovery file a moment
+// before could otherwise queue a job after the writers stop, and nothing
+// would apply it until some later client started a daemon), and looks
+// again. A job queued by then keeps the daemon: it announces itself
+// again, with the new credentials, and serves on. A client cut off in
+// the middle of a submit does not know whether its job was queued and
+// submits it again, with the same ID, through discovery (and autostart).
+//
+// It reports whether it returned for idleness, submitters refused.
+func (d *served) waitIdle(ctx context.Context) (refused bool) {
 	if d.exitIdle <= 0 {
 		<-ctx.Done()
-		return
+		return false
 	}
 	tick := time.NewTicker(min(max(d.exitIdle/4, 10*time.Millisecond), time.Second))
 	defer tick.Stop()
@@ -721,20 +739,34 @@ func (d *served) waitIdle(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-tick.C:
 		}
 		if !idle() {
 			continue
 		}
 		d.withdraw()
-		if idle() {
+		writer.PausePoint("withdrawn")
+		err := d.srv.RefuseSubmitters()
+		if err == nil && idle() {
 			d.log.Info("idle; exiting", "exit_idle", d.exitIdle)
-			return
+			return true
+		}
+		for _, st := range d.stores {
+			if disc, ok := d.srv.StoreDiscovery(st.id); ok {
+				st.d.User, st.d.Password = disc.User, disc.Password
+			}
 		}
 		if err := d.announce(); err != nil {
 			d.log.Error("announce again", "err", err)
-			return
+			return false
+		}
+		if err != nil {
+			// Submitters may still be connected: leaving could leave a
+			// job of theirs behind. Serve until stopped.
+			d.log.Error("idle, but new jobs cannot be refused: serving on until stopped, not leaving when idle", "err", err)
+			<-ctx.Done()
+			return false
 		}
 	}
 }

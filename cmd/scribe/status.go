@@ -191,7 +191,9 @@ type storeStatus struct {
 	Daemon  *daemonJSON `json:"daemon"`
 	Lock    lockJSON    `json:"lock"`
 	// Queued, InFlight, Applied, Rejected and DeadLetters are the
-	// daemon's (since it started, for Applied and Rejected).
+	// daemon's (since it started, for Applied and Rejected). Without a
+	// daemon, Applied and Rejected are the journal's: the outcomes it
+	// keeps.
 	Queued      *uint64 `json:"queued"`
 	InFlight    *int    `json:"in_flight"`
 	Applied     *uint64 `json:"applied"`
@@ -247,6 +249,8 @@ type journalJSON struct {
 	Path     string  `json:"path"`
 	Bytes    int64   `json:"bytes"`
 	Outcomes int     `json:"outcomes"`
+	Applied  uint64  `json:"applied"`
+	Rejected uint64  `json:"rejected"`
 	Epoch    uint64  `json:"epoch"`
 	LastSeq  uint64  `json:"last_seq"`
 	Error    *string `json:"error"` // why it could not be read now (the numbers are then 0)
@@ -277,6 +281,9 @@ func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, loc
 		if st.Journal, st.Interrupted, err = readJournal(layout.Journal()); err != nil {
 			return err
 		}
+		if st.Journal.Error == nil {
+			st.Applied, st.Rejected = &st.Journal.Applied, &st.Journal.Rejected
+		}
 	}
 	if st.Interrupted != nil && st.Interrupted.Stuck != "" && st.LastError == nil {
 		st.LastError = ptr(st.Interrupted.Stuck)
@@ -300,7 +307,7 @@ func (st *storeStatus) fromReport(r *queue.StatusReport) {
 	st.LastError = optional(r.Fault)
 	st.Interrupted = r.Interrupted
 	if j := r.Journal; j != nil {
-		st.Journal = journalJSON{Path: j.Path, Bytes: j.Bytes, Outcomes: j.Outcomes, Epoch: j.Epoch, LastSeq: j.LastSeq, Error: optional(j.Error)}
+		st.Journal = journalJSON{Path: j.Path, Bytes: j.Bytes, Outcomes: j.Outcomes, Applied: j.Applied, Rejected: j.Rejected, Epoch: j.Epoch, LastSeq: j.LastSeq, Error: optional(j.Error)}
 	} else { // a daemon that does not report its journal
 		st.Journal = journalJSON{Path: writer.JournalPath(r.Store), Error: ptr("the daemon does not report its journal")}
 	}
@@ -329,7 +336,7 @@ func readJournal(path string) (journalJSON, *queue.Interrupted, error) {
 		jj.Error = ptr(err.Error())
 		return jj, nil, nil
 	}
-	jj = journalJSON{Path: path, Bytes: info.Bytes, Outcomes: info.Outcomes, Epoch: info.Epoch, LastSeq: info.LastSeq}
+	jj = journalJSON{Path: path, Bytes: info.Bytes, Outcomes: info.Outcomes, Applied: info.Applied, Rejected: info.Rejected, Epoch: info.Epoch, LastSeq: info.LastSeq}
 	in, err := j.Interrupted()
 	if err != nil {
 		jj.Error = ptr(err.Error())
@@ -385,7 +392,7 @@ func (c *StatusCommand) printStatus(st *storeStatus) {
 	if j := st.Journal; j.Error != nil {
 		fmt.Fprintf(w, "journal %s: %s\n", j.Path, *j.Error)
 	} else {
-		fmt.Fprintf(w, "journal: %d outcomes, epoch %d, last queue seq %d (%d bytes)\n", j.Outcomes, j.Epoch, j.LastSeq, j.Bytes)
+		fmt.Fprintf(w, "journal: %d outcomes (%d applied, %d rejected), epoch %d, last queue seq %d (%d bytes)\n", j.Outcomes, j.Applied, j.Rejected, j.Epoch, j.LastSeq, j.Bytes)
 	}
 	for _, line := range []struct {
 		label string

@@ -381,19 +381,29 @@ func groupTree(pgid int) []int {
 }
 
 // stopped reports whether every thread of pid is stopped, or the process
-// is gone or a zombie: it can do nothing more.
+// is gone or a zombie: it can do nothing more. A thread that waits in
+// vfork for its child to exec counts as stopped once the child is: Go
+// starts commands with vfork, and a child stopped before its exec keeps
+// its parent's thread in the kernel (state D, in kernel_clone), where a
+// stop signal cannot reach it; it can only return to be stopped.
 func stopped(pid int) bool {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return true // gone
 	}
 	for _, task := range tasks {
-		f, ok := procStat(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		dir := fmt.Sprintf("/proc/%d/task/%s", pid, task.Name())
+		f, ok := procStat(dir + "/stat")
 		if !ok {
 			continue
 		}
 		switch f[0] {
 		case "T", "t", "Z", "X":
+		case "D":
+			wchan, _ := os.ReadFile(dir + "/wchan")
+			if w := string(wchan); w != "kernel_clone" && w != "wait_for_vfork_done" {
+				return false
+			}
 		default:
 			return false
 		}

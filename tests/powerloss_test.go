@@ -156,11 +156,20 @@ type powerCut struct {
 	mu      sync.RWMutex // held to start a process; taken whole to stop them all
 	stopped bool
 	cut     chan struct{} // closed at the cut
+	killed  bool
 
 	wg        sync.WaitGroup
 	jobsMu    sync.Mutex // guards the producers' jobs
 	producers []*powerProducer
 	failures  []string
+}
+
+// kill SIGKILLs every process of the cut, once.
+func (c *powerCut) kill() {
+	if !c.killed {
+		c.killed, c.daemon.killed = true, true
+		killGroup(c.pgid)
+	}
 }
 
 // run starts bin in the cut's process group and waits for it; false if
@@ -365,6 +374,7 @@ env = { GORACE = %q }
 		c.daemon = startCutDaemon(t, dstore, "--sync", mode, "--max-bytes", strconv.FormatInt(fs.maxBytes, 10),
 			"--config", cfg, "--idle-release", "200ms")
 		c.pgid = c.daemon.cmd.Process.Pid
+		t.Cleanup(c.kill) // a cut that failed half way leaves no stopped process
 		first, firstFresh := make(chan struct{}), make(chan struct{})
 		names := fmt.Sprintf("c%d", n)
 		c.producers = []*powerProducer{
@@ -420,8 +430,7 @@ env = { GORACE = %q }
 		close(c.cut)
 		stopGroup(t, c.pgid)
 		cur.powerCut(t, next)
-		c.daemon.killed = true
-		killGroup(c.pgid)
+		c.kill()
 		c.mu.Unlock()
 		<-c.daemon.exited
 		c.wg.Wait()
@@ -435,8 +444,8 @@ env = { GORACE = %q }
 		recoverStores(t, c, dstore, fstore, fs, cfg)
 		for path, want := range verified {
 			got, err := os.ReadFile(path)
-			if assert.NoError(t, err, "cut %d: %s, checked after an earlier cut", n, path) {
-				assert.Equal(t, want, string(got), "cut %d: %s changed since an earlier cut checked it", n, path)
+			if assert.NoError(t, err, "cut %d: %s, checked after an earlier cut", n, path) && string(got) != want {
+				t.Errorf("cut %d: %s changed since an earlier cut checked it: %d bytes, %.40q…, were %d, %.40q…", n, path, len(got), got, len(want), want)
 			}
 		}
 		for _, store := range []string{dstore, fstore} {
@@ -699,7 +708,7 @@ func checkPut(t *testing.T, what, path, id string, applied bool) {
 		assert.ErrorIs(t, err, os.ErrNotExist, "%s: not applied, yet %s exists", what, path)
 		return
 	}
-	if assert.NoError(t, err, "%s: applied, its file", what) {
-		assert.Equal(t, powerPayload(id), string(b), "%s: %s holds its bytes", what, path)
+	if want := powerPayload(id); assert.NoError(t, err, "%s: applied, its file", what) && string(b) != want {
+		t.Errorf("%s: %s holds %d bytes, %.40q…, not the %d it put", what, path, len(b), b, len(want))
 	}
 }

@@ -25,11 +25,11 @@ import (
 )
 
 // Power loss, as a disk that loses what was not synced. Each filesystem
-// (ext4, xfs, btrfs) runs a chain of cuts on one image: a daemon and producers
-// (real scribe processes: Submit-only, Apply, a direct writer beside the
-// daemon, exec jobs, the first writes to fresh stores, puts that rename
-// over a file, new files in new folders, merges, multi-op jobs) write
-// for a moment; at a random instant, or right after the first write to
+// (ext4, xfs, btrfs) runs a chain of cuts on one image: a daemon and
+// producers (real scribe processes: Submit-only, Apply, a direct writer
+// beside the daemon, exec jobs, the first writes to fresh stores, puts
+// that rename over a file, new files in new folders, merges, multi-op
+// jobs) write for a moment; at a random instant, or right after the first write to
 // a fresh store returned, all of them are SIGSTOPped at once and the
 // image is copied: what a power cut leaves. The copy is then mounted
 // where the store was, a daemon drains its queue and `scribe recover`
@@ -118,9 +118,9 @@ type powerProducer struct {
 	route string
 	first int // the kind of job 0
 	limit int // how many jobs at most; 0: no limit
-	// paced: a direct writer beside the daemon, which does not leave the
-	// daemon no turn: a pause after each job, and every other one fails
-	// fast instead of waiting for the lock.
+	// paced: a direct writer beside the daemon that leaves it its turns:
+	// it pauses after each job, and every other job fails fast instead
+	// of waiting for the lock.
 	paced bool
 	jobs  []*powerJob
 }
@@ -156,6 +156,7 @@ type powerCut struct {
 	pgid    int
 	jobDir  string // job files, outside the image
 	started time.Time
+	at      time.Time // the cut
 
 	mu      sync.RWMutex // held to start a process; taken whole to stop them all
 	stopped bool
@@ -192,7 +193,7 @@ func (c *powerCut) run(bin string, args ...string) (res result, ok bool) {
 	err := cmd.Start()
 	c.mu.RUnlock()
 	if err != nil {
-		return result{code: -1, stderr: err.Error()}, true
+		return result{code: -1, stdout: err.Error()}, true
 	}
 	err = cmd.Wait()
 	res.stdout = out.String()
@@ -209,7 +210,7 @@ func (c *powerCut) run(bin string, args ...string) (res result, ok bool) {
 }
 
 // args is the command line of p's job j.
-func (c *powerCut) args(t *testing.T, p *powerProducer, j *powerJob) []string {
+func (c *powerCut) args(p *powerProducer, j *powerJob) ([]string, error) {
 	args := []string{"submit", "--store", p.store, "--id", j.id}
 	switch p.route {
 	case routeSubmit:
@@ -227,17 +228,17 @@ func (c *powerCut) args(t *testing.T, p *powerProducer, j *powerJob) []string {
 		if j.wait {
 			args = append(args, "--wait=30s")
 		}
-		return append(args, "exec", "note")
+		return append(args, "exec", "note"), nil
 	}
 	switch j.kind {
 	case kindAppend:
-		return append(args, "append", p.name+".log", j.id+"\n")
+		return append(args, "append", p.name+".log", j.id+"\n"), nil
 	case kindPutNew:
-		return append(args, "put", fmt.Sprintf("n/%s/%d/%s.txt", p.name, j.k%3, j.id), powerPayload(j.id))
+		return append(args, "put", fmt.Sprintf("n/%s/%d/%s.txt", p.name, j.k%3, j.id), powerPayload(j.id)), nil
 	case kindPutOver:
-		return append(args, "put", p.name+".cur", powerPayload(j.id))
+		return append(args, "put", p.name+".cur", powerPayload(j.id)), nil
 	case kindMerge:
-		return append(args, "merge", p.name+".json", fmt.Sprintf(`{%q: %d}`, j.id, j.k))
+		return append(args, "merge", p.name+".json", fmt.Sprintf(`{%q: %d}`, j.id, j.k)), nil
 	}
 	type op struct {
 		Op   string `json:"op"`
@@ -248,15 +249,19 @@ func (c *powerCut) args(t *testing.T, p *powerProducer, j *powerJob) []string {
 		{"append", p.name + ".multi", j.id + "\n"},
 		{"put", fmt.Sprintf("n/%s/%s.m", p.name, j.id), powerPayload(j.id)},
 	}})
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	f := filepath.Join(c.jobDir, j.id+".json")
-	require.NoError(t, os.WriteFile(f, b, 0o644))
-	return append(args, "--job", f)
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		return nil, err
+	}
+	return append(args, "--job", f), nil
 }
 
 // produce runs p's jobs one after another until the cut; first, if not
 // nil, is closed when job 0 has been acknowledged.
-func (c *powerCut) produce(t *testing.T, p *powerProducer, first chan struct{}) {
+func (c *powerCut) produce(p *powerProducer, first chan struct{}) {
 	c.wg.Go(func() {
 		for k := 0; ; k++ {
 			j := &powerJob{id: fmt.Sprintf("%s-%d", p.name, k), k: k, kind: (p.first + k) % kindCount}
@@ -266,7 +271,13 @@ func (c *powerCut) produce(t *testing.T, p *powerProducer, first chan struct{}) 
 			if p.limit > 0 && k >= p.limit {
 				return
 			}
-			args := c.args(t, p, j)
+			args, err := c.args(p, j)
+			if err != nil {
+				c.jobsMu.Lock()
+				c.failures = append(c.failures, fmt.Sprintf("%s: %v", j.id, err))
+				c.jobsMu.Unlock()
+				return
+			}
 			r, ok := c.run(scribeBin, args...)
 			if !ok {
 				return
@@ -323,6 +334,11 @@ func startCutDaemon(t *testing.T, store string, args ...string) *daemon {
 type powerStats struct {
 	cuts, jobs, acked, checked, lost, triggered int
 	byRoute                                     map[string]int // acknowledged jobs by route
+	// queued: acknowledged jobs applied only after the power came back,
+	// found in the queue; redone: batches cut between their intent and
+	// their files, finished by the next holder; reruns: exec commands cut
+	// mid-run and run again.
+	queued, redone, reruns int
 }
 
 func runPowerCuts(t *testing.T, fs powerFS, images string, nAlways, nInterval int, rng *rand.Rand) {
@@ -405,7 +421,7 @@ env = { GORACE = %q }
 			case names + "f0":
 				signal = firstFresh
 			}
-			c.produce(t, p, signal)
+			c.produce(p, signal)
 		}
 		// The instant: right after the first write to a fresh store
 		// returned, or at random.
@@ -430,7 +446,7 @@ env = { GORACE = %q }
 		}
 		next := filepath.Join(images, fmt.Sprintf("%s-%d.img", fs.name, n+1))
 		c.mu.Lock()
-		c.stopped = true
+		c.stopped, c.at = true, time.Now()
 		close(c.cut)
 		stopGroup(t, c.pgid)
 		cur.powerCut(t, next)
@@ -445,7 +461,7 @@ env = { GORACE = %q }
 		// The power is back: the copy, where the store was.
 		cur.unmount(t)
 		cur = mountImage(t, fs, next, mnt)
-		recoverStores(t, c, dstore, fstore, fs, cfg)
+		recoverStores(t, c, dstore, fstore, fs, cfg, st)
 		for path, want := range verified {
 			got, err := os.ReadFile(path)
 			if assert.NoError(t, err, "cut %d: %s, checked after an earlier cut", n, path) && string(got) != want {
@@ -494,8 +510,9 @@ env = { GORACE = %q }
 	}
 	for _, mode := range []string{"always", "1s"} {
 		if st := stats[mode]; st != nil {
-			t.Logf("%s, --sync %s: %d cuts (%d right after a first write to a fresh store), %d jobs submitted, %d acknowledged (%v), %d checked, %d acknowledged Submit-only jobs lost",
-				fs.name, mode, st.cuts, st.triggered, st.jobs, st.acked, st.byRoute, st.checked, st.lost)
+			t.Logf("%s, --sync %s: %d cuts (%d right after a first write to a fresh store), %d jobs submitted, %d acknowledged (%v), %d checked; "+
+				"%d acknowledged jobs applied from the queue after the cut, %d interrupted batches redone, %d exec commands run again; %d acknowledged Submit-only jobs lost",
+				fs.name, mode, st.cuts, st.triggered, st.jobs, st.acked, st.byRoute, st.checked, st.queued, st.redone, st.reruns, st.lost)
 		}
 	}
 	t.Logf("%s: %d cuts in %s", fs.name, len(modes), time.Since(began).Round(time.Millisecond))
@@ -514,7 +531,7 @@ func syncDir(t *testing.T, dir string) {
 // power came back: a daemon drains the queue (redoing its interrupted
 // batch, settling an interrupted exec run) and exits once idle; `scribe
 // recover` redoes a batch a direct writer was interrupted in.
-func recoverStores(t *testing.T, c *powerCut, dstore, fstore string, fs powerFS, cfg string) {
+func recoverStores(t *testing.T, c *powerCut, dstore, fstore string, fs powerFS, cfg string, st *powerStats) {
 	t.Helper()
 	const idle = 200 * time.Millisecond
 	d := spawnDaemon(t, dstore, nil, "--sync", c.mode, "--max-bytes", strconv.FormatInt(fs.maxBytes, 10), "--config", cfg,
@@ -525,13 +542,19 @@ func recoverStores(t *testing.T, c *powerCut, dstore, fstore string, fs powerFS,
 		t.Fatalf("cut %d: the daemon did not drain its queue and exit within a minute:\n%s", c.n, d.log.String())
 	}
 	require.NoError(t, d.err, "cut %d: the draining daemon:\n%s", c.n, d.log.String())
-	assert.NotContains(t, d.log.String(), "stopping with jobs still queued")
+	log := d.log.String()
+	assert.NotContains(t, log, "stopping with jobs still queued")
+	st.redone += strings.Count(log, "redoing an interrupted batch")
+	st.reruns += strings.Count(log, "a command was interrupted; it is safe to run again")
 	for _, store := range []string{dstore, fstore} {
 		if _, err := os.Stat(filepath.Join(store, ".scribe", "journal.db")); errors.Is(err, os.ErrNotExist) {
 			continue // never written, or lost: the checks tell which
 		}
 		r := scribe(t, "", "recover", "--store", store)
 		require.Equal(t, 0, r.code, "cut %d: recover %s: %s%s", c.n, store, r.stdout, r.stderr)
+		if strings.HasPrefix(r.stdout, "finished an interrupted batch") {
+			st.redone++
+		}
 	}
 }
 
@@ -611,6 +634,9 @@ func checkProducer(t *testing.T, c *powerCut, p *powerProducer, outs map[string]
 		if j.code == 0 {
 			st.acked++
 			st.byRoute[p.route]++
+			if applied && o.At.After(c.at) {
+				st.queued++
+			}
 			if !applied {
 				if p.guaranteed(j, c.mode) {
 					t.Errorf("%s: acknowledged, but no outcome recorded after the power cut", what)

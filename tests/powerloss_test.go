@@ -27,9 +27,10 @@ import (
 // Power loss, as a disk that loses what was not synced. Each filesystem
 // (ext4, xfs, btrfs) runs a chain of cuts on one image: a daemon and
 // producers (real scribe processes: Submit-only, Apply, a direct writer
-// beside the daemon, exec jobs, the first writes to fresh stores, puts
-// that rename over a file, new files in new folders, merges, multi-op
-// jobs) write for a moment; at a random instant, or right after the first write to
+// beside the daemon, exec jobs, the first writes to fresh stores (some
+// only appending to a file the folder had), puts that rename over a
+// file, new files in new folders, merges, multi-op jobs) write for a
+// moment; at a random instant, or right after the first write to
 // a fresh store returned, all of them are SIGSTOPped at once and the
 // image is copied: what a power cut leaves. The copy is then mounted
 // where the store was, a daemon drains its queue and `scribe recover`
@@ -96,7 +97,16 @@ const (
 	kindMerge          // a key of <P>.json
 	kindMulti          // a line to <P>.multi and the file n/<P>/<ID>.m, together
 	kindCount
-	kindExec // runs `scribe submit --route direct` of a line to exec/<P>.log, in the store's turn
+	kindExec     // runs `scribe submit --route direct` of a line to exec/<P>.log, in the store's turn
+	kindExisting // a line to existing.txt, which the store folder had before scribe came
+)
+
+// existingFile is a file a fresh store holds before its first write, as
+// a folder someone makes a store of would: a first write that only
+// appends to it makes no entry in the store's folder but .scribe.
+const (
+	existingFile = "existing.txt"
+	existingLine = "written before scribe"
 )
 
 // powerJob is one job a producer submitted.
@@ -118,6 +128,8 @@ type powerProducer struct {
 	route string
 	first int // the kind of job 0
 	limit int // how many jobs at most; 0: no limit
+	// existing: job 0 appends to existingFile.
+	existing bool
 	// paced: a direct writer beside the daemon that leaves it its turns:
 	// it pauses after each job, and every other job fails fast instead
 	// of waiting for the lock.
@@ -233,6 +245,8 @@ func (c *powerCut) args(p *powerProducer, j *powerJob) ([]string, error) {
 	switch j.kind {
 	case kindAppend:
 		return append(args, "append", p.name+".log", j.id+"\n"), nil
+	case kindExisting:
+		return append(args, "append", existingFile, j.id+"\n"), nil
 	case kindPutNew:
 		return append(args, "put", fmt.Sprintf("n/%s/%d/%s.txt", p.name, j.k%3, j.id), powerPayload(j.id)), nil
 	case kindPutOver:
@@ -267,6 +281,9 @@ func (c *powerCut) produce(p *powerProducer, first chan struct{}) {
 			j := &powerJob{id: fmt.Sprintf("%s-%d", p.name, k), k: k, kind: (p.first + k) % kindCount}
 			if p.route == routeExec {
 				j.kind, j.wait = kindExec, k%2 == 1
+			}
+			if p.existing && k == 0 {
+				j.kind = kindExisting
 			}
 			if p.limit > 0 && k >= p.limit {
 				return
@@ -384,10 +401,10 @@ env = { GORACE = %q }
 		freshDaemon := n%4 == 0
 		if freshDaemon {
 			dstore = filepath.Join(mnt, fmt.Sprintf("d%d", n))
-			require.NoError(t, os.Mkdir(dstore, 0o755))
+			makeFreshStore(t, dstore)
 		}
 		fstore := filepath.Join(mnt, fmt.Sprintf("f%d", n))
-		require.NoError(t, os.Mkdir(fstore, 0o755))
+		makeFreshStore(t, fstore)
 		syncDir(t, mnt)
 
 		c := &powerCut{n: n, mode: mode, jobDir: t.TempDir(), started: time.Now(), cut: make(chan struct{})}
@@ -400,11 +417,11 @@ env = { GORACE = %q }
 		c.producers = []*powerProducer{
 			{name: names + "s0", store: dstore, route: routeSubmit},
 			{name: names + "s1", store: dstore, route: routeSubmit, first: 2},
-			{name: names + "a0", store: dstore, route: routeApply, first: 1},
+			{name: names + "a0", store: dstore, route: routeApply, first: 1, existing: freshDaemon && n%8 == 0},
 			{name: names + "a1", store: dstore, route: routeApply, first: 3},
 			{name: names + "a2", store: dstore, route: routeApply, first: 4},
 			{name: names + "d0", store: dstore, route: routeDirect, first: 4, paced: true},
-			{name: names + "f0", store: fstore, route: routeDirect, first: kindPutNew, limit: 5},
+			{name: names + "f0", store: fstore, route: routeDirect, first: kindPutNew, limit: 5, existing: n%2 == 1},
 			{name: names + "e0", store: dstore, route: routeExec},
 		}
 		// Some cuts begin with an outside holder of the store lock, so
@@ -516,6 +533,20 @@ env = { GORACE = %q }
 		}
 	}
 	t.Logf("%s: %d cuts in %s", fs.name, len(modes), time.Since(began).Round(time.Millisecond))
+}
+
+// makeFreshStore makes a store folder that holds existingFile, all of it
+// durable (its entry in its parent too, once the caller syncs that).
+func makeFreshStore(t *testing.T, dir string) {
+	t.Helper()
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	f, err := os.Create(filepath.Join(dir, existingFile))
+	require.NoError(t, err)
+	_, err = f.WriteString(existingLine + "\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
+	syncDir(t, dir)
 }
 
 // syncDir fsyncs a folder, so that entries made in it are durable.
@@ -653,6 +684,10 @@ func checkProducer(t *testing.T, c *powerCut, p *powerProducer, outs map[string]
 		switch j.kind {
 		case kindAppend:
 			assert.Equal(t, once, lines(p.name + ".log")[j.id], "%s: its line in %s.log", what, p.name)
+		case kindExisting:
+			l := lines(existingFile)
+			assert.Equal(t, once, l[j.id], "%s: its line in %s", what, existingFile)
+			assert.Equal(t, 1, l[existingLine], "%s: %s keeps what it held before", what, existingFile)
 		case kindMulti:
 			assert.Equal(t, once, lines(p.name + ".multi")[j.id], "%s: its line in %s.multi", what, p.name)
 			checkPut(t, what, at(fmt.Sprintf("n/%s/%s.m", p.name, j.id)), j.id, applied)
@@ -700,6 +735,9 @@ func checkProducer(t *testing.T, c *powerCut, p *powerProducer, outs map[string]
 	for rel, order := range logs {
 		ks := make([]int, 0, len(order))
 		for _, id := range order {
+			if rel == existingFile && id == existingLine {
+				continue
+			}
 			name, k, ok := strings.Cut(id, "-")
 			n, err := strconv.Atoi(k)
 			if !assert.True(t, ok && err == nil && name == p.name, "cut %d: %s holds a line of no job of %s: %q", c.n, rel, p.name, id) {

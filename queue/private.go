@@ -86,13 +86,35 @@ func (l Layout) Check() error {
 }
 
 // Make creates the store's .scribe folder (mode 0700) if it is missing,
-// then checks it (Check).
+// then checks it (Check). A folder it creates is made durable at once
+// (the store folder is fsynced): the journal and the queue in it count
+// on their folder surviving a power cut.
 func (l Layout) Make() error {
 	meta := l.Meta()
-	if err := os.Mkdir(meta, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	err := os.Mkdir(meta, 0o700)
+	switch {
+	case err == nil:
+		if err := SyncDir(l.Root); err != nil {
+			return fmt.Errorf("create %s: %w", meta, err)
+		}
+	case !errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("create %s: %w", meta, err)
 	}
 	return l.Check()
+}
+
+// SyncDir fsyncs a folder, so that the entries made or renamed in it
+// (a new file, a rename over an old one) survive a power cut.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // CheckPrivatePath applies CheckPrivate to what Lstat says of path (a

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -128,6 +129,7 @@ func (j *Journal) checkFence(tx *bolt.Tx) error {
 // openJournal opens (creating) a journal for writing, held to the rules
 // of .scribe (queue.OpenPrivate). Callers must hold the store lock.
 func openJournal(path string) (*Journal, error) {
+	_, statErr := os.Lstat(path)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: journalTimeout, OpenFile: queue.OpenPrivate})
 	if errors.Is(err, queue.ErrInsecure) {
 		return nil, err
@@ -143,6 +145,11 @@ func openJournal(path string) (*Journal, error) {
 		}
 		return nil
 	})
+	if err == nil && errors.Is(statErr, fs.ErrNotExist) {
+		// A new journal's entry in .scribe must survive a power cut as
+		// its first batch's outcomes do: bbolt syncs the file only.
+		err = queue.SyncDir(filepath.Dir(path))
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("init journal %s: %w", path, err)

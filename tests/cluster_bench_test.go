@@ -1,7 +1,7 @@
 package tests
 
 // The queue on a 3-node JetStream cluster (R3) against the embedded single
-// node, side by side in one run (docs/cluster.md#figures). Only with -bench:
+// node, side by side in one run (the README's performance section). Only with -bench:
 //
 //	go test -run '^$' -bench ClusterVsEmbedded -benchtime 1x -count 3 ./tests
 //

@@ -168,8 +168,8 @@ func (es ConfigErrors) Error() string {
 }
 
 // Bounds of a config file, checked before the TOML decoder sees it. A
-// file of the daemon's settings and allowlist is a few KiB (the full
-// example in docs/config.md is 3), and nests four levels at most
+// file of the daemon's settings and allowlist is a few KiB (the example
+// of every key in docs/config.md is 2), and nests four levels at most
 // (exec.NAME.env.VAR). The decoder recurses once per level of nested
 // arrays and inline tables, so three million of them grew a 1 GB stack
 // and crashed the process; and its work grows with the square of a key's

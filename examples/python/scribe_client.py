@@ -93,7 +93,10 @@ def _as_bytes(data: Union[bytes, bytearray, memoryview, str, None]) -> bytes:
     if data is None:
         return b""
     if isinstance(data, str):
-        return data.encode("utf-8")
+        try:
+            return data.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"data is not text that UTF-8 can hold (give bytes instead): {e}") from e
     return bytes(data)
 
 
@@ -225,13 +228,13 @@ class Job:
         return d
 
     def encode(self) -> bytes:
-        """The job's JSON as UTF-8 bytes. A str that cannot be UTF-8 (a lone
-        surrogate) is refused here, as bad input, before anything runs."""
+        """The job's JSON as UTF-8 bytes. A str that UTF-8 cannot hold (a
+        lone surrogate) in a path, an argument or meta is a ValueError, here,
+        before anything runs."""
         try:
             return json.dumps(self.wire(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         except UnicodeEncodeError as e:
-            raise Rejected(f"job {self.id} is not valid UTF-8 text: {e}", job_id=self.id,
-                           reason="bad_input", detail=str(e)) from e
+            raise ValueError(f"job {self.id} holds text that UTF-8 cannot hold: {e}") from e
 
     def digest(self) -> str:
         """The job digest (docs/protocol.md, Job digest): what the job asks

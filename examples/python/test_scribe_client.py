@@ -195,14 +195,17 @@ class StoreCase(unittest.TestCase):
         return d
 
     def kill_autostarted(self) -> None:
-        """Kill a daemon some submit started (autostart), if one runs."""
-        path = os.path.join(self.dir, ".scribe")
-        if not lock_held(os.path.join(path, "daemon.lock")):
-            return
-        with open(os.path.join(path, "daemon.json")) as f:
-            pid = json.load(f)["pid"]
-        os.kill(pid, signal.SIGTERM)
-        eventually(lambda: not lock_held(os.path.join(path, "daemon.lock")), SETTLE, f"daemon {pid} to exit")
+        """Kill the daemons some submit started (autostart) for the stores
+        in this test's folder, if they still run."""
+        for name in os.listdir(self.root):
+            meta = os.path.join(self.root, name, ".scribe")
+            lock = os.path.join(meta, "daemon.lock")
+            if not os.path.isdir(meta) or not lock_held(lock):
+                continue
+            with open(os.path.join(meta, "daemon.json")) as f:
+                pid = json.load(f)["pid"]
+            os.kill(pid, signal.SIGTERM)
+            eventually(lambda: not lock_held(lock), SETTLE, f"daemon {pid} to exit")
 
     def file(self, name: str) -> Optional[bytes]:
         try:
@@ -277,6 +280,52 @@ class JobTest(StoreCase):
     def test_no_binary(self) -> None:
         with self.assertRaisesRegex(FileNotFoundError, "scribe binary"):
             sc.Store(self.dir, scribe=os.path.join(self.dir, "nope"))
+
+
+class RouteTest(StoreCase):
+    def test_submit_queues_through_a_daemon_and_writes_directly_without(self) -> None:
+        store = self.store()
+        r = store.submit(line_job("alone"))
+        self.assertEqual((r.id, r.queued, r.outcome.status, r.outcome.mode), ("alone", False, "applied", "direct"))
+        self.daemon()
+        r = store.submit(line_job("served"))
+        self.assertEqual((r.id, r.queued, r.outcome), ("served", True, None))
+        out = store.wait(line_job("served"))
+        self.assertEqual((out.status, out.mode), ("applied", "daemon"))
+        self.assertEqual(store.status("served").outcome.raw, out.raw)
+        listed = store.jobs(state="applied")
+        self.assertEqual([o.id for o in listed.outcomes], ["served", "alone"])
+        self.assertEqual(store.report()["daemon"]["pid"], listed.daemon_pid)
+        self.assertEqual(self.lines(), ["line alone", "line served"])
+
+
+def readme_example() -> Tuple[str, str]:
+    """The README's example and the output it shows."""
+    with open(os.path.join(HERE, "README.md")) as f:
+        text = f.read()
+    part = text[text.index("## Example"):]
+    code = part[part.index("```python\n") + len("```python\n"):]
+    code = code[:code.index("```\n")]
+    out = part[part.index("```console\n") + len("```console\n"):]
+    out = out[:out.index("```\n")]
+    return code, out
+
+
+class ReadmeTest(StoreCase):
+    def test_the_example_runs_as_written(self) -> None:
+        code, shown = readme_example()
+        want = shown.split("\n", 1)[1]  # after the command line
+        bindir = os.path.join(self.root, "bin")  # scribe on PATH, by that name
+        os.mkdir(bindir)
+        os.symlink(scribe_bin(), os.path.join(bindir, "scribe"))
+        env = dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"], TMPDIR=self.root)
+        with open(os.path.join(self.root, "example.py"), "w") as f:
+            f.write(code)
+        shutil.copy(os.path.join(HERE, "scribe_client.py"), self.root)
+        r = subprocess.run([sys.executable, "example.py"], cwd=self.root, env=env, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(r.stdout, want)
 
 
 # ---------------------------------------------------------- exactly once

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
 )
@@ -217,7 +218,7 @@ func TestRemoteCommands(t *testing.T) {
 	assert.Contains(t, stdout, "job remote-2: applied")
 	stdout, stderr, code = run("status", "--json")
 	require.Equal(t, exitOK, code, stderr)
-	var st storeStatus
+	var st client.StoreStatus
 	require.NoError(t, json.Unmarshal([]byte(stdout), &st))
 	assert.Equal(t, id, st.StoreID)
 	assert.Equal(t, real, st.Store, "the daemon's path of the store")

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"time"
 
 	"github.com/scribehq/scribe/client"
@@ -54,33 +52,14 @@ func (c *StatusCommand) run(ctx context.Context, args []string) error {
 	if fs.NArg() == 1 {
 		return c.job(ctx, cl, fs.Arg(0), *asJSON)
 	}
-	if t.remote != nil && cl.Queued() {
-		return c.remoteStore(ctx, cl, *asJSON)
-	}
-	return c.store(ctx, cl, *store, *lockFile, *asJSON)
-}
-
-// remoteStore prints the status of a store whose queue is remote, as its
-// daemon reports it, wherever it runs: the store lock too is as the
-// daemon tells it, not probed here (the store may be on another host).
-func (c *StatusCommand) remoteStore(ctx context.Context, cl *client.Client, asJSON bool) error {
-	r, err := cl.Report(ctx)
+	st, err := cl.StoreStatus(ctx)
 	if err != nil {
 		return err
 	}
-	st := storeStatus{Store: r.Store, StoreID: cl.StoreID()}
-	st.fromReport(r)
-	st.Lock = lockJSON{Path: r.LockFile, State: "free"}
-	if h := r.Holder; h != nil {
-		st.Lock = lockJSON{Path: r.LockFile, State: "held", PID: &h.PID, Host: &h.Host, Mode: &h.Mode, Command: &h.Command, Since: &h.Since, Epoch: &h.Epoch}
-	}
-	if st.Interrupted != nil && st.Interrupted.Stuck != "" && st.LastError == nil {
-		st.LastError = ptr(st.Interrupted.Stuck)
-	}
-	if asJSON {
+	if *asJSON {
 		return writeJSON(c.Stdout, st)
 	}
-	c.printStatus(&st)
+	c.printStatus(st)
 	return nil
 }
 
@@ -182,203 +161,8 @@ func truncateBytes(b []byte, n int) string {
 	return string(b[:n]) + "…"
 }
 
-// storeStatus is what `status --json` prints, with and without a daemon:
-// every key is always present, null where it does not apply or is not
-// known (docs/cli.md documents it).
-type storeStatus struct {
-	Store   string      `json:"store"`
-	StoreID string      `json:"store_id"`
-	Daemon  *daemonJSON `json:"daemon"`
-	Lock    lockJSON    `json:"lock"`
-	// Queued, InFlight, Applied, Rejected and DeadLetters are the
-	// daemon's (since it started, for Applied and Rejected). Without a
-	// daemon, Applied and Rejected are the journal's: the outcomes it
-	// keeps.
-	Queued      *uint64 `json:"queued"`
-	InFlight    *int    `json:"in_flight"`
-	Applied     *uint64 `json:"applied"`
-	Rejected    *uint64 `json:"rejected"`
-	DeadLetters *uint64 `json:"dead_letters"`
-	// LastError is what keeps the store from moving on now, if anything:
-	// the fault the writer retries on, or why an interrupted batch is
-	// stuck.
-	LastError *string     `json:"last_error"`
-	Waiting   *string     `json:"waiting"`
-	Fault     *string     `json:"fault"`
-	Running   *string     `json:"running"`
-	Deferred  *string     `json:"deferred"`
-	Journal   journalJSON `json:"journal"`
-	// Interrupted is a batch a holder was interrupted in and that the
-	// next holder must finish first (with why it failed, if it did).
-	Interrupted *queue.Interrupted `json:"interrupted"`
-	// Stranded says why jobs may wait in a queue no daemon serves.
-	Stranded *string `json:"stranded"`
-}
-
-// daemonJSON is the daemon serving the store.
-type daemonJSON struct {
-	PID      int       `json:"pid"`
-	Version  string    `json:"version"`
-	Started  time.Time `json:"started"`
-	UptimeMS int64     `json:"uptime_ms"`
-	// Holding says the daemon's writer holds the store lock now; Epoch
-	// is the epoch of its current or last hold.
-	Holding bool   `json:"holding"`
-	Epoch   uint64 `json:"epoch"`
-}
-
-// lockJSON is the store lock as the kernel tells it (writer.ProbeLock).
-type lockJSON struct {
-	Path  string `json:"path"`
-	State string `json:"state"` // "free" or "held"
-	// PID is the holder's pid: from the kernel's lock table, or from
-	// the identity when the kernel does not list pids. Null when free,
-	// or when held by a process the kernel does not name here.
-	PID *int `json:"pid"`
-	// Host, Mode, Command, Since and Epoch are the holder's identity
-	// (the lock file's), null when the holder wrote none.
-	Host    *string     `json:"host"`
-	Mode    *queue.Mode `json:"mode"`
-	Command *string     `json:"command"`
-	Since   *time.Time  `json:"since"`
-	Epoch   *uint64     `json:"epoch"`
-}
-
-// journalJSON is the store's journal.
-type journalJSON struct {
-	Path     string  `json:"path"`
-	Bytes    int64   `json:"bytes"`
-	Outcomes int     `json:"outcomes"`
-	Applied  uint64  `json:"applied"`
-	Rejected uint64  `json:"rejected"`
-	Epoch    uint64  `json:"epoch"`
-	LastSeq  uint64  `json:"last_seq"`
-	Error    *string `json:"error"` // why it could not be read now (the numbers are then 0)
-}
-
-func (c *StatusCommand) store(ctx context.Context, cl *client.Client, store, lockFile string, asJSON bool) error {
-	real, err := queue.ResolveStore(store)
-	if err != nil {
-		return err
-	}
-	layout := queue.Layout{Root: real}
-	st := storeStatus{Store: real, StoreID: cl.StoreID()}
-	if d := cl.Daemon(); d != nil {
-		r, err := cl.Report(ctx)
-		if err != nil {
-			return err
-		}
-		st.fromReport(r)
-		if lockFile == "" {
-			lockFile = r.LockFile
-		}
-	} else {
-		if s, err := queue.ReadStranded(real); err != nil {
-			st.Stranded = ptr(err.Error())
-		} else if s != nil {
-			st.Stranded = ptr(s.Why)
-		}
-		if st.Journal, st.Interrupted, err = readJournal(layout.Journal()); err != nil {
-			return err
-		}
-		if st.Journal.Error == nil {
-			st.Applied, st.Rejected = &st.Journal.Applied, &st.Journal.Rejected
-		}
-	}
-	if st.Interrupted != nil && st.Interrupted.Stuck != "" && st.LastError == nil {
-		st.LastError = ptr(st.Interrupted.Stuck)
-	}
-	if lockFile == "" {
-		lockFile = layout.Lock()
-	}
-	st.Lock = probeLock(lockFile)
-	if asJSON {
-		return writeJSON(c.Stdout, st)
-	}
-	c.printStatus(&st)
-	return nil
-}
-
-// fromReport fills in what the daemon's status report tells.
-func (st *storeStatus) fromReport(r *queue.StatusReport) {
-	st.Daemon = &daemonJSON{PID: r.PID, Version: r.Version, Started: r.Started, UptimeMS: time.Since(r.Started).Milliseconds(), Holding: r.Holding, Epoch: r.Epoch}
-	st.Queued, st.InFlight, st.Applied, st.Rejected, st.DeadLetters = &r.Queued, &r.InFlight, &r.Applied, &r.Rejected, &r.Dead
-	st.Waiting, st.Fault, st.Running, st.Deferred = optional(r.Waiting), optional(r.Fault), optional(r.Running), optional(r.Deferred)
-	st.LastError = optional(r.Fault)
-	st.Interrupted = r.Interrupted
-	if j := r.Journal; j != nil {
-		st.Journal = journalJSON{Path: j.Path, Bytes: j.Bytes, Outcomes: j.Outcomes, Applied: j.Applied, Rejected: j.Rejected, Epoch: j.Epoch, LastSeq: j.LastSeq, Error: optional(j.Error)}
-	} else { // a daemon that does not report its journal
-		st.Journal = journalJSON{Path: writer.JournalPath(r.Store), Error: ptr("the daemon does not report its journal")}
-	}
-}
-
-// readJournal reads the journal without the store lock: its numbers and
-// any interrupted batch. A journal that does not exist yet is empty; one
-// that is busy or damaged is shown with its error. A journal that fails
-// the rules of .scribe is the error.
-func readJournal(path string) (journalJSON, *queue.Interrupted, error) {
-	jj := journalJSON{Path: path}
-	j, err := writer.OpenJournalReadOnly(path, time.Second)
-	if errors.Is(err, fs.ErrNotExist) {
-		return jj, nil, nil // nothing was ever applied to this store
-	}
-	if errors.Is(err, queue.ErrInsecure) {
-		return jj, nil, err // not this user's journal: nothing of it is shown
-	}
-	if err != nil {
-		jj.Error = ptr(fmt.Sprintf("journal busy (a writer has it open): %v", err))
-		return jj, nil, nil
-	}
-	defer j.Close()
-	info, err := j.Info()
-	if err != nil {
-		jj.Error = ptr(err.Error())
-		return jj, nil, nil
-	}
-	jj = journalJSON{Path: path, Bytes: info.Bytes, Outcomes: info.Outcomes, Applied: info.Applied, Rejected: info.Rejected, Epoch: info.Epoch, LastSeq: info.LastSeq}
-	in, err := j.Interrupted()
-	if err != nil {
-		jj.Error = ptr(err.Error())
-	}
-	return jj, in, nil
-}
-
-// probeLock is the store lock as the kernel tells it.
-func probeLock(path string) lockJSON {
-	l := lockJSON{Path: path, State: "free"}
-	held, pids, h := writer.ProbeLock(path)
-	if !held {
-		return l
-	}
-	l.State = "held"
-	switch {
-	case h != nil:
-		l.PID, l.Host, l.Mode, l.Command, l.Since, l.Epoch = &h.PID, &h.Host, &h.Mode, &h.Command, &h.Since, &h.Epoch
-	case len(pids) > 0:
-		l.PID = &pids[0]
-	}
-	return l
-}
-
-// printReport prints a daemon's status report for people, the store
-// lock as the report tells it (its file probed, if it names one).
-func (c *StatusCommand) printReport(r *queue.StatusReport) {
-	st := storeStatus{Store: r.Store, StoreID: r.StoreID}
-	st.fromReport(r)
-	switch h := r.Holder; {
-	case r.LockFile != "":
-		st.Lock = probeLock(r.LockFile)
-	case h != nil:
-		st.Lock = lockJSON{State: "held", PID: &h.PID, Host: &h.Host, Mode: &h.Mode, Command: &h.Command, Since: &h.Since, Epoch: &h.Epoch}
-	default:
-		st.Lock = lockJSON{State: "free"}
-	}
-	c.printStatus(&st)
-}
-
 // printStatus prints the store's status for people.
-func (c *StatusCommand) printStatus(st *storeStatus) {
+func (c *StatusCommand) printStatus(st *client.StoreStatus) {
 	w := c.Stdout
 	fmt.Fprintf(w, "store %s (%s)\n", st.Store, st.StoreID)
 	if d := st.Daemon; d != nil {
@@ -419,9 +203,9 @@ func (c *StatusCommand) printStatus(st *storeStatus) {
 }
 
 // printLock prints the store lock's line.
-func printLock(w io.Writer, l lockJSON) {
+func printLock(w io.Writer, l client.LockStatus) {
 	switch {
-	case l.State == "free":
+	case l.State == client.LockFree:
 		fmt.Fprintln(w, "store lock: free")
 	case l.Mode != nil:
 		h := &queue.Holder{PID: *l.PID, Host: *l.Host, Mode: *l.Mode, Command: *l.Command}

@@ -298,20 +298,21 @@ func TestWriteExecOutput(t *testing.T) {
 func TestStatusReportLines(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		report queue.StatusReport
+		status client.StoreStatus
 		want   []string
 		absent []string
 	}{
 		{name: "idle", absent: []string{"running:", "deferred:", "writer waiting:"}},
 		{
 			name:   "exec",
-			report: queue.StatusReport{Running: "job j1: reindex, for 2s", Deferred: "job j2: lock /x/tool.lock is held"},
+			status: client.StoreStatus{Running: ptr("job j1: reindex, for 2s"), Deferred: ptr("job j2: lock /x/tool.lock is held")},
 			want:   []string{"\nrunning: job j1: reindex, for 2s\n", "\ndeferred: job j2: lock /x/tool.lock is held\n"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout bytes.Buffer
-			(&StatusCommand{&Main{Stdout: &stdout}}).printReport(&tc.report)
+			tc.status.Lock.State = client.LockFree
+			(&StatusCommand{&Main{Stdout: &stdout}}).printStatus(&tc.status)
 			for _, w := range tc.want {
 				assert.Contains(t, stdout.String(), w)
 			}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/cmd/internal/cli"
+	"github.com/scribehq/scribe/cmd/internal/server"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/daemon"
 )
@@ -89,7 +91,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "recover":
 		return (&RecoverCommand{m}).Run(ctx, args)
 	case "mcp":
-		return (&MCPCommand{m}).Run(ctx, args)
+		return m.cli().Run(ctx, append([]string{cmd}, args...))
 	case "demo":
 		return (&DemoCommand{m}).Run(ctx, args)
 	case "bench":
@@ -137,6 +139,26 @@ may still be applied: scribe status ID).
 `, "\n"))
 }
 
+// cli is the command line of the commands on the cli framework.
+func (m *Main) cli() *cli.Main {
+	return &cli.Main{
+		Stdin: m.Stdin, Stdout: m.Stdout, Stderr: m.Stderr, Version: Version,
+		Commands:     []cli.Command{server.MCP()},
+		CallerConfig: callerConfig,
+	}
+}
+
+// callerConfig reads what a caller takes from a store's config file, by
+// serve's rules (ReadConfig of callerKeys).
+func callerConfig(path string, stderr io.Writer) (*cli.CallerConfig, error) {
+	cfg, err := ReadConfig(path, callerKeys...)
+	if err != nil {
+		err = reportConfigErrors(stderr, err)
+		return nil, cli.Exit(exitCode(err), err)
+	}
+	return &cli.CallerConfig{Autostart: cfg.Autostart, ExitIdle: cfg.ExitIdle}, nil
+}
+
 // exitError carries an exit code and an optional message.
 type exitError struct {
 	code int
@@ -161,9 +183,12 @@ var errWaitTimeout = errors.New("wait timed out")
 
 func exitCode(err error) int {
 	var ex *exitError
+	var cex *cli.ExitError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &cex):
+		return cex.Code
 	case errors.As(err, &ex):
 		return ex.code
 	case errors.Is(err, queue.ErrInsecure):

@@ -1,4 +1,4 @@
-package main
+package mcp
 
 import (
 	"context"
@@ -13,128 +13,67 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
 )
 
-// defaultMCPWait bounds a tool call by default: long enough for a job to
+// DefaultWait bounds a tool call by default: long enough for a job to
 // wait its turn behind a busy daemon, short enough that an agent is not
 // left hanging on a store that cannot be written.
-const defaultMCPWait = 30 * time.Second
+const DefaultWait = 30 * time.Second
 
-// MCPCommand serves a store's writes as Model Context Protocol tools over
-// stdio (docs/mcp.md).
-type MCPCommand struct{ *Main }
+// Config is what the MCP server needs: the store and how its tools reach
+// it. Only Store is required.
+type Config struct {
+	// Store is the store folder; it must exist.
+	Store string
+	// Route is how write tools reach the store, as scribe submit's
+	// --route (default client.RoutePrefer).
+	Route client.Route
+	// LockFile is the store lock for direct writes ("": the one the
+	// store's daemon takes, else <store>/.scribe/lock).
+	LockFile string
+	// Wait bounds each tool call: finding (or starting) the daemon, the
+	// job's wait for its outcome, and a direct write's wait for the lock
+	// (default DefaultWait).
+	Wait time.Duration
+	// Autostart, if set, starts a daemon for a write that finds none
+	// (not on the direct route).
+	Autostart *client.Autostart
+	// Version is the version the server tells hosts.
+	Version string
+	// Logger is the server's logger (default: discard); SDKLogger the
+	// MCP SDK's (default: discard: it logs every session at info).
+	Logger    *slog.Logger
+	SDKLogger *slog.Logger
+}
 
-// Run parses flags and serves MCP on stdin and stdout until stdin closes
-// or a signal arrives.
-func (c *MCPCommand) Run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("mcp", "--store DIR [flags]\n\n"+
-		"Serve the store's writes as Model Context Protocol tools over stdio, for an agent host\n"+
-		"(docs/mcp.md). stdout carries the protocol only; logs go to stderr. The server exits\n"+
-		"when stdin closes.")
-	store := storeFlag(fs)
-	route := fs.String("route", os.Getenv("SCRIBE_ROUTE"), "`prefer` (daemon if any, else direct), require (daemon only) or direct (default $SCRIBE_ROUTE, else prefer)")
-	lockFile := fs.String("lock-file", "", "store lock `file` for direct writes (default <store>/.scribe/lock)")
-	wait := fs.Duration("wait", defaultMCPWait, "how `long` a tool call waits for its outcome (finding or starting the daemon, and a direct write's wait for the store lock, included); after that the outcome is unknown and the result names the job ID to look up")
-	autostart := fs.Bool("autostart", envBool("SCRIBE_AUTOSTART"), "when no daemon serves the store, a write starts one (detached, logging to <store>/.scribe/daemon.log) and goes through it (default $SCRIBE_AUTOSTART, else autostart in <store>/.scribe/config.toml)")
-	exitIdle := fs.Duration("exit-idle", envDuration("SCRIBE_EXIT_IDLE", client.DefaultExitIdle), "with --autostart: the started daemon exits once idle this `long` (default $SCRIBE_EXIT_IDLE, else exit_idle in <store>/.scribe/config.toml, else 5m)")
-	logLevel := fs.String("log-level", "info", "log `level` on stderr: debug, info, warn or error")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError("mcp takes no arguments, got %q", fs.Args())
-	}
-	if err := requireStore(*store); err != nil {
-		return err
-	}
-	// Every tool reads or writes the store's .scribe: one that another
-	// user could change stops the server now, as it stops serve, rather
-	// than failing each call after the host has started using it.
-	if real, err := queue.ResolveStore(*store); err == nil {
-		if err := (queue.Layout{Root: real}).Check(); err != nil {
-			return err
-		}
-	}
-	if *wait <= 0 {
-		return usageError("--wait %s: want a positive duration", *wait)
-	}
-	if *exitIdle <= 0 {
-		return usageError("--exit-idle %s: want a positive duration", *exitIdle)
-	}
-	r, err := client.ParseRoute(*route)
-	if err != nil {
-		return usageError("%v", err)
-	}
-	log, err := c.logger(*logLevel)
-	if err != nil {
-		return err
-	}
-	cfg := mcpConfig{Store: *store, Route: r, LockFile: *lockFile, Wait: *wait, Log: log}
-	if r != client.RouteDirect { // the direct route starts no daemon
-		// Settled once, by submit's rules: flag, environment, store config.
-		on, idle, err := (&SubmitCommand{c.Main}).autostartSettings(fs, *store, *autostart, *exitIdle)
-		if err != nil {
-			return err
-		}
-		if on {
-			exe, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("autostart: find the scribe binary: %w", err)
-			}
-			cfg.Autostart = &client.Autostart{Command: []string{exe, "serve"}, ExitIdle: idle}
-		}
-	}
-	if log.Enabled(ctx, slog.LevelDebug) { // the SDK logs each session at info: noise below debug
-		cfg.SDKLog = log
-	}
-	srv, err := newMCPServer(cfg)
-	if err != nil {
-		return err
-	}
-	log.Info("serving MCP on stdio", "store", cfg.Store, "route", r, "autostart", cfg.Autostart != nil, "wait", *wait)
-	// The streams are Main's, so that nothing but the protocol reaches
-	// stdout; the transport does not close them, and answers a malformed
-	// line itself instead of ending the session.
-	err = srv.Run(ctx, &lineTransport{Reader: c.Stdin, Writer: c.Stdout, Log: log})
+// Server is the MCP server of a store: its tools, ready to serve a host.
+type Server struct {
+	sdk *sdk.Server
+	log *slog.Logger
+}
+
+// Serve serves the protocol on r and w, newline-delimited JSON-RPC, until
+// r ends (nil) or ctx does (its error). It never closes r or w, writes
+// nothing but the protocol on w, and answers a malformed line itself
+// instead of ending the session.
+func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	err := s.sdk.Run(ctx, &lineTransport{Reader: r, Writer: w, Log: s.log})
 	switch {
-	case err == nil, errors.Is(err, io.EOF), errors.Is(err, mcp.ErrConnectionClosed):
-		log.Info("stdin closed, exiting")
-		return nil
-	case ctx.Err() != nil: // SIGINT or SIGTERM: a clean stop too
-		log.Info("stopping", "cause", context.Cause(ctx))
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, sdk.ErrConnectionClosed):
 		return nil
 	}
 	return fmt.Errorf("mcp: %w", err)
 }
 
-// mcpConfig is what the MCP server needs: the store and how its tools
-// reach it.
-type mcpConfig struct {
-	// Store is the store folder; it must exist.
-	Store string
-	// Route is how write tools reach the store, as scribe submit's --route.
-	Route client.Route
-	// LockFile is the store lock for direct writes ("" for the default).
-	LockFile string
-	// Wait bounds each tool call: finding (or starting) the daemon, the
-	// job's wait for its outcome, and a direct write's wait for the lock.
-	Wait time.Duration
-	// Autostart, if set, starts a daemon for a write that finds none.
-	Autostart *client.Autostart
-	// Log is the server's logger (default: discard); SDKLog the MCP
-	// SDK's (default: discard: it logs every session at info).
-	Log    *slog.Logger
-	SDKLog *slog.Logger
-}
-
-// mcpServer holds the tools' configuration; its methods are the tools.
-type mcpServer struct {
-	cfg     mcpConfig
+// tools holds the tools' configuration; its methods are the tools.
+type tools struct {
+	cfg     Config
 	storeID string
 }
 
@@ -187,7 +126,7 @@ type (
 	execArgs struct {
 		Name     string   `json:"name" jsonschema:"the command's name on the daemon's allowlist ([exec.NAME] in <store>/.scribe/config.toml)"`
 		Args     []string `json:"args,omitempty" jsonschema:"arguments passed after the command's fixed ones, as argv (never through a shell); the allowlist must allow them"`
-		Coalesce string   `json:"coalesce,omitempty" jsonschema:"coalescing key: while a job with this key and command waits in the queue, not yet started, this one joins it and gets its outcome"`
+		Coalesce string   `json:"coalesce,omitempty" jsonschema:"coalescing key: while a job with this key waits in the queue, not yet started, this one joins it and gets its outcome, if it asks for the same run: the same command, arguments, dir and timeout"`
 		ID       string   `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments runs once and returns the recorded outcome (default: a new random ID)"`
 	}
 	outcomeArgs struct {
@@ -196,8 +135,8 @@ type (
 	statusArgs struct{}
 )
 
-// mcpStatus is the status tool's answer.
-type mcpStatus struct {
+// statusResult is the status tool's answer.
+type statusResult struct {
 	Store     string `json:"store" jsonschema:"the store's real path"`
 	StoreID   string `json:"store_id" jsonschema:"the store's ID"`
 	Route     string `json:"route" jsonschema:"this server's route: prefer, require or direct"`
@@ -219,7 +158,7 @@ type mcpStatus struct {
 var (
 	outcomeSchema = sync.OnceValue(mustSchema[queue.Outcome])
 	lookupSchema  = sync.OnceValue(mustSchema[queue.Lookup])
-	statusSchema  = sync.OnceValue(mustSchema[mcpStatus])
+	statusSchema  = sync.OnceValue(mustSchema[statusResult])
 )
 
 // mustSchema infers the JSON schema of T; it panics on a type the
@@ -261,10 +200,10 @@ func inputSchema[T any]() *jsonschema.Schema {
 	return s
 }
 
-// newMCPServer builds the MCP server of a store: its tools and their
-// schemas. It checks that the store is a folder; it connects to nothing
-// until a tool is called.
-func newMCPServer(cfg mcpConfig) (*mcp.Server, error) {
+// New builds the MCP server of a store: its tools and their schemas. It
+// checks that the store is a folder whose .scribe only this user can
+// change; it connects to nothing until a tool is called.
+func New(cfg Config) (*Server, error) {
 	real, err := queue.ResolveStore(cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", cfg.Store, err)
@@ -272,22 +211,28 @@ func newMCPServer(cfg mcpConfig) (*mcp.Server, error) {
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("store %s is not a folder", cfg.Store)
 	}
+	// Every tool reads or writes the store's .scribe: one that another
+	// user could change stops the server now, rather than failing each
+	// call after the host has started using it.
+	if err := (queue.Layout{Root: real}).Check(); err != nil {
+		return nil, err
+	}
 	cfg.Store = real
 	if cfg.Route, err = client.ParseRoute(string(cfg.Route)); err != nil {
 		return nil, err
 	}
 	if cfg.Wait <= 0 {
-		cfg.Wait = defaultMCPWait
+		cfg.Wait = DefaultWait
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	sdkLog := cfg.SDKLog
+	sdkLog := cfg.SDKLogger
 	if sdkLog == nil {
 		sdkLog = slog.New(slog.DiscardHandler)
 	}
-	m := &mcpServer{cfg: cfg, storeID: queue.StoreID(real)}
-	s := mcp.NewServer(&mcp.Implementation{Name: "scribe", Title: "scribe", Version: Version}, &mcp.ServerOptions{
+	m := &tools{cfg: cfg, storeID: queue.StoreID(real)}
+	s := sdk.NewServer(&sdk.Implementation{Name: "scribe", Title: "scribe", Version: cfg.Version}, &sdk.ServerOptions{
 		Logger: sdkLog,
 		Instructions: "scribe serializes the writes to the files of the store " + real + ": each write tool hands a job " +
 			"to the store's one writer and returns its outcome (applied, or rejected with a reason; a rejected job changes " +
@@ -297,43 +242,43 @@ func newMCPServer(cfg mcpConfig) (*mcp.Server, error) {
 	})
 	no, yes := new(bool), new(bool)
 	*yes = true
-	write := func(name, title, desc string, destructive bool, input *jsonschema.Schema) *mcp.Tool {
+	write := func(name, title, desc string, destructive bool, input *jsonschema.Schema) *sdk.Tool {
 		d := no
 		if destructive {
 			d = yes
 		}
-		return &mcp.Tool{
+		return &sdk.Tool{
 			Name: name, Title: title, Description: desc, InputSchema: input, OutputSchema: outcomeSchema(),
-			Annotations: &mcp.ToolAnnotations{Title: title, DestructiveHint: d, OpenWorldHint: no},
+			Annotations: &sdk.ToolAnnotations{Title: title, DestructiveHint: d, OpenWorldHint: no},
 		}
 	}
 	const answer = " Returns the job's outcome: applied, or rejected with a reason code (isError; the job changed nothing)."
-	mcp.AddTool(s, write("append", "Append to a file",
+	sdk.AddTool(s, write("append", "Append to a file",
 		"Append text to a file of the store, creating it (and its folders) if absent. The text goes after whatever the file holds, exactly once."+answer, false, inputSchema[appendArgs]()), m.append)
-	mcp.AddTool(s, write("put", "Replace a file",
+	sdk.AddTool(s, write("put", "Replace a file",
 		"Replace a file's whole content atomically, creating it (and its folders) if absent. if_match makes it conditional: absent (create only) or the sha256 of the content you read (compare-and-swap)."+answer, true, inputSchema[putArgs]()), m.put)
-	mcp.AddTool(s, write("merge", "Merge into a JSON file",
+	sdk.AddTool(s, write("merge", "Merge into a JSON file",
 		"Merge a JSON object into a JSON object file (RFC 7386 merge patch): null removes a member, objects merge recursively, other values replace; an absent file counts as {}. Members keep their order; new ones follow in the patch's order."+answer, true, inputSchema[mergeArgs]()), m.merge)
-	mcp.AddTool(s, write("delete", "Delete a file",
+	sdk.AddTool(s, write("delete", "Delete a file",
 		"Delete a file of the store. A missing file is not an error; folders are never removed."+answer, true, inputSchema[deleteArgs]()), m.delete)
-	mcp.AddTool(s, write("job", "Apply several ops at once",
+	sdk.AddTool(s, write("job", "Apply several ops at once",
 		"Apply several ops (put, append, merge, delete) as one job: in order, all or nothing. Ops are in scribe's wire form: data is text (for merge, the patch as a JSON string), data_b64 for bytes that are not text."+answer, true, inputSchema[jobArgs]()), m.job)
-	mcp.AddTool(s, write("exec", "Run an allowlisted command",
+	sdk.AddTool(s, write("exec", "Run an allowlisted command",
 		"Run a command of the store daemon's allowlist in the store's turn, with the store lock held, and wait for it. Needs the store's daemon (running, or started by this server's autostart); without one the call fails and nothing runs. Applied means the command exited 0; the outcome's exec member holds its exit code and output."+answer, true, inputSchema[execArgs]()), m.exec)
-	mcp.AddTool(s, &mcp.Tool{
+	sdk.AddTool(s, &sdk.Tool{
 		Name: "outcome", Title: "Look up a job's outcome", InputSchema: inputSchema[outcomeArgs](), OutputSchema: lookupSchema(),
 		Description: "Look up a job's recorded outcome by its ID, in the store's journal. found false means no outcome is recorded: the job is still queued, or was never received (for example refused before it reached the store).",
-		Annotations: &mcp.ToolAnnotations{Title: "Look up a job's outcome", ReadOnlyHint: true, OpenWorldHint: no},
+		Annotations: &sdk.ToolAnnotations{Title: "Look up a job's outcome", ReadOnlyHint: true, OpenWorldHint: no},
 	}, m.outcome)
-	mcp.AddTool(s, &mcp.Tool{
+	sdk.AddTool(s, &sdk.Tool{
 		Name: "status", Title: "Store status", InputSchema: inputSchema[statusArgs](), OutputSchema: statusSchema(),
 		Description: "Show how writes reach the store: the daemon's status report when one serves it (queue length, counts, the lock holder, what the writer waits for), or, without one, what a write will do (write directly under the store lock, start a daemon, or be refused).",
-		Annotations: &mcp.ToolAnnotations{Title: "Store status", ReadOnlyHint: true, OpenWorldHint: no},
+		Annotations: &sdk.ToolAnnotations{Title: "Store status", ReadOnlyHint: true, OpenWorldHint: no},
 	}, m.status)
-	return s, nil
+	return &Server{sdk: s, log: cfg.Logger}, nil
 }
 
-func (m *mcpServer) append(ctx context.Context, _ *mcp.CallToolRequest, in appendArgs) (*mcp.CallToolResult, any, error) {
+func (m *tools) append(ctx context.Context, _ *sdk.CallToolRequest, in appendArgs) (*sdk.CallToolResult, any, error) {
 	data := in.Data
 	if in.Newline && !strings.HasSuffix(data, "\n") {
 		data += "\n"
@@ -341,11 +286,11 @@ func (m *mcpServer) append(ctx context.Context, _ *mcp.CallToolRequest, in appen
 	return m.write(ctx, "append", &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpAppend, Path: in.Path, Data: []byte(data)}}}), nil, nil
 }
 
-func (m *mcpServer) put(ctx context.Context, _ *mcp.CallToolRequest, in putArgs) (*mcp.CallToolResult, any, error) {
+func (m *tools) put(ctx context.Context, _ *sdk.CallToolRequest, in putArgs) (*sdk.CallToolResult, any, error) {
 	return m.write(ctx, "put", &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpPut, Path: in.Path, Data: []byte(in.Data), IfMatch: in.IfMatch}}}), nil, nil
 }
 
-func (m *mcpServer) merge(ctx context.Context, req *mcp.CallToolRequest, in mergeArgs) (*mcp.CallToolResult, any, error) {
+func (m *tools) merge(ctx context.Context, req *sdk.CallToolRequest, in mergeArgs) (*sdk.CallToolResult, any, error) {
 	patch, err := rawPatch(req)
 	if err != nil {
 		return nil, nil, err
@@ -357,7 +302,7 @@ func (m *mcpServer) merge(ctx context.Context, req *mcp.CallToolRequest, in merg
 // the typed handler arguments it decoded into maps and encoded again,
 // which sorts keys and rounds numbers through float64; the merge promises
 // the patch's key order and numbers as written.
-func rawPatch(req *mcp.CallToolRequest) ([]byte, error) {
+func rawPatch(req *sdk.CallToolRequest) ([]byte, error) {
 	var raw struct {
 		Patch json.RawMessage `json:"patch"`
 	}
@@ -367,11 +312,11 @@ func rawPatch(req *mcp.CallToolRequest) ([]byte, error) {
 	return raw.Patch, nil
 }
 
-func (m *mcpServer) delete(ctx context.Context, _ *mcp.CallToolRequest, in deleteArgs) (*mcp.CallToolResult, any, error) {
+func (m *tools) delete(ctx context.Context, _ *sdk.CallToolRequest, in deleteArgs) (*sdk.CallToolResult, any, error) {
 	return m.write(ctx, "delete", &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpDelete, Path: in.Path}}}), nil, nil
 }
 
-func (m *mcpServer) job(ctx context.Context, _ *mcp.CallToolRequest, in jobArgs) (*mcp.CallToolResult, any, error) {
+func (m *tools) job(ctx context.Context, _ *sdk.CallToolRequest, in jobArgs) (*sdk.CallToolResult, any, error) {
 	job := &queue.Job{ID: in.ID}
 	for i, wop := range in.Ops {
 		// Through the wire form, so that data, data_b64 and timeout_ms
@@ -389,7 +334,7 @@ func (m *mcpServer) job(ctx context.Context, _ *mcp.CallToolRequest, in jobArgs)
 	return m.write(ctx, "job", job), nil, nil
 }
 
-func (m *mcpServer) exec(ctx context.Context, _ *mcp.CallToolRequest, in execArgs) (*mcp.CallToolResult, any, error) {
+func (m *tools) exec(ctx context.Context, _ *sdk.CallToolRequest, in execArgs) (*sdk.CallToolResult, any, error) {
 	op := queue.Op{Kind: queue.OpExec, Name: in.Name}
 	if len(in.Args) > 0 {
 		op.Args = in.Args
@@ -402,8 +347,8 @@ func (m *mcpServer) exec(ctx context.Context, _ *mcp.CallToolRequest, in execArg
 // gone since the last call is seen. Look-ups take the prefer route
 // without autostart, as `scribe status` does: the journal answers them
 // with or without a daemon.
-func (m *mcpServer) open(ctx context.Context, write bool) (*client.Client, error) {
-	opts := []client.Option{client.WithLockFile(m.cfg.LockFile), client.WithLogger(m.cfg.Log)}
+func (m *tools) open(ctx context.Context, write bool) (*client.Client, error) {
+	opts := []client.Option{client.WithLockFile(m.cfg.LockFile), client.WithLogger(m.cfg.Logger)}
 	if write {
 		opts = append(opts, client.WithRoute(m.cfg.Route), client.WithWait(m.cfg.Wait))
 		if m.cfg.Autostart != nil && m.cfg.Route != client.RouteDirect {
@@ -416,13 +361,13 @@ func (m *mcpServer) open(ctx context.Context, write bool) (*client.Client, error
 // write applies a job and answers with its outcome. It never redoes a
 // job another way: an outcome it cannot learn is reported unknown, with
 // the ID to look up or call again with.
-func (m *mcpServer) write(ctx context.Context, tool string, job *queue.Job) *mcp.CallToolResult {
+func (m *tools) write(ctx context.Context, tool string, job *queue.Job) *sdk.CallToolResult {
 	if job.ID == "" {
 		job.ID = queue.NewID() // known before anything is sent, to name it in every answer
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Wait)
 	defer cancel()
-	log := m.cfg.Log.With("tool", tool, "id", job.ID)
+	log := m.cfg.Logger.With("tool", tool, "id", job.ID)
 	cl, err := m.open(ctx, true)
 	if err != nil {
 		log.Warn("not written", "err", err)
@@ -456,20 +401,20 @@ func (m *mcpServer) write(ctx context.Context, tool string, job *queue.Job) *mcp
 // refused answers for a job refused before it reached the store, as
 // malformed: a rejection like any other, except that it is not recorded
 // (the outcome tool does not find it) and has no epoch or mode.
-func (m *mcpServer) refused(job *queue.Job, rej *queue.RejectError) *mcp.CallToolResult {
+func (m *tools) refused(job *queue.Job, rej *queue.RejectError) *sdk.CallToolResult {
 	out := &queue.Outcome{
 		V: queue.Version, ID: job.ID, Status: queue.StatusRejected, Reason: rej.Reason, Detail: rej.Detail,
 		At: time.Now().UTC(),
 	}
 	res := outcomeResult(out)
-	res.Content[0] = &mcp.TextContent{Text: fmt.Sprintf("job %s rejected (%s): %s. It was refused before it reached the store: nothing was written, and no outcome is recorded.", job.ID, rej.Reason, rej.Detail)}
+	res.Content[0] = &sdk.TextContent{Text: fmt.Sprintf("job %s rejected (%s): %s. It was refused before it reached the store: nothing was written, and no outcome is recorded.", job.ID, rej.Reason, rej.Detail)}
 	return res
 }
 
 // notWritten answers for a job that certainly was not applied: it was
 // not handed over (no daemon, none reachable, a busy store, a full
 // queue), so calling again is safe, with or without the same id.
-func (m *mcpServer) notWritten(job *queue.Job, err error) *mcp.CallToolResult {
+func (m *tools) notWritten(job *queue.Job, err error) *sdk.CallToolResult {
 	var hint string
 	switch {
 	case errors.Is(err, client.ErrBusy):
@@ -495,7 +440,7 @@ func (m *mcpServer) notWritten(job *queue.Job, err error) *mcp.CallToolResult {
 // outcomeResult is a write tool's answer for a decided job: a short text,
 // and the outcome as structured content (and, for hosts that read only
 // text, as JSON text). A rejected job is a tool error.
-func outcomeResult(out *queue.Outcome) *mcp.CallToolResult {
+func outcomeResult(out *queue.Outcome) *sdk.CallToolResult {
 	text := fmt.Sprintf("applied job %s (by %s, epoch %d)", out.ID, out.Mode, out.Epoch)
 	if !out.Applied() {
 		text = fmt.Sprintf("job %s rejected (%s): %s", out.ID, out.Reason, out.Detail)
@@ -511,23 +456,23 @@ func outcomeResult(out *queue.Outcome) *mcp.CallToolResult {
 // structuredResult is a result of text, v as structured content, and v
 // as JSON text: the spec's fallback for hosts that do not read structured
 // content.
-func structuredResult(text string, v any) *mcp.CallToolResult {
+func structuredResult(text string, v any) *sdk.CallToolResult {
 	b, err := json.Marshal(v)
 	if err != nil { // the types are ours and marshal; but say so rather than panic
 		return errorResult(fmt.Sprintf("%s (the structured result could not be encoded: %v)", text, err))
 	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: text}, &mcp.TextContent{Text: string(b)}},
+	return &sdk.CallToolResult{
+		Content:           []sdk.Content{&sdk.TextContent{Text: text}, &sdk.TextContent{Text: string(b)}},
 		StructuredContent: json.RawMessage(b),
 	}
 }
 
 // errorResult is a tool error with text only.
-func errorResult(text string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
+func errorResult(text string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, IsError: true}
 }
 
-func (m *mcpServer) outcome(ctx context.Context, _ *mcp.CallToolRequest, in outcomeArgs) (*mcp.CallToolResult, any, error) {
+func (m *tools) outcome(ctx context.Context, _ *sdk.CallToolRequest, in outcomeArgs) (*sdk.CallToolResult, any, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Wait)
 	defer cancel()
 	cl, err := m.open(ctx, false)
@@ -553,7 +498,7 @@ func (m *mcpServer) outcome(ctx context.Context, _ *mcp.CallToolRequest, in outc
 	return structuredResult(text, l), nil, nil
 }
 
-func (m *mcpServer) status(ctx context.Context, _ *mcp.CallToolRequest, _ statusArgs) (*mcp.CallToolResult, any, error) {
+func (m *tools) status(ctx context.Context, _ *sdk.CallToolRequest, _ statusArgs) (*sdk.CallToolResult, any, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Wait)
 	defer cancel()
 	cl, err := m.open(ctx, false)
@@ -561,21 +506,15 @@ func (m *mcpServer) status(ctx context.Context, _ *mcp.CallToolRequest, _ status
 		return nil, nil, fmt.Errorf("status of %s: %w", m.cfg.Store, err)
 	}
 	defer cl.Close()
-	st := mcpStatus{Store: m.cfg.Store, StoreID: m.storeID, Route: string(m.cfg.Route), Autostart: m.cfg.Autostart != nil}
-	if cl.Daemon() != nil {
-		if st.Daemon, err = cl.Report(ctx); err != nil {
-			return nil, nil, fmt.Errorf("status of %s: %w", m.cfg.Store, err)
-		}
-	} else {
-		lock := m.cfg.LockFile
-		if lock == "" {
-			lock = queue.Layout{Root: m.cfg.Store}.Lock()
-		}
-		st.Holder, _ = writer.ReadHolder(lock) // informational: only the kernel decides
-		if s, err := queue.ReadStranded(m.cfg.Store); err != nil {
-			st.Stranded = err.Error()
-		} else if s != nil {
-			st.Stranded = s.Why
+	ss, err := cl.StoreStatus(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("status of %s: %w", m.cfg.Store, err)
+	}
+	st := statusResult{Store: m.cfg.Store, StoreID: m.storeID, Route: string(m.cfg.Route), Autostart: m.cfg.Autostart != nil, Daemon: ss.Report}
+	if ss.Report == nil {
+		st.Holder = ss.Holder
+		if ss.Stranded != nil {
+			st.Stranded = *ss.Stranded
 		}
 	}
 	st.Writes, st.Note = m.writesVia(st.Daemon != nil, st.Stranded != "")
@@ -589,7 +528,7 @@ func (m *mcpServer) status(ctx context.Context, _ *mcp.CallToolRequest, _ status
 
 // writesVia says how the next write reaches the store, given whether a
 // daemon serves it and whether jobs may be stranded in its queue.
-func (m *mcpServer) writesVia(daemon, stranded bool) (writes, note string) {
+func (m *tools) writesVia(daemon, stranded bool) (writes, note string) {
 	direct := fmt.Sprintf("write tools write directly, under the store lock: one at a time with any other writer, waiting up to %s for the lock; exec jobs fail, as they run only in a daemon", m.cfg.Wait)
 	switch {
 	case m.cfg.Route == client.RouteDirect:

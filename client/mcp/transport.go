@@ -1,4 +1,4 @@
-package main
+package mcp
 
 import (
 	"bufio"
@@ -14,20 +14,20 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/scribehq/scribe/queue"
 )
 
-// mcpMaxMessage is the most bytes one message (one line) may have. It is
+// maxMessage is the most bytes one message (one line) may have. It is
 // the largest job any daemon takes (queue.MaxJobBytesLimit) and room for
 // the call around it: a larger message could carry nothing a store would
 // accept, and holding it would only cost memory.
-const mcpMaxMessage = queue.MaxJobBytesLimit + 64<<10
+const maxMessage = queue.MaxJobBytesLimit + 64<<10
 
-// mcpReadBuffer is the read buffer of the line reader: lines longer than
+// readBuffer is the read buffer of the line reader: lines longer than
 // it are gathered (or, past the bound, scanned and dropped) chunk by chunk.
-const mcpReadBuffer = 64 << 10
+const readBuffer = 64 << 10
 
 // lineTransport is scribe mcp's stdio transport: newline-delimited
 // JSON-RPC, one message per line, as the SDK's IOTransport. Unlike it, a
@@ -39,7 +39,7 @@ type lineTransport struct {
 	// Reader and Writer are the streams; the transport never closes them.
 	Reader io.Reader
 	Writer io.Writer
-	// MaxMessage bounds one line (0: mcpMaxMessage); a longer one is
+	// MaxMessage bounds one line (0: maxMessage); a longer one is
 	// refused without being held in memory beyond the bound.
 	MaxMessage int
 	// Log gets a line for each message refused or dropped (default:
@@ -49,10 +49,10 @@ type lineTransport struct {
 
 // Connect starts reading; the reading goroutine ends at the end of the
 // input or at the first read error.
-func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
+func (t *lineTransport) Connect(context.Context) (sdk.Connection, error) {
 	limit := t.MaxMessage
 	if limit <= 0 {
-		limit = mcpMaxMessage
+		limit = maxMessage
 	}
 	log := t.Log
 	if log == nil {
@@ -65,7 +65,7 @@ func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
 		closed:   make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	go c.readLoop(&lineReader{br: bufio.NewReaderSize(t.Reader, mcpReadBuffer), max: limit})
+	go c.readLoop(&lineReader{br: bufio.NewReaderSize(t.Reader, readBuffer), max: limit})
 	return c, nil
 }
 

@@ -1,7 +1,6 @@
-package main
+package mcp
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,16 +19,16 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// mcpSession serves cfg's store with newMCPServer over the SDK's
+// mcpSession serves cfg's store with New over the SDK's
 // in-memory transport and returns a client session to it.
-func mcpSession(t *testing.T, cfg mcpConfig) *mcp.ClientSession {
+func mcpSession(t *testing.T, cfg Config) *sdk.ClientSession {
 	t.Helper()
-	srv, err := newMCPServer(cfg)
+	srv, err := New(cfg)
 	require.NoError(t, err)
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(t.Context(), st, nil)
+	st, ct := sdk.NewInMemoryTransports()
+	ss, err := srv.sdk.Connect(t.Context(), st, nil)
 	require.NoError(t, err)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "scribe-test", Version: "v0"}, nil).Connect(t.Context(), ct, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "scribe-test", Version: "v0"}, nil).Connect(t.Context(), ct, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		assert.NoError(t, cs.Close())
@@ -39,18 +38,18 @@ func mcpSession(t *testing.T, cfg mcpConfig) *mcp.ClientSession {
 }
 
 // callTool calls a tool; args is anything that marshals to a JSON object.
-func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+func callTool(t *testing.T, cs *sdk.ClientSession, name string, args any) *sdk.CallToolResult {
 	t.Helper()
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: name, Arguments: args})
 	require.NoError(t, err, "a tool's failure is a result, not a protocol error")
 	return res
 }
 
 // resultText is a result's text content, its parts joined by newlines.
-func resultText(res *mcp.CallToolResult) string {
+func resultText(res *sdk.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
+		if tc, ok := c.(*sdk.TextContent); ok {
 			parts = append(parts, tc.Text)
 		}
 	}
@@ -58,7 +57,7 @@ func resultText(res *mcp.CallToolResult) string {
 }
 
 // structured decodes a result's structured content into v.
-func structured(t *testing.T, res *mcp.CallToolResult, v any) {
+func structured(t *testing.T, res *sdk.CallToolResult, v any) {
 	t.Helper()
 	require.NotNil(t, res.StructuredContent, "no structured content: %s", resultText(res))
 	b, err := json.Marshal(res.StructuredContent)
@@ -67,7 +66,7 @@ func structured(t *testing.T, res *mcp.CallToolResult, v any) {
 }
 
 // resultOutcome is a write tool's structured outcome.
-func resultOutcome(t *testing.T, res *mcp.CallToolResult) *queue.Outcome {
+func resultOutcome(t *testing.T, res *sdk.CallToolResult) *queue.Outcome {
 	t.Helper()
 	var o queue.Outcome
 	structured(t, res, &o)
@@ -75,7 +74,7 @@ func resultOutcome(t *testing.T, res *mcp.CallToolResult) *queue.Outcome {
 }
 
 func TestMCPListTools(t *testing.T) {
-	cs := mcpSession(t, mcpConfig{Store: t.TempDir()})
+	cs := mcpSession(t, Config{Store: t.TempDir()})
 	res, err := cs.ListTools(t.Context(), nil)
 	require.NoError(t, err)
 	required := map[string][]string{
@@ -117,7 +116,7 @@ func TestMCPListTools(t *testing.T) {
 // is the outcome, and a call repeated with its id changes nothing more.
 func TestMCPAppendDirect(t *testing.T) {
 	store := t.TempDir()
-	cs := mcpSession(t, mcpConfig{Store: store, Route: client.RoutePrefer, Wait: 10 * time.Second})
+	cs := mcpSession(t, Config{Store: store, Route: client.RoutePrefer, Wait: 10 * time.Second})
 
 	for _, tc := range []struct {
 		name string
@@ -159,7 +158,7 @@ func TestMCPRejected(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "store")
 	require.NoError(t, os.Mkdir(store, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(store, "owner.txt"), []byte("alice"), 0o644))
-	cs := mcpSession(t, mcpConfig{Store: store})
+	cs := mcpSession(t, Config{Store: store})
 
 	t.Run("path escapes: refused before it reaches the store", func(t *testing.T) {
 		res := callTool(t, cs, "append", map[string]any{"path": "../x", "data": "evil", "id": "esc-1"})
@@ -229,7 +228,7 @@ func TestMCPRejected(t *testing.T) {
 func TestMCPMergeKeepsPatchAsSent(t *testing.T) {
 	store := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(store, "s.json"), []byte(`{"m":0,"b":1}`), 0o644))
-	cs := mcpSession(t, mcpConfig{Store: store})
+	cs := mcpSession(t, Config{Store: store})
 	res := callTool(t, cs, "merge", json.RawMessage(`{"path":"s.json","patch":{"z":1,"b":null,"a":12345678901234567890123,"f":0.10}}`))
 	require.False(t, res.IsError, resultText(res))
 	b, err := os.ReadFile(filepath.Join(store, "s.json"))
@@ -240,7 +239,7 @@ func TestMCPMergeKeepsPatchAsSent(t *testing.T) {
 // A multi-op job is all or nothing, in order; data_b64 carries bytes.
 func TestMCPJob(t *testing.T) {
 	store := t.TempDir()
-	cs := mcpSession(t, mcpConfig{Store: store})
+	cs := mcpSession(t, Config{Store: store})
 	for _, tc := range []struct {
 		name    string
 		ops     []any
@@ -304,7 +303,7 @@ func TestMCPNotWritten(t *testing.T) {
 			if tc.held {
 				holdLock(t, queue.Layout{Root: store}.Lock())
 			}
-			cs := mcpSession(t, mcpConfig{Store: store, Route: tc.route, Wait: 200 * time.Millisecond})
+			cs := mcpSession(t, Config{Store: store, Route: tc.route, Wait: 200 * time.Millisecond})
 			res := callTool(t, cs, tc.tool, tc.args)
 			require.True(t, res.IsError)
 			assert.Nil(t, res.StructuredContent, "no outcome")
@@ -332,20 +331,20 @@ func holdLock(t *testing.T, path string) {
 func TestMCPStatusWithoutDaemon(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		cfg       mcpConfig
+		cfg       Config
 		writes    string
 		autostart bool
 	}{
-		{"prefer", mcpConfig{}, "direct", false},
-		{"require", mcpConfig{Route: client.RouteRequire}, "refused", false},
-		{"autostart", mcpConfig{Autostart: &client.Autostart{Command: []string{"/nonexistent/scribe", "serve"}}}, "autostart", true},
+		{"prefer", Config{}, "direct", false},
+		{"require", Config{Route: client.RouteRequire}, "refused", false},
+		{"autostart", Config{Autostart: &client.Autostart{Command: []string{"/nonexistent/scribe", "serve"}}}, "autostart", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Store = t.TempDir()
 			cs := mcpSession(t, tc.cfg)
 			res := callTool(t, cs, "status", map[string]any{})
 			require.False(t, res.IsError, resultText(res))
-			var st mcpStatus
+			var st statusResult
 			structured(t, res, &st)
 			real, err := queue.ResolveStore(tc.cfg.Store)
 			require.NoError(t, err)
@@ -359,51 +358,11 @@ func TestMCPStatusWithoutDaemon(t *testing.T) {
 	}
 }
 
-// runMCP runs `scribe mcp ARGS` in this process with stdin, to its end.
-func runMCP(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	m := &Main{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut}
-	err := (&MCPCommand{m}).Run(t.Context(), args)
-	if err != nil {
-		errOut.WriteString("scribe: " + err.Error() + "\n")
-	}
-	return out.String(), errOut.String(), exitCode(err)
-}
-
-// The command's flags: bad ones are usage errors, before any protocol;
-// with good ones it serves until stdin ends, then exits 0.
-func TestMCPCommand(t *testing.T) {
-	t.Setenv("SCRIBE_STORE", "")
-	t.Setenv("SCRIBE_ROUTE", "")
-	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-		want string
-	}{
-		{"no store", nil, exitUsage, "--store is required"},
-		{"bad route", []string{"--store", t.TempDir(), "--route", "sometimes"}, exitUsage, "unknown route"},
-		{"bad wait", []string{"--store", t.TempDir(), "--wait", "0s"}, exitUsage, "--wait 0s"},
-		{"arguments", []string{"--store", t.TempDir(), "extra"}, exitUsage, "takes no arguments"},
-		{"missing store", []string{"--store", filepath.Join(t.TempDir(), "nope")}, exitRejected, "nope"},
-		{"stdin closed at once", []string{"--store", t.TempDir()}, exitOK, "stdin closed, exiting"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			stdout, stderr, code := runMCP(t, "", tc.args...)
-			assert.Equal(t, tc.code, code, stderr)
-			assert.Empty(t, stdout, "nothing but protocol on stdout")
-			assert.Contains(t, stderr, tc.want)
-		})
-	}
-}
-
-// docs/mcp.md shows each tool's input schema as the server lists it, and
-// documents every flag of the command.
+// docs/mcp.md shows each tool's input schema as the server lists it.
 func TestMCPDocs(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/mcp.md")
 	require.NoError(t, err)
-	cs := mcpSession(t, mcpConfig{Store: t.TempDir()})
+	cs := mcpSession(t, Config{Store: t.TempDir()})
 	res, err := cs.ListTools(t.Context(), nil)
 	require.NoError(t, err)
 	for _, tool := range res.Tools {
@@ -414,13 +373,4 @@ func TestMCPDocs(t *testing.T) {
 		assert.Equal(t, tool.InputSchema, documented, "docs/mcp.md's schema of %s is not the server's", tool.Name)
 	}
 
-	stdout, stderr, code := runMCP(t, "", "-h")
-	require.Equal(t, exitOK, code, stderr)
-	usage := stdout + stderr // wherever the CLI sends -h
-	flags := regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(usage, -1)
-	require.NotEmpty(t, flags, "the usage lists flags: %s", usage)
-	for _, f := range flags {
-		row := regexp.MustCompile("\\| `--" + regexp.QuoteMeta(f[1]) + "( [A-Z]+)?` \\|")
-		assert.True(t, row.Match(doc), "docs/mcp.md's flag table lacks --%s", f[1])
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package mcp
 
 import (
 	"bufio"
@@ -31,20 +31,20 @@ type rawMCP struct {
 }
 
 // answerWithin bounds the wait for an answer: no call of these tests
-// waits for a store, and a tool call is bounded by defaultMCPWait.
-const answerWithin = defaultMCPWait
+// waits for a store, and a tool call is bounded by DefaultWait.
+const answerWithin = DefaultWait
 
 // startRawMCP serves a fresh store by the direct route; max bounds a
-// message (0: mcpMaxMessage).
+// message (0: maxMessage).
 func startRawMCP(t testing.TB, max int) *rawMCP {
 	t.Helper()
-	srv, err := newMCPServer(mcpConfig{Store: t.TempDir(), Route: client.RouteDirect})
+	srv, err := New(Config{Store: t.TempDir(), Route: client.RouteDirect})
 	require.NoError(t, err)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	s := &rawMCP{in: inW, out: newLineLog(outR), done: make(chan error, 1)}
 	go func() {
-		err := srv.Run(context.Background(), &lineTransport{Reader: inR, Writer: outW, MaxMessage: max})
+		err := srv.sdk.Run(context.Background(), &lineTransport{Reader: inR, Writer: outW, MaxMessage: max})
 		_ = outW.Close()
 		s.done <- err
 	}()

@@ -95,7 +95,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "demo":
 		return (&DemoCommand{m}).Run(ctx, args)
 	case "bench":
-		return (&BenchCommand{m}).Run(ctx, args)
+		return m.cli().Run(ctx, append([]string{cmd}, args...))
 	case "help", "-h", "--help":
 		if cmd == "help" && len(args) > 0 {
 			return m.Run(ctx, []string{args[0], "-h"}) // "help CMD" is "CMD -h"
@@ -143,7 +143,7 @@ may still be applied: scribe status ID).
 func (m *Main) cli() *cli.Main {
 	return &cli.Main{
 		Stdin: m.Stdin, Stdout: m.Stdout, Stderr: m.Stderr, Version: Version,
-		Commands:     []cli.Command{server.MCP()},
+		Commands:     []cli.Command{server.MCP(), server.Bench()},
 		CallerConfig: callerConfig,
 	}
 }

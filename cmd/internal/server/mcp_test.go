@@ -20,7 +20,7 @@ func run(t *testing.T, stdin string, args ...string) (stdout, stderr string, cod
 	t.Helper()
 	var out, errOut bytes.Buffer
 	m := &cli.Main{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut, Version: "test",
-		Commands: []cli.Command{MCP()}}
+		Commands: []cli.Command{MCP(), Bench()}}
 	code = m.Exit(m.Run(t.Context(), args))
 	return out.String(), errOut.String(), code
 }

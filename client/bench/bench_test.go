@@ -1,13 +1,11 @@
-package main
+package bench
 
 import (
 	"bytes"
 	"context"
 	"encoding/xml"
 	"errors"
-	"fmt"
 	"io"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -59,7 +56,7 @@ func TestMedianFigures(t *testing.T) {
 	assert.Equal(t, 2.0, median([]float64{3, 1, 2}))
 	assert.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
 
-	rounds := []benchFigures{
+	rounds := []Figures{
 		{Jobs: 10, JobsPerSec: 100, SyncsPerJob: ptr(1.0), BytesSource: "write_bytes"},
 		{Jobs: 30, JobsPerSec: 300, SyncsPerJob: nil},
 		{Jobs: 20, JobsPerSec: 200, SyncsPerJob: ptr(3.0)},
@@ -110,35 +107,41 @@ garbage line
 	assert.Equal(t, time.Unix(1700000001, 250_000), at)
 }
 
-// The figures bench reads come from the daemon's own registry: a renamed
-// metric fails here.
-func TestParseDaemonMetrics(t *testing.T) {
-	scrape := func(m *metrics) daemonMetrics {
+// ReadMetrics sums a daemon's series over their labels, and batchStats
+// reads the batch histogram between two scrapes. (The daemon's own tests
+// hold its metric names to what ReadMetrics reads.)
+func TestReadMetrics(t *testing.T) {
+	read := func(text string) Metrics {
 		t.Helper()
-		rec := httptest.NewRecorder()
-		promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		dm, err := parseDaemonMetrics(rec.Body)
+		m, err := ReadMetrics(strings.NewReader(text))
 		require.NoError(t, err)
-		return dm
+		return m
 	}
-	m := newMetrics()
-	applied := func(n int) {
-		for range n {
-			m.Outcome(&queue.Outcome{Status: queue.StatusApplied, At: time.Now()}, time.Time{}, false)
-		}
-	}
-	m.BatchApplied(1, time.Millisecond)
-	applied(1)
-	before := scrape(m)
-	assert.Equal(t, 1.0, before.applied)
-
-	for _, size := range []int{1, 3, 3, 6, 30} {
-		m.BatchApplied(size, time.Millisecond)
-		applied(size)
-	}
-	m.Outcome(&queue.Outcome{Status: queue.StatusRejected, Reason: queue.ReasonBadInput, At: time.Now()}, time.Time{}, false)
-	after := scrape(m)
-	assert.Equal(t, 44.0, after.applied, "applied jobs only")
+	before := read(`# HELP scribe_jobs_total Jobs decided.
+# TYPE scribe_jobs_total counter
+scribe_jobs_total{reason="",status="applied"} 1
+scribe_batch_size_bucket{le="1"} 1
+scribe_batch_size_bucket{le="2"} 1
+scribe_batch_size_bucket{le="4"} 1
+scribe_batch_size_bucket{le="+Inf"} 1
+scribe_batch_size_sum 1
+scribe_batch_size_count 1
+`)
+	assert.Equal(t, 1.0, before.Applied)
+	after := read(`scribe_jobs_total{reason="",status="applied"} 40
+scribe_jobs_total{reason="",status="applied",store="b"} 4
+scribe_jobs_total{reason="bad_input",status="rejected"} 1
+scribe_batch_size_bucket{le="1"} 2
+scribe_batch_size_bucket{le="2"} 2
+scribe_batch_size_bucket{le="4"} 4
+scribe_batch_size_bucket{le="8"} 5
+scribe_batch_size_bucket{le="32"} 6
+scribe_batch_size_bucket{le="+Inf"} 6
+scribe_batch_size_sum 44
+scribe_batch_size_count 6
+go_goroutines 12
+`)
+	assert.Equal(t, 44.0, after.Applied, "applied jobs only, over every store")
 	mean, p50 := batchStats(before, after)
 	require.NotNil(t, mean)
 	assert.InDelta(t, 43.0/5, *mean, 1e-9)
@@ -150,27 +153,20 @@ func TestParseDaemonMetrics(t *testing.T) {
 	assert.Nil(t, p50)
 }
 
-func TestParseProducers(t *testing.T) {
-	got, err := parseProducers("1, 8,32,8")
-	require.NoError(t, err)
-	assert.Equal(t, []int{1, 8, 32}, got)
-	for _, bad := range []string{"", "0", "1,,2", "x", "-1", "5000"} {
-		_, err := parseProducers(bad)
-		assert.Equal(t, exitUsage, exitCode(err), "%q", bad)
-	}
-}
-
 func TestPick(t *testing.T) {
-	got, err := pick("--workload", "put4k,append", benchWorkloads, func(w workload) string { return w.Name })
+	got, err := pick("workload", []string{"put4k", "append"}, workloads, func(w Workload) string { return w.Name })
 	require.NoError(t, err)
-	assert.Equal(t, []string{"append", "put4k"}, names(got, func(w workload) string { return w.Name }), "in the bench's order")
-	_, err = pick("--workload", "append,nope", benchWorkloads, func(w workload) string { return w.Name })
-	assert.Equal(t, exitUsage, exitCode(err))
-	assert.ErrorContains(t, err, `unknown "nope"`)
+	assert.Equal(t, []string{"append", "put4k"}, names(got, func(w Workload) string { return w.Name }), "in the bench's order")
+	got, err = pick("workload", nil, workloads, func(w Workload) string { return w.Name })
+	require.NoError(t, err)
+	assert.Equal(t, WorkloadNames(), names(got, func(w Workload) string { return w.Name }), "none named: all")
+	_, err = pick("workload", []string{"append", "nope"}, workloads, func(w Workload) string { return w.Name })
+	require.ErrorIs(t, err, ErrConfig)
+	assert.EqualError(t, err, `unknown workload "nope"; want some of append, merge, put4k, put1m`)
 }
 
 func TestBenchJob(t *testing.T) {
-	for _, w := range benchWorkloads {
+	for _, w := range workloads {
 		t.Run(w.Name, func(t *testing.T) {
 			kind, path, data := benchJob(w, 12, 345)
 			assert.Len(t, data, w.Bytes, "the payload is the workload's size")
@@ -191,21 +187,21 @@ func TestBenchJob(t *testing.T) {
 
 // flockWorkers runs producers' jobs through flock workers on dir, one
 // after the other, and returns their results.
-func flockWorkers(t *testing.T, dir string, w workload, producers, jobs int, failFast bool) []producerResult {
+func flockWorkers(t *testing.T, dir string, w Workload, producers, jobs int, failFast bool) []producerResult {
 	t.Helper()
 	results := make([]producerResult, producers)
 	for p := range producers {
 		fw, err := openFlockWorker(dir, w, p, failFast)
 		require.NoError(t, err)
 		results[p] = produce(context.Background(), fw, time.Time{}, jobs)
-		require.NoError(t, fw.close())
+		require.NoError(t, fw.Close())
 		require.Empty(t, results[p].Err)
 	}
 	return results
 }
 
 func TestFlockWorkerAndVerify(t *testing.T) {
-	for _, w := range benchWorkloads[:3] {
+	for _, w := range workloads[:3] {
 		t.Run(w.Name, func(t *testing.T) {
 			dir := t.TempDir()
 			results := flockWorkers(t, dir, w, 3, 4, false)
@@ -234,7 +230,7 @@ func TestFlockWorkerAndVerify(t *testing.T) {
 }
 
 func TestVerifyAppend(t *testing.T) {
-	w := benchWorkloads[0]
+	w := workloads[0]
 	dir := t.TempDir()
 	var log bytes.Buffer
 	for _, j := range [][2]int{{0, 1}, {0, 2}, {0, 2}, {1, 1}, {1, 3}} {
@@ -258,21 +254,21 @@ func TestVerifyAppend(t *testing.T) {
 
 func TestFlockFailFastGivesUp(t *testing.T) {
 	dir := t.TempDir()
-	holder, err := openFlockWorker(dir, benchWorkloads[0], 0, false)
+	holder, err := openFlockWorker(dir, workloads[0], 0, false)
 	require.NoError(t, err)
-	defer holder.close()
+	defer holder.Close()
 	_, ok, err := holder.take(context.Background())
 	require.True(t, ok)
 	require.NoError(t, err)
 
-	fw, err := openFlockWorker(dir, benchWorkloads[0], 1, true)
+	fw, err := openFlockWorker(dir, workloads[0], 1, true)
 	require.NoError(t, err)
-	defer fw.close()
+	defer fw.Close()
 	r := produce(context.Background(), fw, time.Time{}, 2)
 	assert.Empty(t, r.Err)
 	assert.Zero(t, r.Done)
 	assert.Equal(t, []int{1, 2}, r.GaveUp)
-	assert.Equal(t, 2*failFastRetries, r.Retries)
+	assert.Equal(t, 2*FailFastRetries, r.Retries)
 }
 
 func TestProcCounters(t *testing.T) {
@@ -290,18 +286,18 @@ func TestProcCounters(t *testing.T) {
 }
 
 func TestBenchSVG(t *testing.T) {
-	all := benchContenders(time.Second)
-	rep := &benchReport{Settings: benchSettings{Rounds: 3}, Workloads: benchWorkloads[:2], Contenders: all}
+	all := Contenders(time.Second)
+	rep := &Report{Settings: Settings{Rounds: 3}, Workloads: workloads[:2], Contenders: all}
 	for i, ct := range all {
 		for _, p := range []int{1, 8, 32} {
-			rep.Results = append(rep.Results, benchResult{Workload: "append", Producers: p, Contender: ct.Name,
-				Median: benchFigures{JobsPerSec: float64(100 * (i + 1) * p), P99MS: float64(i+1) / 3}})
+			rep.Results = append(rep.Results, Result{Workload: "append", Producers: p, Contender: ct.Name,
+				Median: Figures{JobsPerSec: float64(100 * (i + 1) * p), P99MS: float64(i+1) / 3}})
 		}
 	}
 	// merge has one contender with a zero rate (nothing on a log scale)
 	// and the others none: a panel with no data.
-	rep.Results = append(rep.Results, benchResult{Workload: "merge", Producers: 1, Contender: "flock"})
-	svg := benchSVG(rep)
+	rep.Results = append(rep.Results, Result{Workload: "merge", Producers: 1, Contender: "flock"})
+	svg := rep.SVG()
 	dec := xml.NewDecoder(strings.NewReader(svg))
 	var texts []string
 	for {
@@ -322,30 +318,4 @@ func TestBenchSVG(t *testing.T) {
 		assert.Contains(t, text, s)
 	}
 	assert.Contains(t, svg, "polyline")
-}
-
-func TestBenchFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"--rounds", "0"},
-		{"--duration", "0s"},
-		{"--jobs", "-1"},
-		{"--producers", "0"},
-		{"--workload", "append,bogus"},
-		{"--contenders", "flock,nfs"},
-		{"--relaxed-sync", "-1s"},
-		{"extra"},
-	} {
-		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			m := &Main{Stdout: &stdout, Stderr: &stderr}
-			err := m.Run(context.Background(), append([]string{"bench"}, args...))
-			assert.Equal(t, exitUsage, exitCode(err), "%v", err)
-			assert.Empty(t, stdout.String())
-		})
-	}
-	var stdout bytes.Buffer
-	m := &Main{Stdout: &stdout, Stderr: io.Discard}
-	assert.Equal(t, exitOK, exitCode(m.Run(context.Background(), []string{"bench", "-h"})))
-	assert.Contains(t, stdout.String(), "Usage: scribe bench")
-	assert.Contains(t, stdout.String(), fmt.Sprintf("%d retries", failFastRetries))
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -23,31 +23,37 @@ import (
 // The producers of `scribe bench`: through a scribe client, or writing
 // directly under flock; and the check of what they left in the files.
 
-// benchWorker is one producer's way of doing jobs.
-type benchWorker interface {
-	// do does job seq: the retries it made, and whether the job counts
+// Producer is one producer of a contender: it does the jobs of a
+// workload one after another, as a caller of that contender would.
+type Producer interface {
+	// Do does job seq: the retries it made, and whether the job counts
 	// (false with a nil error: given up, lost).
-	do(ctx context.Context, seq int) (retries int, ok bool, err error)
+	Do(ctx context.Context, seq int) (retries int, ok bool, err error)
 	// stats are the syncs made (flock) and the last job's ID (scribe).
 	stats() (syncs int, lastID string)
-	close() error
+	// Close lets go of what the producer holds: its client or its files.
+	Close() error
 }
 
-// newBenchWorker sets up producer p.
-func newBenchWorker(ctx context.Context, s workerSpec, p int) (benchWorker, error) {
-	if !s.Contender.Scribe {
-		return openFlockWorker(s.Dir, s.Workload, p, s.Contender.FailFast)
+// NewProducer sets up producer p of contender c on workload w, in dir: a
+// store a daemon serves, for a scribe contender (its client takes the
+// require route), or a folder, for flock (its lock file is dir/lock).
+// Producers of one run are numbered from 0; each writes lines or files
+// of its own that the bench can tell apart.
+func NewProducer(ctx context.Context, c Contender, w Workload, dir string, p int) (Producer, error) {
+	if !c.Scribe {
+		return openFlockWorker(dir, w, p, c.FailFast)
 	}
-	c, err := client.Open(ctx, s.Dir, client.WithRoute(client.RouteRequire))
+	cl, err := client.Open(ctx, dir, client.WithRoute(client.RouteRequire))
 	if err != nil {
 		return nil, fmt.Errorf("open client: %w", err)
 	}
-	return &scribeWorker{c: c, submit: s.Contender.Submit, w: s.Workload, p: p}, nil
+	return &scribeWorker{c: cl, submit: c.Submit, w: w, p: p}, nil
 }
 
 // benchJob is job seq of producer p: the op, the file and the data. Every
 // payload starts with "producer P job SEQ", which verifyRun reads back.
-func benchJob(w workload, p, seq int) (queue.OpKind, string, []byte) {
+func benchJob(w Workload, p, seq int) (queue.OpKind, string, []byte) {
 	head := fmt.Sprintf("producer %04d job %09d ", p, seq)
 	switch w.Name {
 	case "append":
@@ -80,12 +86,12 @@ func parseHead(b []byte) (p, seq int, ok bool) {
 type scribeWorker struct {
 	c      *client.Client
 	submit bool
-	w      workload
+	w      Workload
 	p      int
 	lastID string
 }
 
-func (s *scribeWorker) do(ctx context.Context, seq int) (int, bool, error) {
+func (s *scribeWorker) Do(ctx context.Context, seq int) (int, bool, error) {
 	kind, path, data := benchJob(s.w, s.p, seq)
 	job := &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: kind, Path: path, Data: data}}}
 	if !s.submit {
@@ -106,20 +112,25 @@ func (s *scribeWorker) do(ctx context.Context, seq int) (int, bool, error) {
 			s.lastID = job.ID
 			return retries, true, nil
 		}
-		if !errors.Is(err, client.ErrQueueFull) || !sleepCtx(ctx, time.Millisecond<<min(retries, 6)) {
+		if !errors.Is(err, client.ErrQueueFull) {
 			return retries, false, err
+		}
+		select {
+		case <-ctx.Done():
+			return retries, false, err
+		case <-time.After(time.Millisecond << min(retries, 6)):
 		}
 	}
 }
 
 func (s *scribeWorker) stats() (int, string) { return 0, s.lastID }
-func (s *scribeWorker) close() error         { return s.c.Close() }
+func (s *scribeWorker) Close() error         { return s.c.Close() }
 
 // flockWorker writes directly under a flock of the folder's lock file,
 // through its own open file descriptions, as a separate process would.
 type flockWorker struct {
 	dir      string
-	w        workload
+	w        Workload
 	p        int
 	failFast bool
 	lock     *os.File
@@ -128,11 +139,11 @@ type flockWorker struct {
 	syncs    int
 }
 
-func openFlockWorker(dir string, w workload, p int, failFast bool) (_ *flockWorker, err error) {
+func openFlockWorker(dir string, w Workload, p int, failFast bool) (_ *flockWorker, err error) {
 	f := &flockWorker{dir: dir, w: w, p: p, failFast: failFast}
 	defer func() {
 		if err != nil {
-			_ = f.close()
+			_ = f.Close()
 		}
 	}()
 	if f.lock, err = os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
@@ -149,7 +160,7 @@ func openFlockWorker(dir string, w workload, p int, failFast bool) (_ *flockWork
 	return f, nil
 }
 
-func (f *flockWorker) do(ctx context.Context, seq int) (int, bool, error) {
+func (f *flockWorker) Do(ctx context.Context, seq int) (int, bool, error) {
 	retries, ok, err := f.take(ctx)
 	if !ok || err != nil {
 		return retries, false, err
@@ -162,12 +173,12 @@ func (f *flockWorker) do(ctx context.Context, seq int) (int, bool, error) {
 }
 
 // take takes the lock: blocking, or fail-fast with backoff, giving up
-// (ok false, nil error) after failFastRetries retries.
+// (ok false, nil error) after FailFastRetries retries.
 func (f *flockWorker) take(ctx context.Context) (retries int, ok bool, err error) {
 	if !f.failFast {
 		return 0, true, flockEINTR(f.lock, unix.LOCK_EX)
 	}
-	pause := failFastFirst
+	pause := FailFastFirst
 	for {
 		err := flockEINTR(f.lock, unix.LOCK_EX|unix.LOCK_NB)
 		switch {
@@ -175,13 +186,15 @@ func (f *flockWorker) take(ctx context.Context) (retries int, ok bool, err error
 			return retries, true, nil
 		case !errors.Is(err, unix.EWOULDBLOCK):
 			return retries, false, err
-		case retries == failFastRetries:
+		case retries == FailFastRetries:
 			return retries, false, nil
 		}
-		if !sleepCtx(ctx, pause) {
+		select {
+		case <-ctx.Done():
 			return retries, false, ctx.Err()
+		case <-time.After(pause):
 		}
-		pause = min(2*pause, failFastMax)
+		pause = min(2*pause, FailFastMax)
 		retries++
 	}
 }
@@ -250,7 +263,7 @@ func (f *flockWorker) replace(name string, data []byte) error {
 
 func (f *flockWorker) stats() (int, string) { return f.syncs, "" }
 
-func (f *flockWorker) close() error {
+func (f *flockWorker) Close() error {
 	var errs []error
 	for _, file := range []*os.File{f.lock, f.folder, f.log} {
 		if file != nil {
@@ -272,7 +285,7 @@ func flockEINTR(f *os.File, how int) error {
 // (lost), or present more than once (doubled). Appends are checked line by
 // line; a merged or replaced file shows only each producer's last write,
 // which must be the last one counted.
-func verifyRun(w workload, dir string, results []producerResult) (lost, doubled int, err error) {
+func verifyRun(w Workload, dir string, results []producerResult) (lost, doubled int, err error) {
 	read := func(name string) ([]byte, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -347,7 +360,7 @@ func verifyRun(w workload, dir string, results []producerResult) (lost, doubled 
 	return lost, doubled, nil
 }
 
-func benchPayload(w workload, p, seq int) []byte {
+func benchPayload(w Workload, p, seq int) []byte {
 	_, _, data := benchJob(w, p, seq)
 	return data
 }

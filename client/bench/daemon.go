@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -147,12 +147,12 @@ func (d *benchDaemon) stop() error {
 }
 
 // scrape reads the daemon's metrics.
-func (d *benchDaemon) scrape(ctx context.Context) (daemonMetrics, error) {
+func (d *benchDaemon) scrape(ctx context.Context) (Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.metrics+"/metrics", nil)
 	if err != nil {
-		return daemonMetrics{}, err
+		return Metrics{}, err
 	}
 	req.Close = true // the daemon goes away after the run
 	resp, err := http.DefaultClient.Do(req)
@@ -161,19 +161,26 @@ func (d *benchDaemon) scrape(ctx context.Context) (daemonMetrics, error) {
 		err = errors.New(resp.Status)
 	}
 	if err != nil {
-		return daemonMetrics{}, fmt.Errorf("scrape metrics: %w", err)
+		return Metrics{}, fmt.Errorf("scrape metrics: %w", err)
 	}
 	defer resp.Body.Close()
-	return parseDaemonMetrics(resp.Body)
+	return ReadMetrics(resp.Body)
 }
 
 // settle scrapes the daemon's metrics again, for 5 s at most, until they
 // count applied jobs: the daemon counts a job as it answers it, a moment
 // after the journal has its outcome, which is what drain's Wait reads.
 // m is the last scrape.
-func (d *benchDaemon) settle(ctx context.Context, m daemonMetrics, applied float64) (daemonMetrics, error) {
+func (d *benchDaemon) settle(ctx context.Context, m Metrics, applied float64) (Metrics, error) {
 	deadline := time.Now().Add(5 * time.Second)
-	for m.applied < applied && time.Now().Before(deadline) && sleepCtx(ctx, 5*time.Millisecond) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for m.Applied < applied && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return m, nil
+		case <-tick.C:
+		}
 		var err error
 		if m, err = d.scrape(ctx); err != nil {
 			return m, err
@@ -190,7 +197,7 @@ type benchSnapshot struct {
 	daemonCPU  time.Duration
 	daemonIO   procIO
 	daemonOK   bool
-	metrics    daemonMetrics
+	metrics    Metrics
 	metricsErr error
 }
 

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package bench
 
 // onTmpfs cannot tell a memory filesystem here.
 func onTmpfs(string) bool { return false }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -19,15 +19,14 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// benchProducerEnv, set to 1, makes `scribe bench` a --procs producer
-// process: it reads a workerSpec on stdin, answers {"ready":true}, waits
-// for a line, produces, and prints its producerResult.
-const benchProducerEnv = "SCRIBE_BENCH_PRODUCER"
+// ProducerEnv, set to 1, makes `scribe bench` a producer process of
+// Config.Procs: it runs Produce on its stdin and stdout.
+const ProducerEnv = "SCRIBE_BENCH_PRODUCER"
 
-// workerSpec is what the producers of a run do.
-type workerSpec struct {
-	Contender contender     `json:"contender"`
-	Workload  workload      `json:"workload"`
+// spec is what the producers of a run do.
+type spec struct {
+	Contender Contender     `json:"contender"`
+	Workload  Workload      `json:"workload"`
 	Dir       string        `json:"dir"`      // the store (scribe) or the folder (flock)
 	Duration  time.Duration `json:"duration"` // how long to produce, when Jobs is 0
 	Jobs      int           `json:"jobs"`     // jobs per producer; 0: by Duration
@@ -55,7 +54,7 @@ type producerResult struct {
 }
 
 // jobsFor is the count of jobs per producer for workload w; 0: by time.
-func (b *bench) jobsFor(w workload) int {
+func (b *bench) jobsFor(w Workload) int {
 	if b.Jobs > 0 && w.Name == "put1m" {
 		return max(1, b.Jobs/put1mJobsDivisor)
 	}
@@ -65,15 +64,15 @@ func (b *bench) jobsFor(w workload) int {
 // run runs one contender on one workload with producers producers, on a
 // fresh store, and measures it. With countSyncs, a scribe contender runs
 // a second time, untimed, its daemon under strace, for its syncs per job.
-func (b *bench) run(ctx context.Context, ct contender, w workload, producers int, countSyncs bool) (benchFigures, error) {
+func (b *bench) run(ctx context.Context, ct Contender, w Workload, producers int, countSyncs bool) (Figures, error) {
 	f, err := b.measure(ctx, ct, w, producers, "")
-	if err != nil || !ct.Scribe || !countSyncs || b.strace == "" {
+	if err != nil || !ct.Scribe || !countSyncs || b.cfg.Strace == "" {
 		return f, err
 	}
-	if b.progress {
-		fmt.Fprint(b.Stderr, ", again under strace to count syncs")
+	if b.cfg.Progress {
+		fmt.Fprint(b.cfg.Stderr, ", again under strace to count syncs")
 	}
-	g, err := b.measure(ctx, ct, w, producers, b.strace)
+	g, err := b.measure(ctx, ct, w, producers, b.cfg.Strace)
 	if err != nil {
 		return f, fmt.Errorf("the run under strace: %w", err)
 	}
@@ -86,7 +85,7 @@ func (b *bench) run(ctx context.Context, ct contender, w workload, producers int
 
 // measure is one run; with strace (its path), the daemon runs under it
 // and only the syncs per job it counts are worth anything.
-func (b *bench) measure(ctx context.Context, ct contender, w workload, producers int, strace string) (f benchFigures, err error) {
+func (b *bench) measure(ctx context.Context, ct Contender, w Workload, producers int, strace string) (f Figures, err error) {
 	dir, err := b.runDir()
 	if err != nil {
 		return f, err
@@ -96,18 +95,18 @@ func (b *bench) measure(ctx context.Context, ct contender, w workload, producers
 		case err != nil: // keep what shows why
 			b.failed = true
 			err = fmt.Errorf("%w\n(the run's store and daemon log are kept in %s)", err, dir)
-		case !b.keep:
+		case !b.cfg.Keep:
 			os.RemoveAll(dir)
 		}
 	}()
-	spec := workerSpec{Contender: ct, Workload: w, Dir: filepath.Join(dir, "store"), Duration: b.duration, Jobs: b.jobsFor(w)}
+	spec := spec{Contender: ct, Workload: w, Dir: filepath.Join(dir, "store"), Duration: b.duration, Jobs: b.jobsFor(w)}
 	if err := os.Mkdir(spec.Dir, 0o755); err != nil {
 		return f, fmt.Errorf("make store: %w", err)
 	}
 	var d *benchDaemon
 	var c *client.Client // the bench's own: warm-up, and waiting for the queue to drain
 	if ct.Scribe {
-		if d, err = startBenchDaemon(ctx, b.exe, strace, dir, spec.Dir, ct.Sync); err != nil {
+		if d, err = startBenchDaemon(ctx, b.cfg.Scribe, strace, dir, spec.Dir, ct.Sync); err != nil {
 			return f, err
 		}
 		defer func() {
@@ -145,7 +144,7 @@ func (b *bench) measure(ctx context.Context, ct contender, w workload, producers
 		for _, r := range results {
 			done += r.Done
 		}
-		after.metrics, after.metricsErr = d.settle(ctx, after.metrics, before.metrics.applied+float64(done))
+		after.metrics, after.metricsErr = d.settle(ctx, after.metrics, before.metrics.Applied+float64(done))
 	}
 
 	lost, doubled, err := verifyRun(w, spec.Dir, results)
@@ -159,7 +158,7 @@ func (b *bench) measure(ctx context.Context, ct contender, w workload, producers
 	if d != nil && w.Name != "append" && before.metricsErr == nil && after.metricsErr == nil {
 		// Only the last write of each producer shows in a merged or
 		// replaced file: compare the daemon's count of applied jobs too.
-		applied := int(after.metrics.applied - before.metrics.applied)
+		applied := int(after.metrics.Applied - before.metrics.Applied)
 		lost = max(lost, int(f.Jobs)-applied)
 		doubled = max(doubled, applied-int(f.Jobs))
 	}
@@ -232,9 +231,9 @@ func (b *bench) measure(ctx context.Context, ct contender, w workload, producers
 }
 
 // figures computes rate and latency from the producers' results.
-func figures(results []producerResult, elapsed time.Duration) benchFigures {
+func figures(results []producerResult, elapsed time.Duration) Figures {
 	var lat []time.Duration
-	var f benchFigures
+	var f Figures
 	attempts := 0
 	for _, r := range results {
 		for _, ns := range r.Latencies {
@@ -317,8 +316,8 @@ func drain(ctx context.Context, c *client.Client, d *benchDaemon, results []prod
 		case <-tick.C:
 		}
 		m, err := d.scrape(ctx)
-		if err == nil && m.applied > applied {
-			applied = m.applied
+		if err == nil && m.Applied > applied {
+			applied = m.Applied
 			continue
 		}
 		stuck := stuckJobs(ctx, c, results)
@@ -353,18 +352,18 @@ func stuckJobs(ctx context.Context, c *client.Client, results []producerResult) 
 // loadGoroutines runs the producers as goroutines of this process, each
 // with its own client or open files, as separate processes would have.
 // mark is called just before they start.
-func (b *bench) loadGoroutines(ctx context.Context, s workerSpec, producers int, mark func()) (results []producerResult, start, end time.Time, err error) {
-	workers := make([]benchWorker, producers)
+func (b *bench) loadGoroutines(ctx context.Context, s spec, producers int, mark func()) (results []producerResult, start, end time.Time, err error) {
+	workers := make([]Producer, producers)
 	errs := make([]error, producers)
 	var wg sync.WaitGroup
 	for p := range producers {
-		wg.Go(func() { workers[p], errs[p] = newBenchWorker(ctx, s, p) })
+		wg.Go(func() { workers[p], errs[p] = NewProducer(ctx, s.Contender, s.Workload, s.Dir, p) })
 	}
 	wg.Wait()
 	defer func() {
 		for _, w := range workers {
 			if w != nil {
-				_ = w.close()
+				_ = w.Close()
 			}
 		}
 	}()
@@ -396,7 +395,7 @@ func (b *bench) loadGoroutines(ctx context.Context, s workerSpec, producers int,
 
 // loadProcs runs each producer as a process of this binary: all set up
 // first, then started together. mark is called just before the start.
-func (b *bench) loadProcs(ctx context.Context, s workerSpec, producers int, mark func()) (results []producerResult, start, end time.Time, err error) {
+func (b *bench) loadProcs(ctx context.Context, s spec, producers int, mark func()) (results []producerResult, start, end time.Time, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type proc struct {
@@ -422,9 +421,9 @@ func (b *bench) loadProcs(ctx context.Context, s workerSpec, producers int, mark
 		if err != nil {
 			return nil, start, end, err
 		}
-		cmd := exec.CommandContext(ctx, b.exe, "bench")
-		cmd.Env = append(os.Environ(), benchProducerEnv+"=1")
-		cmd.Stderr = b.Stderr
+		cmd := exec.CommandContext(ctx, b.cfg.Scribe, "bench")
+		cmd.Env = append(os.Environ(), ProducerEnv+"=1")
+		cmd.Stderr = b.cfg.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
 			return nil, start, end, err
@@ -481,11 +480,13 @@ func (b *bench) loadProcs(ctx context.Context, s workerSpec, producers int, mark
 	return results, start, end, nil
 }
 
-// runBenchProducer is a --procs producer process.
-func runBenchProducer(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+// Produce is a producer process of Config.Procs: it reads what to do on
+// stdin, answers {"ready":true} once set up, waits for a line, produces,
+// and prints what it did, as JSON on stdout.
+func Produce(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	in := bufio.NewReader(stdin)
 	enc := json.NewEncoder(stdout)
-	var s workerSpec
+	var s spec
 	line, err := in.ReadBytes('\n')
 	if err == nil {
 		err = json.Unmarshal(line, &s)
@@ -493,12 +494,12 @@ func runBenchProducer(ctx context.Context, stdin io.Reader, stdout io.Writer) er
 	if err != nil {
 		return fmt.Errorf("bench producer: read its spec: %w", err)
 	}
-	w, err := newBenchWorker(ctx, s, s.Producer)
+	w, err := NewProducer(ctx, s.Contender, s.Workload, s.Dir, s.Producer)
 	if err != nil {
 		_ = enc.Encode(producerResult{Err: err.Error()})
 		return err
 	}
-	defer w.close()
+	defer w.Close()
 	if err := enc.Encode(producerResult{Ready: true}); err != nil {
 		return err
 	}
@@ -517,14 +518,14 @@ func runBenchProducer(ctx context.Context, stdin io.Reader, stdout io.Writer) er
 
 // produce does jobs 1, 2, … until the count is done (jobs > 0) or the
 // time is up, and times each.
-func produce(ctx context.Context, w benchWorker, until time.Time, jobs int) producerResult {
+func produce(ctx context.Context, w Producer, until time.Time, jobs int) producerResult {
 	var r producerResult
 	for seq := 1; ; seq++ {
 		if jobs > 0 && seq > jobs || jobs == 0 && !time.Now().Before(until) {
 			break
 		}
 		t0 := time.Now()
-		retries, ok, err := w.do(ctx, seq)
+		retries, ok, err := w.Do(ctx, seq)
 		lat := time.Since(t0)
 		r.Seqs = seq
 		r.Retries += retries

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -88,17 +88,19 @@ func readProcIO(pid string) procIO {
 	return io
 }
 
-// daemonMetrics are the figures bench reads from a daemon's /metrics,
-// summed over label sets (a daemon may serve several stores).
-type daemonMetrics struct {
-	applied              float64             // scribe_jobs_total{status="applied"}
-	batchCount, batchSum float64             // scribe_batch_size
-	buckets              map[float64]float64 // scribe_batch_size_bucket: le → cumulative count
+// Metrics are the figures bench reads from a daemon's /metrics, summed
+// over label sets (a daemon may serve several stores).
+type Metrics struct {
+	Applied              float64             // scribe_jobs_total{status="applied"}
+	BatchCount, BatchSum float64             // scribe_batch_size
+	Buckets              map[float64]float64 // scribe_batch_size_bucket: le → cumulative count
 }
 
-// parseDaemonMetrics reads the Prometheus text format.
-func parseDaemonMetrics(r io.Reader) (daemonMetrics, error) {
-	m := daemonMetrics{buckets: map[float64]float64{}}
+// ReadMetrics reads the figures bench uses from a daemon's metrics, in
+// the Prometheus text format. The daemon's own tests hold its metric
+// names to what this reads.
+func ReadMetrics(r io.Reader) (Metrics, error) {
+	m := Metrics{Buckets: map[float64]float64{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -118,17 +120,17 @@ func parseDaemonMetrics(r io.Reader) (daemonMetrics, error) {
 		switch name {
 		case "scribe_jobs_total":
 			if strings.Contains(labels, `status="applied"`) {
-				m.applied += v
+				m.Applied += v
 			}
 		case "scribe_batch_size_count":
-			m.batchCount += v
+			m.BatchCount += v
 		case "scribe_batch_size_sum":
-			m.batchSum += v
+			m.BatchSum += v
 		case "scribe_batch_size_bucket":
 			_, le, ok := strings.Cut(labels, `le="`)
 			le, _, _ = strings.Cut(le, `"`)
 			if f, err := strconv.ParseFloat(le, 64); ok && err == nil {
-				m.buckets[f] += v
+				m.Buckets[f] += v
 			}
 		}
 	}
@@ -141,21 +143,21 @@ func parseDaemonMetrics(r io.Reader) (daemonMetrics, error) {
 // batchStats are the mean batch size between two scrapes, and the upper
 // bound of the histogram bucket that holds the median batch; nil without
 // batches.
-func batchStats(before, after daemonMetrics) (mean, p50 *float64) {
-	n := after.batchCount - before.batchCount
+func batchStats(before, after Metrics) (mean, p50 *float64) {
+	n := after.BatchCount - before.BatchCount
 	if n <= 0 {
 		return nil, nil
 	}
-	mean = ptr((after.batchSum - before.batchSum) / n)
+	mean = ptr((after.BatchSum - before.BatchSum) / n)
 	les := slices.Sorted(func(yield func(float64) bool) {
-		for le := range after.buckets {
+		for le := range after.Buckets {
 			if !yield(le) {
 				return
 			}
 		}
 	})
 	for _, le := range les {
-		if after.buckets[le]-before.buckets[le] >= n/2 {
+		if after.Buckets[le]-before.Buckets[le] >= n/2 {
 			if !math.IsInf(le, 0) {
 				p50 = ptr(le)
 			}

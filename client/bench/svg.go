@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"encoding/xml"
@@ -32,8 +32,9 @@ type svgSeries struct {
 	y           []float64
 }
 
-// benchSVG draws the report's medians.
-func benchSVG(rep *benchReport) string {
+// SVG draws the report's medians: throughput and p99 latency against
+// producers, a panel each per workload.
+func (rep *Report) SVG() string {
 	var sb strings.Builder
 	height := svgHeader + svgBlock*len(rep.Workloads)
 	fmt.Fprintf(&sb, `<?xml version="1.0" encoding="UTF-8"?>
@@ -154,7 +155,7 @@ func svgPanel(sb *strings.Builder, left, top int, title, yLabel string, series [
 
 // contenderStyle is a contender's color (by kind) and whether its line is
 // dashed (relaxed sync, fail-fast).
-func contenderStyle(ct contender) (color string, dashed bool) {
+func contenderStyle(ct Contender) (color string, dashed bool) {
 	switch {
 	case ct.Scribe && ct.Submit:
 		return "#2ca02c", ct.Sync != "always"

@@ -72,14 +72,20 @@ func TestEdgeWaitSpelling(t *testing.T) {
 		r := scribe(t, "", args...)
 		assert.Equal(t, 0, r.code, "%v: %s", wait, r.stderr)
 	}
-	// Waiting for the lock is always bounded (DESIGN): lock refuses a bare
-	// --wait, and submit's bare --wait does not wait for the lock.
-	r = scribe(t, "", "lock", "--store", store, "--wait", "--", "true")
-	assert.Equal(t, 2, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "--wait needs a bound")
+	// lock's bare --wait waits for the lock until it is free (a signal
+	// ends it): it waits, its demand on the store says so, and CMD runs
+	// once the holder lets go. submit's bare --wait does not wait for the
+	// lock (below).
+	release := holdWithFlock(t, queue.Layout{Root: store}.Lock())
+	waiting := background(t, []string{"SCRIBE_STORE=", "SCRIBE_ROUTE="}, scribeBin, "lock", "--store", store, "--wait", "--", "echo", "ran")
+	require.Eventually(t, func() bool { return demanded(t, store) }, 30*time.Second, 10*time.Millisecond, "lock --wait is not waiting for the lock")
+	release()
+	waiting.expectLine(t, "ran")
+	<-waiting.exited
+	assert.Equal(t, 0, waiting.cmd.ProcessState.ExitCode())
 
 	// Bounded, against a holder that stays: 75 after the bound.
-	release := holdWithFlock(t, queue.Layout{Root: store}.Lock())
+	release = holdWithFlock(t, queue.Layout{Root: store}.Lock())
 	for _, args := range [][]string{
 		{"lock", "--store", store, "--wait", "300ms", "--", "true"},
 		{"submit", "--store", store, "--route", "direct", "--wait", "300ms", "append", "f.txt", "x"},

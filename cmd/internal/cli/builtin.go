@@ -10,7 +10,7 @@ import (
 func HelpCommand() Command {
 	return Command{
 		Name:  "help",
-		Forms: []Form{{Args: "[COMMAND]", Summary: "the commands, or a command's flags (also --help)"}},
+		Forms: []Form{{Args: "[COMMAND]", Summary: "the commands, or a command's help"}},
 		Run: func(ctx context.Context, m *Main, args []string) error {
 			switch {
 			case len(args) == 0, len(args) == 1 && (args[0] == "-h" || args[0] == "--help"):

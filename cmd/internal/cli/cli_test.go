@@ -78,7 +78,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		want string
 		code int
 	}{
-		{[]string{"-h"}, "  scribe echo       [--json] [--id ID] WORD...        print the words\n", ExitOK},
+		{[]string{"-h"}, "  scribe echo       [--json] [--id ID] WORD...  print the words\n", ExitOK},
 		{[]string{"--help"}, "scribe version", ExitOK},
 		{[]string{"help"}, "scribe completion bash|zsh|fish", ExitOK},
 		{[]string{"echo", "-h"}, "Usage: scribe echo [--json] [--id ID] WORD...\n       scribe echo --other\n\nPrints its words", ExitOK},
@@ -365,11 +365,18 @@ func TestDistance(t *testing.T) {
 }
 
 // The list of commands has a line for each form, its summary in a
-// column.
+// column; a synopsis too long for it has its summary on the next line.
 func TestList(t *testing.T) {
 	m, _, _ := testMain(t)
-	lines := List(m.Commands)
-	assert.Equal(t, "scribe echo       [--json] [--id ID] WORD...        print the words", lines[0])
-	assert.Equal(t, "scribe echo       --other                           another form", lines[1])
-	assert.Contains(t, lines, "scribe version                                      the version (also --version)")
+	m.Commands[1].Forms = append(m.Commands[1].Forms, Form{Args: "--a-very-long-flag VALUE --and-another VALUE -- CMD", Summary: "a long one"})
+	assert.Equal(t, []string{
+		"scribe echo       [--json] [--id ID] WORD...  print the words",
+		"scribe echo       --other                     another form",
+		"scribe wait       [--wait[=DUR]] -- CMD       a strict command",
+		"scribe wait       --a-very-long-flag VALUE --and-another VALUE -- CMD",
+		"                                              a long one",
+		"scribe help       [COMMAND]                   the commands, or a command's help",
+		"scribe version                                the version (also --version)",
+		"scribe completion bash|zsh|fish               print the shell completion script",
+	}, List(m.Commands))
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // A Form is one way to call a command: what follows "scribe NAME", and
@@ -194,28 +195,40 @@ may still be applied: scribe status ID).
 `)
 }
 
-// listColumn is where List starts the summaries: a longer synopsis pushes
-// its own summary further.
-const listColumn = 52
+// listColumn is where List starts the summaries, at most: a synopsis
+// longer than that has its summary on the next line.
+const listColumn = 56
 
 // List is the table of commands as `scribe --help` and cmd/scribe's doc
-// comment show it: a line for each form, "scribe NAME ARGS", then its
-// summary.
+// comment show it: for each form, "scribe NAME ARGS", then its summary,
+// in a column.
 func List(cmds []Command) []string {
-	width := 0
+	width, col := 0, 0
 	for _, c := range cmds {
 		width = max(width, len(c.Name))
+	}
+	left := func(c Command, f Form) string {
+		return strings.TrimRight(fmt.Sprintf("scribe %-*s %s", width, c.Name, f.Args), " ")
+	}
+	for _, c := range cmds {
+		for _, f := range c.Forms {
+			if n := utf8.RuneCountInString(left(c, f)); n <= listColumn {
+				col = max(col, n+2)
+			}
+		}
 	}
 	var lines []string
 	for _, c := range cmds {
 		for _, f := range c.Forms {
-			left := strings.TrimRight(fmt.Sprintf("scribe %-*s %s", width, c.Name, f.Args), " ")
-			if f.Summary == "" {
-				lines = append(lines, left)
-				continue
+			l := left(c, f)
+			switch n := utf8.RuneCountInString(l); {
+			case f.Summary == "":
+				lines = append(lines, l)
+			case n+2 > col:
+				lines = append(lines, l, strings.Repeat(" ", col)+f.Summary)
+			default:
+				lines = append(lines, l+strings.Repeat(" ", col-n)+f.Summary)
 			}
-			pad := max(listColumn-len(left), 1)
-			lines = append(lines, left+strings.Repeat(" ", pad)+f.Summary)
 		}
 	}
 	return lines

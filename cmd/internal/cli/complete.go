@@ -81,10 +81,13 @@ func (m *Main) completion() []compCommand {
 	return out
 }
 
-// about is the start of a flag's usage, short enough to show beside it.
+// about is the start of a flag's usage, short enough to show beside it:
+// up to its first clause's end.
 func about(usage string) string {
-	s, _, _ := strings.Cut(usage, "; ")
-	s, _, _ = strings.Cut(s, " (")
+	s := usage
+	for _, sep := range []string{"; ", " (", ": "} {
+		s, _, _ = strings.Cut(s, sep)
+	}
 	if r := []rune(s); len(r) > 60 {
 		s = string(r[:59]) + "…"
 	}

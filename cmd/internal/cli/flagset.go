@@ -238,7 +238,8 @@ func (fs *FlagSet) WriteUsages(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s\n", Spelling(f))
 		_, usage := pflag.UnquoteUsage(f)
-		if def := f.DefValue; !isZero(def) && !strings.Contains(usage, "(default") {
+		// The default as it is now: the environment's value, say.
+		if def := f.DefValue; !isZero(def) {
 			if f.Value.Type() == "string" {
 				def = strconv.Quote(def)
 			}
@@ -249,11 +250,24 @@ func (fs *FlagSet) WriteUsages(w io.Writer) {
 	fmt.Fprintf(w, "  -h, --help\n      show this help and exit\n")
 }
 
+// placeholderKey is the annotation of a flag's placeholder, when it is
+// not the word of its usage in back quotes.
+const placeholderKey = "scribe_placeholder"
+
+// SetPlaceholder makes ph flag name's placeholder in help.
+func (fs *FlagSet) SetPlaceholder(name, ph string) {
+	_ = fs.SetAnnotation(name, placeholderKey, []string{ph})
+}
+
 // Spelling is how help writes a flag: --name, --name PLACEHOLDER, or
 // --name[=PLACEHOLDER] for a value that may be left out. The placeholder
-// is the word of the usage in back quotes, else the value's type.
+// is the one set (SetPlaceholder), else the word of the usage in back
+// quotes, else the value's type.
 func Spelling(f *pflag.Flag) string {
 	name, _ := pflag.UnquoteUsage(f)
+	if ph := f.Annotations[placeholderKey]; len(ph) == 1 {
+		name = ph[0]
+	}
 	switch {
 	case name == "":
 		return "--" + f.Name

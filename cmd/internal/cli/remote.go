@@ -22,6 +22,9 @@ type Remote struct {
 	StoreID string
 
 	fs *FlagSet
+	// q is the connection the flags set: the embedded Remote's, or
+	// another (RemoteConnGo).
+	q *queue.Remote
 	// byFlag are the ways to authenticate given on the command line
 	// ("creds", "user", "token", "nkey"): one of them drops the others
 	// that only the environment gave.
@@ -68,20 +71,21 @@ type connSpec struct {
 // another one set in the environment (a --creds beats $SCRIBE_NATS_TOKEN),
 // rather than contradicting it. --tls-first is the one boolean.
 func (r *Remote) conn() []connSpec {
-	r.Remote = queue.RemoteFromEnv()
+	*r.q = queue.RemoteFromEnv()
+	q := r.q
 	v := func(p *string, auth string, secret bool) *connFlag {
 		return &connFlag{r: r, p: p, auth: auth, secret: secret}
 	}
 	return []connSpec{
-		{"nats-url", v(&r.URL, "", false), "the store's queue is on the NATS server or cluster at `URL` (nats://host:4222, tls://…; several comma-separated), not a local daemon's (default $" + queue.EnvNATSURL + ")", false},
-		{"creds", v(&r.Creds, "creds", false), "NATS credentials `FILE` (a user JWT and its nkey seed) (default $" + queue.EnvNATSCreds + ")", true},
-		{"user", v(&r.User, "user", false), "NATS user `NAME` (default $" + queue.EnvNATSUser + ")", false},
-		{"password", v(&r.Password, "user", true), "the NATS user's `PASSWORD` (default $" + queue.EnvNATSPassword + "; prefer the variable: a flag shows in ps)", false},
-		{"token", v(&r.Token, "token", true), "NATS authorization `TOKEN` (default $" + queue.EnvNATSToken + "; prefer the variable: a flag shows in ps)", false},
-		{"nkey", v(&r.NKey, "nkey", false), "`FILE` holding the NATS user's nkey seed (default $" + queue.EnvNATSNKey + ")", true},
-		{"tls-ca", v(&r.CA, "", false), "PEM `FILE` of the certificate authorities to trust for the NATS server, instead of the system's (default $" + queue.EnvNATSCA + ")", true},
-		{"tls-cert", v(&r.Cert, "", false), "client certificate `FILE` for a NATS server that verifies clients, with --tls-key (default $" + queue.EnvNATSCert + ")", true},
-		{"tls-key", v(&r.Key, "", false), "the client certificate's key `FILE` (default $" + queue.EnvNATSKey + ")", true},
+		{"nats-url", v(&q.URL, "", false), "the store's queue is on the NATS server or cluster at `URL` (nats://host:4222, tls://…; several comma-separated), not a local daemon's (default $" + queue.EnvNATSURL + ")", false},
+		{"creds", v(&q.Creds, "creds", false), "NATS credentials `FILE` (a user JWT and its nkey seed) (default $" + queue.EnvNATSCreds + ")", true},
+		{"user", v(&q.User, "user", false), "NATS user `NAME` (default $" + queue.EnvNATSUser + ")", false},
+		{"password", v(&q.Password, "user", true), "the NATS user's `PASSWORD` (default $" + queue.EnvNATSPassword + "; prefer the variable: a flag shows in ps)", false},
+		{"token", v(&q.Token, "token", true), "NATS authorization `TOKEN` (default $" + queue.EnvNATSToken + "; prefer the variable: a flag shows in ps)", false},
+		{"nkey", v(&q.NKey, "nkey", false), "`FILE` holding the NATS user's nkey seed (default $" + queue.EnvNATSNKey + ")", true},
+		{"tls-ca", v(&q.CA, "", false), "PEM `FILE` of the certificate authorities to trust for the NATS server, instead of the system's (default $" + queue.EnvNATSCA + ")", true},
+		{"tls-cert", v(&q.Cert, "", false), "client certificate `FILE` for a NATS server that verifies clients, with --tls-key (default $" + queue.EnvNATSCert + ")", true},
+		{"tls-key", v(&q.Key, "", false), "the client certificate's key `FILE` (default $" + queue.EnvNATSKey + ")", true},
 	}
 }
 
@@ -99,6 +103,7 @@ func (fs *FlagSet) Remote() *Remote {
 // RemoteConn adds the connection flags alone, as serve takes them.
 func (fs *FlagSet) RemoteConn() *Remote {
 	r := &Remote{fs: fs}
+	r.q = &r.Remote
 	for _, c := range r.conn() {
 		fs.Var(c.value, c.name, c.usage)
 		if c.file {
@@ -110,14 +115,14 @@ func (fs *FlagSet) RemoteConn() *Remote {
 }
 
 // RemoteConnGo adds the connection flags to a flag set of the standard
-// flag package, for a command not yet on this one's (serve).
-func RemoteConnGo(gfs *flag.FlagSet) *Remote {
-	r := &Remote{}
+// flag package, setting q: for a command not yet on this package's
+// flags (serve).
+func RemoteConnGo(gfs *flag.FlagSet, q *queue.Remote) {
+	r := &Remote{q: q}
 	for _, c := range r.conn() {
 		gfs.Var(c.value, c.name, c.usage)
 	}
-	gfs.BoolVar(&r.TLSFirst, "tls-first", r.TLSFirst, tlsFirstUsage)
-	return r
+	gfs.BoolVar(&q.TLSFirst, "tls-first", q.TLSFirst, tlsFirstUsage)
 }
 
 // Get is a connection flag's text (flag.Getter), as String shows it.
@@ -142,7 +147,7 @@ func (r *Remote) auth(way string) {
 	for _, w := range []struct {
 		way string
 		p   []*string
-	}{{"creds", []*string{&r.Creds}}, {"user", []*string{&r.User, &r.Password}}, {"token", []*string{&r.Token}}, {"nkey", []*string{&r.NKey}}} {
+	}{{"creds", []*string{&r.q.Creds}}, {"user", []*string{&r.q.User, &r.q.Password}}, {"token", []*string{&r.q.Token}}, {"nkey", []*string{&r.q.NKey}}} {
 		if w.way != way && !r.byFlag[w.way] {
 			for _, p := range w.p {
 				*p = ""

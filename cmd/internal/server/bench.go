@@ -19,9 +19,8 @@ import (
 // side by side. It turns its flags into a bench.Config.
 func Bench() cli.Command {
 	return cli.Command{
-		Name: "bench",
-		Forms: []cli.Form{{Args: "[--producers 1,8,32,64] [--workload W] [--json] [--svg FILE]",
-			Summary: "measure scribe against flock, side by side"}},
+		Name:  "bench",
+		Forms: []cli.Form{{Args: "[--producers 1,8,32] [--svg FILE]", Summary: "measure scribe against flock, side by side"}},
 		Help: "Measures scribe against the locks it replaces, side by side: for each round, producer\n" +
 			"count and workload, every contender runs in turn (so that drift on a busy machine hits\n" +
 			"all alike), each on a fresh store; the table shows the medians over the rounds.\n\n" +

@@ -14,7 +14,7 @@ import (
 func MCP() cli.Command {
 	return cli.Command{
 		Name:  "mcp",
-		Forms: []cli.Form{{Args: "--store DIR [flags]", Summary: "serve the store's writes as MCP tools on stdio"}},
+		Forms: []cli.Form{{Args: "--store DIR [flags]", Summary: "serve the store's writes as MCP tools"}},
 		Help: "Serve the store's writes as Model Context Protocol tools over stdio, for an agent host\n" +
 			"(docs/mcp.md). stdout carries the protocol only; logs go to stderr. The server exits\n" +
 			"when stdin closes.",

@@ -1,8 +1,7 @@
-package main
+package caller
 
 import (
 	"encoding/json"
-	"flag"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
 )
@@ -34,88 +34,6 @@ func clearNATSEnv(t *testing.T) {
 		t.Setenv(name, "") // restored at cleanup
 		require.NoError(t, os.Unsetenv(name))
 	}
-}
-
-// Each connection flag defaults to its variable; a flag beats its
-// variable, and a way to authenticate given as a flag replaces another
-// one the environment sets rather than contradicting it.
-func TestNATSFlagsFromEnvAndFlags(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		args []string
-		want queue.Remote
-		id   string
-	}{
-		{"nothing", nil, nil, queue.Remote{}, ""},
-		{"environment",
-			map[string]string{queue.EnvNATSURL: "nats://a:4222", queue.EnvNATSUser: "u", queue.EnvNATSPassword: "p", queue.EnvNATSCA: "ca.pem",
-				queue.EnvNATSCert: "c.pem", queue.EnvNATSKey: "k.pem", queue.EnvStoreID: "0123456789abcdef"},
-			nil,
-			queue.Remote{URL: "nats://a:4222", User: "u", Password: "p", CA: "ca.pem", Cert: "c.pem", Key: "k.pem"}, "0123456789abcdef"},
-		{"flags beat variables",
-			map[string]string{queue.EnvNATSURL: "nats://a:4222", queue.EnvNATSCA: "ca.pem", queue.EnvStoreID: "0123456789abcdef"},
-			[]string{"--nats-url", "tls://b:4222", "--tls-ca", "other.pem", "--store-id", "fedcba9876543210"},
-			queue.Remote{URL: "tls://b:4222", CA: "other.pem"}, "fedcba9876543210"},
-		{"a flag's way to authenticate replaces the environment's",
-			map[string]string{queue.EnvNATSURL: "nats://a:4222", queue.EnvNATSUser: "u", queue.EnvNATSPassword: "p", queue.EnvNATSToken: "t"},
-			[]string{"--creds", "me.creds"},
-			queue.Remote{URL: "nats://a:4222", Creds: "me.creds"}, ""},
-		{"the environment's password goes with a flag's user",
-			map[string]string{queue.EnvNATSPassword: "p", queue.EnvNATSNKey: "seed.nk"},
-			[]string{"--user", "u"},
-			queue.Remote{User: "u", Password: "p"}, ""},
-		{"two ways on the command line stay, for Check to refuse",
-			map[string]string{queue.EnvNATSNKey: "seed.nk"},
-			[]string{"--token", "t", "--creds", "me.creds"},
-			queue.Remote{Token: "t", Creds: "me.creds"}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			clearNATSEnv(t)
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			fs := flag.NewFlagSet("x", flag.ContinueOnError)
-			var nf natsFlags
-			nf.register(fs)
-			require.NoError(t, fs.Parse(tc.args))
-			r, ok := nf.remote()
-			assert.Equal(t, tc.want.URL != "", ok)
-			if ok {
-				assert.Equal(t, tc.want, r)
-			}
-			assert.Equal(t, tc.want, nf.Remote)
-			assert.Equal(t, tc.id, nf.storeID)
-		})
-	}
-}
-
-// serve takes the connection flags alone; the help shows neither a
-// password nor a token from the environment.
-func TestNATSFlagsRegisterConn(t *testing.T) {
-	clearNATSEnv(t)
-	t.Setenv(queue.EnvNATSPassword, "hunter2")
-	t.Setenv(queue.EnvNATSToken, "s3cret")
-	t.Setenv(queue.EnvNATSURL, "nats://a:4222")
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var nf natsFlags
-	nf.registerConn(fs)
-	assert.Nil(t, fs.Lookup("store-id"))
-	for _, name := range []string{"nats-url", "creds", "user", "password", "token", "nkey", "tls-ca", "tls-cert", "tls-key"} {
-		assert.NotNil(t, fs.Lookup(name), name)
-	}
-	var help strings.Builder
-	fs.SetOutput(&help)
-	fs.PrintDefaults()
-	assert.Contains(t, help.String(), "nats://a:4222")
-	assert.NotContains(t, help.String(), "hunter2")
-	assert.NotContains(t, help.String(), "s3cret")
-	assert.Contains(t, help.String(), "a flag shows in ps")
-
-	stdout, _, code := runCLI(t, nil, "submit", "-h")
-	assert.Equal(t, exitOK, code)
-	assert.Contains(t, stdout, "--store-id")
-	assert.NotContains(t, stdout, "hunter2")
 }
 
 // Settings that cannot work together are usage errors (exit 2), found
@@ -139,22 +57,22 @@ func TestNATSFlagsUsage(t *testing.T) {
 		code int
 		want string // on stderr
 	}{
-		{"store ID without a URL", nil, []string{"submit", "--store-id", id, "put", "a", "b"}, exitUsage, "give --nats-url"},
-		{"no store", nil, []string{"submit", "--nats-url", closed, "put", "a", "b"}, exitUsage, "--store-id or --store is required"},
-		{"bad store ID", nil, []string{"status", "--nats-url", closed, "--store-id", "ABC"}, exitUsage, `--store-id "ABC"`},
-		{"store and store ID disagree", nil, []string{"jobs", "--nats-url", closed, "--store", store, "--store-id", "0123456789abcdef"}, exitUsage, "not --store-id 0123456789abcdef"},
-		{"store that is not here", nil, []string{"wait", "--nats-url", closed, "--store", filepath.Join(store, "none"), "job-1"}, exitRejected, "does not exist"},
-		{"two ways to authenticate", nil, []string{"submit", "--nats-url", closed, "--store-id", id, "--token", "t", "--user", "u", "put", "a", "b"}, exitUsage, "give one of"},
-		{"password without user", map[string]string{queue.EnvNATSPassword: "p"}, []string{"status", "--nats-url", closed, "--store-id", id}, exitUsage, "a password without a user"},
-		{"half a client certificate", nil, []string{"status", "--nats-url", closed, "--store-id", id, "--tls-cert", "c.pem"}, exitUsage, "both its cert and its key"},
-		{"route direct", nil, []string{"submit", "--nats-url", closed, "--store-id", id, "--route", "direct", "put", "a", "b"}, exitUsage, "--route direct"},
-		{"route direct from the environment", map[string]string{"SCRIBE_ROUTE": "direct"}, []string{"submit", "--nats-url", closed, "--store-id", id, "put", "a", "b"}, exitUsage, "--route direct"},
-		{"autostart", nil, []string{"submit", "--nats-url", closed, "--store-id", id, "--autostart", "put", "a", "b"}, exitUsage, "--autostart"},
-		{"missing creds file", nil, []string{"status", "--nats-url", closed, "--store-id", id, "--creds", filepath.Join(store, "none.creds")}, exitUsage, "none.creds"},
-		{"unreachable", nil, []string{"submit", "--nats-url", closed, "--store-id", id, "put", "a", "b"}, exitNoDaemon, closed},
+		{"store ID without a URL", nil, []string{"submit", "--store-id", id, "put", "a", "b"}, cli.ExitUsage, "give --nats-url"},
+		{"no store", nil, []string{"submit", "--nats-url", closed, "put", "a", "b"}, cli.ExitUsage, "--store-id or --store is required"},
+		{"bad store ID", nil, []string{"status", "--nats-url", closed, "--store-id", "ABC"}, cli.ExitUsage, `--store-id "ABC"`},
+		{"store and store ID disagree", nil, []string{"jobs", "--nats-url", closed, "--store", store, "--store-id", "0123456789abcdef"}, cli.ExitUsage, "not --store-id 0123456789abcdef"},
+		{"store that is not here", nil, []string{"wait", "--nats-url", closed, "--store", filepath.Join(store, "none"), "job-1"}, cli.ExitRejected, "does not exist"},
+		{"two ways to authenticate", nil, []string{"submit", "--nats-url", closed, "--store-id", id, "--token", "t", "--user", "u", "put", "a", "b"}, cli.ExitUsage, "give one of"},
+		{"password without user", map[string]string{queue.EnvNATSPassword: "p"}, []string{"status", "--nats-url", closed, "--store-id", id}, cli.ExitUsage, "a password without a user"},
+		{"half a client certificate", nil, []string{"status", "--nats-url", closed, "--store-id", id, "--tls-cert", "c.pem"}, cli.ExitUsage, "both its cert and its key"},
+		{"route direct", nil, []string{"submit", "--nats-url", closed, "--store-id", id, "--route", "direct", "put", "a", "b"}, cli.ExitUsage, "--route direct"},
+		{"route direct from the environment", map[string]string{"SCRIBE_ROUTE": "direct"}, []string{"submit", "--nats-url", closed, "--store-id", id, "put", "a", "b"}, cli.ExitUsage, "--route direct"},
+		{"autostart", nil, []string{"submit", "--nats-url", closed, "--store-id", id, "--autostart", "put", "a", "b"}, cli.ExitUsage, "--autostart"},
+		{"missing creds file", nil, []string{"status", "--nats-url", closed, "--store-id", id, "--creds", filepath.Join(store, "none.creds")}, cli.ExitUsage, "none.creds"},
+		{"unreachable", nil, []string{"submit", "--nats-url", closed, "--store-id", id, "put", "a", "b"}, cli.ExitNoDaemon, closed},
 		{"unreachable, by the environment; $SCRIBE_STORE gives way to --store-id",
-			map[string]string{queue.EnvNATSURL: closed, "SCRIBE_STORE": filepath.Join(store, "none")}, []string{"status", "--store-id", id}, exitNoDaemon, closed},
-		{"unreachable, with the folder here", nil, []string{"jobs", "--nats-url", closed, "--store", store}, exitNoDaemon, "cannot be reached"},
+			map[string]string{queue.EnvNATSURL: closed, "SCRIBE_STORE": filepath.Join(store, "none")}, []string{"status", "--store-id", id}, cli.ExitNoDaemon, closed},
+		{"unreachable, with the folder here", nil, []string{"jobs", "--nats-url", closed, "--store", store}, cli.ExitNoDaemon, "cannot be reached"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -177,7 +95,7 @@ func TestNATSFlagsRouteDirectBeatsEnvironment(t *testing.T) {
 	t.Setenv(queue.EnvNATSURL, "nats://"+ln.Addr().String())
 	require.NoError(t, ln.Close())
 	_, stderr, code := runCLI(t, strings.NewReader(""), "submit", "--store", store, "--route", "direct", "put", "a.txt", "b")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	b, err := os.ReadFile(filepath.Join(store, "a.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "b", string(b))
@@ -201,23 +119,23 @@ func TestRemoteCommands(t *testing.T) {
 	}
 
 	stdout, stderr, code := run("submit", "--id", "remote-1", "append", "log.txt", "one\n")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Equal(t, "remote-1\n", stdout, "queued: the ID, at once")
 	stdout, stderr, code = run("wait", "--timeout", "30s", "remote-1")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Contains(t, stdout, "job remote-1: applied")
 
 	stdout, stderr, code = run("submit", "--wait=30s", "--json", "--id", "remote-2", "append", "log.txt", "two\n")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	var out queue.Outcome
 	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
 	assert.True(t, out.Applied())
 
 	stdout, stderr, code = run("status", "remote-2")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Contains(t, stdout, "job remote-2: applied")
 	stdout, stderr, code = run("status", "--json")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	var st client.StoreStatus
 	require.NoError(t, json.Unmarshal([]byte(stdout), &st))
 	assert.Equal(t, id, st.StoreID)
@@ -226,7 +144,7 @@ func TestRemoteCommands(t *testing.T) {
 	assert.EqualValues(t, 2, *st.Applied)
 
 	stdout, stderr, code = run("jobs", "--json")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	var list jobsJSON
 	require.NoError(t, json.Unmarshal([]byte(stdout), &list))
 	assert.Len(t, list.Outcomes, 2)
@@ -236,7 +154,7 @@ func TestRemoteCommands(t *testing.T) {
 	// A job the journal does not know: wait runs out (75) naming the
 	// store as the command line did.
 	_, stderr, code = run("wait", "--timeout", "300ms", "remote-none")
-	assert.Equal(t, exitBusy, code)
+	assert.Equal(t, cli.ExitBusy, code)
 	assert.Contains(t, stderr, "scribe status --nats-url "+url+" --store-id "+id+" remote-none")
 
 	b, err := os.ReadFile(filepath.Join(store, "log.txt"))

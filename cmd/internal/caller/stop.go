@@ -1,4 +1,4 @@
-package main
+package caller
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/daemon"
 )
@@ -18,44 +19,64 @@ const defaultStopTimeout = time.Minute
 // stopPoll is how often stop looks whether the daemon is gone.
 const stopPoll = 20 * time.Millisecond
 
-// StopCommand stops a store's daemon gracefully, as SIGTERM does, and
-// waits until it is gone.
-type StopCommand struct{ *Main }
+// stopper is `scribe stop`, on the command line's streams.
+type stopper struct{ *cli.Main }
 
-// Run finds the store's daemon through its discovery file, checks that
+// Stop is `scribe stop`: the store's daemon stopped gracefully, as SIGTERM
+// does, and waited for until it is gone.
+func Stop() cli.Command {
+	return cli.Command{
+		Name:  "stop",
+		Forms: []cli.Form{{Args: "--store DIR [--timeout DUR]", Summary: "stop the store's daemon gracefully"}},
+		Setup: func(m *cli.Main, fs *cli.FlagSet) func(context.Context, []string) error {
+			store := fs.Store()
+			timeout := fs.Duration("timeout", defaultStopTimeout, "wait at most `DUR` for the daemon to finish its batch and exit, then exit 75 (0: no limit)")
+			c := &stopper{m}
+			return func(ctx context.Context, args []string) error {
+				return c.run(ctx, *store, *timeout, args)
+			}
+		},
+	}
+}
+
+// run finds the store's daemon through its discovery file, checks that
 // the pid there is that daemon's, sends it SIGTERM and waits until it has
 // released the daemon lock. No daemon is no failure: exit 0, with a note.
-// A daemon still there after --timeout is exit 75.
-func (c *StopCommand) Run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("stop", "--store DIR [--timeout DUR]")
-	store := storeFlag(fs)
-	timeout := fs.Duration("timeout", defaultStopTimeout, "wait at most `DUR` for the daemon to finish its batch and exit, then exit 75 (0: no limit)")
-	if err := parse(fs, args); err != nil {
+// A daemon still there after timeout is exit 75.
+func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, args []string) error {
+	if err := cli.RequireStore(store); err != nil {
 		return err
 	}
-	if err := requireStore(*store); err != nil {
-		return err
+	if len(args) > 0 {
+		return cli.Usagef("stop takes no arguments, got %q", args)
 	}
-	if fs.NArg() > 0 {
-		return usageError("stop takes no arguments, got %q", fs.Args())
+	if timeout < 0 {
+		return cli.Usagef("--timeout %s: want a duration ≥ 0", timeout)
 	}
-	if *timeout < 0 {
-		return usageError("--timeout %s: want a duration ≥ 0", *timeout)
-	}
-	real, err := queue.ResolveStore(*store)
+	real, err := queue.ResolveStore(store)
 	if err != nil {
 		return err
 	}
-	if *timeout > 0 {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	timedOut := func(what string) error {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return &exitError{code: exitBusy, err: fmt.Errorf("%s after %s; wait longer (--timeout)", what, *timeout)}
+			return cli.Exit(cli.ExitBusy, fmt.Errorf("%s after %s; wait longer (--timeout)", what, timeout))
 		}
 		return ctx.Err()
+	}
+	poll := time.NewTicker(stopPoll)
+	defer poll.Stop()
+	next := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-poll.C:
+			return true
+		}
 	}
 
 	// A daemon that holds the lock without a discovery file is starting
@@ -66,7 +87,7 @@ func (c *StopCommand) Run(ctx context.Context, args []string) error {
 		if !errors.Is(err, daemon.ErrStarting) {
 			break
 		}
-		if !sleepCtx(ctx, stopPoll) {
+		if !next() {
 			return timedOut(fmt.Sprintf("a daemon holds %s but has not announced itself (%v)", real, err))
 		}
 	}
@@ -91,21 +112,9 @@ func (c *StopCommand) Run(ctx context.Context, args []string) error {
 		case err != nil && !errors.Is(err, daemon.ErrStarting): // stopping: the file is withdrawn first
 			return err
 		}
-		if !sleepCtx(ctx, stopPoll) {
+		if !next() {
 			return timedOut(fmt.Sprintf("daemon pid %d of %s has not stopped: it finishes the batch in hand first, and gives a running exec command its grace period. "+
 				"To stop it at once: kill -KILL %d (what is queued is kept, and applied by the next daemon)", d.PID, real, d.PID))
 		}
-	}
-}
-
-// sleepCtx waits d, or returns false when ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

@@ -1,7 +1,6 @@
-package main
+package caller
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/daemon"
 )
@@ -60,12 +60,11 @@ func TestStopUsage(t *testing.T) {
 		{"stop", "--store", store, "--timeout", "-1s"},
 		{"stop", "--store", store, "--timeout", "soon"},
 	} {
-		m := &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
 		t.Setenv("SCRIBE_STORE", "")
-		assert.Equal(t, exitUsage, exitCode(m.Run(t.Context(), args)), args)
+		_, _, code := runCLI(t, nil, args...)
+		assert.Equal(t, cli.ExitUsage, code, args)
 	}
-	var errb bytes.Buffer
-	m := &Main{Stdout: &bytes.Buffer{}, Stderr: &errb}
-	require.NoError(t, m.Run(t.Context(), []string{"stop", "--store", store}))
-	assert.Contains(t, errb.String(), "no daemon serves")
+	_, stderr, code := runCLI(t, nil, "stop", "--store", store)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	assert.Contains(t, stderr, "no daemon serves")
 }

@@ -1,22 +1,20 @@
-package main
+package caller
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
 )
@@ -25,146 +23,100 @@ import (
 // queueing the job.
 const queueTimeout = 30 * time.Second
 
-// SubmitCommand queues a job (or, without a daemon, applies it directly).
-type SubmitCommand struct{ *Main }
+// submit is `scribe submit`, on the command line's streams.
+type submit struct{ *cli.Main }
 
-// waitFlag is --wait, of submit and lock alike: a bool flag ("wait,
-// however long") that also takes a bound, as --wait=10s or, through
-// parseWait, --wait 10s.
-type waitFlag struct {
-	on bool
-	d  time.Duration
+// Submit is `scribe submit`: a job queued through the store's daemon or,
+// without one, applied directly.
+func Submit() cli.Command {
+	return cli.Command{
+		Name: "submit",
+		Forms: []cli.Form{
+			{Args: "--store DIR [flags] OP PATH [DATA|-]", Summary: "queue one op (DATA -: from stdin)"},
+			{Args: "--store DIR [flags] --job FILE", Summary: "queue a multi-op job (FILE may be -)"},
+			{Args: "--store DIR [flags] exec NAME [ARGS]", Summary: "run an allowlisted command in the daemon"},
+		},
+		FirstArgs: []string{"put", "append", "merge", "delete", "exec"},
+		Help: "OP is put, append, merge or delete (no DATA); PATH is relative to the store (a leading\n" +
+			"./ is dropped). DATA is taken verbatim: no newline is added, unless --newline. With - it\n" +
+			"is read from stdin. Without DATA it is read from stdin too, but only when stdin is not a\n" +
+			"terminal (a pipe, a file); on a terminal that is a usage error: give DATA, or -. Hooks\n" +
+			"should always pass DATA or -: their stdin is the caller's event.\n" +
+			"A job is at most 1 MiB (1048576 bytes) encoded, DATA included; a larger one is rejected\n" +
+			"too_large (exit 1).\n" +
+			"Flags go before OP: DATA may start with -. A duration right after a bare --wait is its\n" +
+			"bound: --wait 10s is --wait=10s.\n" +
+			"exec runs the command NAME of the daemon's allowlist with ARGS, passed as they are (even\n" +
+			"those starting with -); it needs a daemon (or --autostart). With --wait and without --json,\n" +
+			"the command's output is printed as its own: stdout on stdout, stderr on stderr.\n" +
+			"Interrupted (Ctrl-C) after the job was sent, it exits 130 naming the job: it may still be\n" +
+			"applied (scribe status ID).\n" + cli.RemoteHelp,
+		Setup: func(m *cli.Main, fs *cli.FlagSet) func(context.Context, []string) error {
+			fs.Strict()
+			store := fs.Store()
+			remote := fs.Remote()
+			var wait cli.Wait
+			fs.WaitVar(&wait, "wait", "wait for the outcome: bare, without bound (a direct write still fails at once on a busy lock); "+
+				"--wait=DUR, or --wait DUR, waits at most `DUR`, for the lock too, and exits 75 when it runs out")
+			newline := fs.Bool("newline", false, "end DATA with a newline: add \"\\n\" unless it ends with one (put, append, merge)")
+			id := fs.String("id", "", "job `ID`: 1-128 characters of [A-Za-z0-9_-], the idempotency key, protecting against a repeat while its outcome is kept (serve --retention); the same ID for a different job is rejected id_conflict (default: a new random one)")
+			jobFile := fs.String("job", "", "read a multi-op job from `FILE` (- for stdin)")
+			fs.CompleteFile("job")
+			ifMatch := fs.String("if-match", "", "precondition `COND`: absent, or sha256:<lower-case hex> of the file's content (not with --job: put if_match in the job file)")
+			coalesce := fs.String("coalesce", "", "exec jobs only: coalescing `KEY`; while a job with this key waits in the queue, not yet started, this one joins it and gets its outcome, if it asks for the same run: the same command, arguments, dir and timeout")
+			asJSON := fs.JSON("the outcome (or, without --wait, the queued job's ID)")
+			route := fs.Route()
+			lockFile := fs.LockFile()
+			auto := fs.Autostart()
+			c := &submit{m}
+			return func(ctx context.Context, args []string) error {
+				if err := auto.Check(); err != nil {
+					return err
+				}
+				r, err := client.ParseRoute(*route)
+				if err != nil {
+					return cli.Usagef("%v", err)
+				}
+				if r == client.RouteDirect && !fs.Changed("nats-url") {
+					// A direct write asked for (a `scribe lock` child's) writes the
+					// folder here, whatever queue the environment names.
+					remote.URL = ""
+				}
+				t, err := remote.Resolve(*store)
+				if err != nil {
+					return err
+				}
+				if err := cli.CheckLockFileFolder(*lockFile); err != nil {
+					return err
+				}
+				if err := t.CheckRoute(fs, r); err != nil {
+					return err
+				}
+				jf := jobFlags{file: *jobFile, ifMatch: *ifMatch, coalesce: *coalesce, newline: *newline}
+				job, err := c.buildJob(args, jf)
+				if err != nil {
+					return err
+				}
+				if *id != "" {
+					job.ID = *id
+				}
+				var start *client.Autostart
+				// A remote queue's daemon is its operator's to start; the
+				// direct route starts no daemon.
+				if t.Remote == nil && r != client.RouteDirect {
+					if start, err = auto.Settle(m, *store); err != nil {
+						return err
+					}
+				}
+				return c.submit(ctx, t, r, job, wait, *jobFile, *lockFile, *asJSON, start, args)
+			}
+		},
+	}
 }
 
-func (w *waitFlag) IsBoolFlag() bool { return true }
-func (w *waitFlag) String() string {
-	if w == nil || !w.on {
-		return "false"
-	}
-	if w.d == 0 {
-		return "true"
-	}
-	return w.d.String()
-}
-func (w *waitFlag) Set(s string) error {
-	if b, err := strconv.ParseBool(s); err == nil {
-		w.on, w.d = b, 0
-		return nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return fmt.Errorf("want true, false or a positive duration")
-	}
-	w.on, w.d = true, d
-	return nil
-}
-
-// parseWait is parseStrict for a command with a --wait waitFlag: a
-// positive duration right after a bare --wait is its bound ("--wait 10s"
-// is "--wait=10s"), and flags after it are parsed too. No OP and no
-// sensible lock command reads as a duration; "lock --wait -- 10s" runs a
-// command named 10s.
-func parseWait(fs *flag.FlagSet, args []string, w *waitFlag) error {
-	for {
-		rest, err := parseOnce(fs, args)
-		if err != nil {
-			return err
-		}
-		n := len(args) - len(rest)
-		if n == 0 || len(rest) == 0 || (args[n-1] != "--wait" && args[n-1] != "-wait") {
-			return nil
-		}
-		d, err := time.ParseDuration(rest[0])
-		if err != nil {
-			return nil // not a duration: the first argument
-		}
-		if d <= 0 {
-			return usageError("--wait %s: want a positive duration", rest[0])
-		}
-		w.on, w.d = true, d
-		args = rest[1:]
-	}
-}
-
-// waitUsage is the --wait flag's help, the same for submit and lock.
-const waitUsage = "; --wait=DUR, or --wait DUR, bounds the wait (exit 75 when it runs out)"
-
-// Run parses flags, builds the job and submits it.
-func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("submit", "--store DIR [flags] OP PATH [DATA|-]\n"+
-		"       scribe submit --store DIR [flags] --job FILE\n"+
-		"       scribe submit --store DIR [flags] exec NAME [ARGS...]\n\n"+
-		"OP is put, append, merge or delete (no DATA); PATH is relative to the store (a leading\n"+
-		"./ is dropped). DATA is taken verbatim: no newline is added, unless --newline. With - it\n"+
-		"is read from stdin. Without DATA it is read from stdin too, but only when stdin is not a\n"+
-		"terminal (a pipe, a file); on a terminal that is a usage error: give DATA, or -. Hooks\n"+
-		"should always pass DATA or -: their stdin is the caller's event.\n"+
-		"A job is at most 1 MiB (1048576 bytes) encoded, DATA included; a larger one is rejected\n"+
-		"too_large (exit 1).\n"+
-		"Flags go before OP: DATA may start with -. A duration right after a bare --wait is its\n"+
-		"bound: --wait 10s is --wait=10s.\n"+
-		"exec runs the command NAME of the daemon's allowlist with ARGS, passed as they are (even\n"+
-		"those starting with -); it needs a daemon (or --autostart). With --wait and without --json,\n"+
-		"the command's output is printed as its own: stdout on stdout, stderr on stderr.\n"+
-		"Interrupted (Ctrl-C) after the job was sent, it exits 130 naming the job: it may still be\n"+
-		"applied (scribe status ID).\n"+remoteUsage)
-	store := storeFlag(fs)
-	var nf natsFlags
-	nf.register(fs)
-	var wait waitFlag
-	fs.Var(&wait, "wait", "wait for the outcome, without bound (a direct write still fails at once on a busy lock: give --wait=DUR to wait for it)"+waitUsage)
-	newline := fs.Bool("newline", false, "end DATA with a newline: add \"\\n\" unless it ends with one (put, append, merge)")
-	id := fs.String("id", "", "job `ID`: 1-128 characters of [A-Za-z0-9_-], the idempotency key, protecting against a repeat while its outcome is kept (serve --retention); the same ID for a different job is rejected id_conflict (default: a new random one)")
-	jobFile := fs.String("job", "", "read a multi-op job from `FILE` (- for stdin)")
-	ifMatch := fs.String("if-match", "", "precondition: `absent`, or sha256:<lower-case hex> of the file's content (not with --job: put if_match in the job file)")
-	coalesce := fs.String("coalesce", "", "exec jobs only: coalescing `key`; while a job with this key waits in the queue, not yet started, this one joins it and gets its outcome if it asks for the same run (command, arguments, dir, timeout)")
-	asJSON := fs.Bool("json", false, "print the outcome (or the queued job ID) as JSON")
-	route := fs.String("route", os.Getenv("SCRIBE_ROUTE"), "`prefer` (daemon if any, else direct), require (daemon only) or direct (default $SCRIBE_ROUTE, else prefer)")
-	lockFile := fs.String("lock-file", "", "store lock `file` for direct writes (default: the one a running daemon takes, else <store>/.scribe/lock)")
-	autostart := fs.Bool("autostart", envBool("SCRIBE_AUTOSTART"), "when no daemon serves the store, start one (detached, logging to <store>/.scribe/daemon.log) and submit through it (default $SCRIBE_AUTOSTART, else autostart in <store>/.scribe/config.toml)")
-	exitIdle := fs.Duration("exit-idle", envDuration("SCRIBE_EXIT_IDLE", client.DefaultExitIdle), "with --autostart: the started daemon exits once idle this `long` (default $SCRIBE_EXIT_IDLE, else exit_idle in <store>/.scribe/config.toml, else 5m)")
-	if err := parseWait(fs, args, &wait); err != nil {
-		return err
-	}
-	if *exitIdle <= 0 {
-		return usageError("--exit-idle %s: want a positive duration", *exitIdle)
-	}
-	r, err := client.ParseRoute(*route)
-	if err != nil {
-		return usageError("%v", err)
-	}
-	if r == client.RouteDirect && !given(fs, "nats-url") {
-		// A direct write asked for (a `scribe lock` child's) writes the
-		// folder here, whatever queue the environment names.
-		nf.URL = ""
-	}
-	t, err := nf.resolve(*store)
-	if err != nil {
-		return err
-	}
-	if err := checkLockFileFolder(*lockFile); err != nil {
-		return err
-	}
-	if err := t.checkRemoteRoute(fs, r, *autostart); err != nil {
-		return err
-	}
-	jf := jobFlags{file: *jobFile, ifMatch: *ifMatch, coalesce: *coalesce, newline: *newline}
-	job, err := c.buildJob(fs.Args(), jf)
-	if err != nil {
-		return err
-	}
-	if *id != "" {
-		job.ID = *id
-	}
-	switch {
-	case t.remote != nil: // a remote queue's daemon is its operator's to start
-		*autostart = false
-	case r != client.RouteDirect: // the direct route starts no daemon
-		if *autostart, *exitIdle, err = c.autostartSettings(fs, *store, *autostart, *exitIdle); err != nil {
-			return err
-		}
-	}
-
+// submit submits job to t's store and prints its outcome, or its ID once
+// queued.
+func (c *submit) submit(ctx context.Context, t cli.Target, r client.Route, job *queue.Job, wait cli.Wait, jobFile, lockFile string, asJSON bool, start *client.Autostart, args []string) error {
 	// Bound the command: by --wait=DUR, or, without --wait, by
 	// queueTimeout (a hook must not hang on a daemon that went away).
 	// Plain --wait waits for the outcome however long it takes. sig is
@@ -172,8 +124,8 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	// from a wait that ran out.
 	sig := ctx
 	bound := queueTimeout
-	if wait.on {
-		bound = wait.d
+	if wait.On {
+		bound = wait.Bound
 	}
 	if bound > 0 {
 		var cancel context.CancelFunc
@@ -183,31 +135,27 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	// The lock file shows a direct writer's command to those it makes
 	// wait: the op and path, never the data (which may be long, private,
 	// or hold newlines).
-	opts := []client.Option{client.WithRoute(r), client.WithLockFile(*lockFile), client.WithCommand(describeJob(fs.Args(), *jobFile))}
-	// A direct write waits for the lock only within a bound (DESIGN:
-	// waiting is opt-in and bounded): plain --wait stays fail-fast there.
-	if wait.d > 0 {
-		opts = append(opts, client.WithWait(wait.d))
+	opts := []client.Option{client.WithRoute(r), client.WithLockFile(lockFile), client.WithCommand(describeJob(args, jobFile))}
+	// A direct write waits for the lock only within a bound (waiting is
+	// opt-in and bounded): plain --wait stays fail-fast there.
+	if wait.Bound > 0 {
+		opts = append(opts, client.WithWait(wait.Bound))
 	}
-	if *autostart && r != client.RouteDirect {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("autostart: find the scribe binary: %w", err)
-		}
-		opts = append(opts, client.WithAutostart(client.Autostart{Command: []string{exe, "serve"}, ExitIdle: *exitIdle}))
+	if start != nil {
+		opts = append(opts, client.WithAutostart(*start))
 	}
-	cl, err := t.open(ctx, opts...)
+	cl, err := t.Open(ctx, opts...)
 	if err != nil {
 		return c.failedAt(sig, err, r, t, nil)
 	}
 	defer cl.Close()
 
-	if !wait.on && cl.Queued() {
+	if !wait.On && cl.Queued() {
 		if err := cl.Submit(ctx, job); err != nil {
 			return c.failedAt(sig, err, r, t, job)
 		}
-		if *asJSON {
-			return writeJSON(c.Stdout, map[string]string{"id": job.ID, "status": "queued"})
+		if asJSON {
+			return cli.WriteJSON(c.Stdout, map[string]string{"id": job.ID, "status": "queued"})
 		}
 		fmt.Fprintln(c.Stdout, job.ID)
 		return nil
@@ -217,8 +165,8 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 		return c.failedAt(sig, err, r, t, job)
 	}
 	switch {
-	case *asJSON:
-		if err := writeJSON(c.Stdout, out); err != nil {
+	case asJSON:
+		if err := cli.WriteJSON(c.Stdout, out); err != nil {
 			return err
 		}
 	case out.Exec != nil:
@@ -235,7 +183,7 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 // writeExecOutput prints what an exec job's command wrote, as if it had
 // run here: its stdout on stdout, its stderr on stderr, each followed by
 // a note on stderr if its middle was cut (the command's max_output).
-func (c *SubmitCommand) writeExecOutput(out *queue.Outcome) {
+func (c *submit) writeExecOutput(out *queue.Outcome) {
 	x := out.Exec
 	_, _ = io.WriteString(c.Stdout, x.Stdout)
 	_, _ = io.WriteString(c.Stderr, x.Stderr)
@@ -249,39 +197,6 @@ func (c *SubmitCommand) writeExecOutput(out *queue.Outcome) {
 	}
 }
 
-// autostartSettings settles --autostart and --exit-idle: the command
-// line, else SCRIBE_AUTOSTART and SCRIBE_EXIT_IDLE, else the store's
-// config file (autostart, the store's opt-in; exit_idle, if positive:
-// a daemon started on demand must leave one day). The file is read only
-// when it exists and something is left to settle, and held to serve's
-// rules: an insecure file, or an invalid value of those two keys, fails
-// the submit as it would fail serve, rather than being ignored. The rest
-// of the file is serve's (ReadConfig of callerKeys).
-func (c *SubmitCommand) autostartSettings(flags *flag.FlagSet, store string, autostart bool, exitIdle time.Duration) (bool, time.Duration, error) {
-	onCommandLine := map[string]bool{}
-	flags.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	autostartSet := onCommandLine["autostart"] || os.Getenv("SCRIBE_AUTOSTART") != ""
-	exitIdleSet := onCommandLine["exit-idle"] || os.Getenv("SCRIBE_EXIT_IDLE") != ""
-	if autostartSet && (!autostart || exitIdleSet) {
-		return autostart, exitIdle, nil
-	}
-	path := configPath(store)
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-		return autostart, exitIdle, nil
-	}
-	cfg, err := ReadConfig(path, callerKeys...)
-	if err != nil {
-		return false, 0, reportConfigErrors(c.Stderr, err)
-	}
-	if !autostartSet && cfg.Autostart != nil {
-		autostart = *cfg.Autostart
-	}
-	if !exitIdleSet && cfg.ExitIdle != nil && *cfg.ExitIdle > 0 {
-		exitIdle = *cfg.ExitIdle
-	}
-	return autostart, exitIdle, nil
-}
-
 // jobFlags are the flags that shape the job: --job, --if-match,
 // --coalesce, --newline.
 type jobFlags struct {
@@ -291,7 +206,7 @@ type jobFlags struct {
 
 // buildJob reads the job from --job, or builds it from OP PATH [DATA|-]
 // or exec NAME [ARGS...].
-func (c *SubmitCommand) buildJob(args []string, f jobFlags) (*queue.Job, error) {
+func (c *submit) buildJob(args []string, f jobFlags) (*queue.Job, error) {
 	job, err := c.readJob(args, f)
 	if err != nil {
 		return nil, err
@@ -300,7 +215,7 @@ func (c *SubmitCommand) buildJob(args []string, f jobFlags) (*queue.Job, error) 
 		// A --job file's job may be anything: queue validation refuses
 		// a key on a file job (exit 1, as for any invalid job file).
 		if f.file == "" && !job.IsExec() {
-			return nil, usageError("--coalesce is for exec jobs only (exec NAME [ARGS...])")
+			return nil, cli.Usagef("--coalesce is for exec jobs only (exec NAME [ARGS...])")
 		}
 		job.Coalesce = f.coalesce
 	}
@@ -308,19 +223,19 @@ func (c *SubmitCommand) buildJob(args []string, f jobFlags) (*queue.Job, error) 
 }
 
 // readJob reads the job from --job, or builds it from the arguments.
-func (c *SubmitCommand) readJob(args []string, f jobFlags) (*queue.Job, error) {
+func (c *submit) readJob(args []string, f jobFlags) (*queue.Job, error) {
 	if f.file != "" {
 		return c.readJobFile(args, f)
 	}
 	if len(args) > 0 && args[0] == string(queue.OpExec) {
 		if len(args) < 2 {
-			return nil, usageError("want exec NAME [ARGS...]: the name of a command of the daemon's allowlist")
+			return nil, cli.Usagef("want exec NAME [ARGS...]: the name of a command of the daemon's allowlist")
 		}
 		if f.ifMatch != "" {
-			return nil, usageError("--if-match is for file ops, not exec")
+			return nil, cli.Usagef("--if-match is for file ops, not exec")
 		}
 		if f.newline {
-			return nil, usageError("--newline is for DATA, not exec")
+			return nil, cli.Usagef("--newline is for DATA, not exec")
 		}
 		// Everything after NAME is argv, as given: no flags are parsed
 		// there, so "-n" or "--" reach the command.
@@ -331,7 +246,7 @@ func (c *SubmitCommand) readJob(args []string, f jobFlags) (*queue.Job, error) {
 		return &queue.Job{V: queue.Version, Ops: []queue.Op{op}}, nil
 	}
 	if len(args) < 2 || len(args) > 3 {
-		return nil, usageError("want OP PATH [DATA|-] or exec NAME [ARGS...], got %d arguments", len(args))
+		return nil, cli.Usagef("want OP PATH [DATA|-] or exec NAME [ARGS...], got %d arguments", len(args))
 	}
 	// An unknown OP is a typo on this command line, not a job to
 	// reject: no job is built. (A --job file's unknown op is rejected
@@ -340,15 +255,15 @@ func (c *SubmitCommand) readJob(args []string, f jobFlags) (*queue.Job, error) {
 	switch kind {
 	case queue.OpPut, queue.OpAppend, queue.OpMerge, queue.OpDelete:
 	default:
-		return nil, usageError("unknown op %q: want put, append, merge, delete or exec", args[0])
+		return nil, cli.Usagef("unknown op %q: want put, append, merge, delete or exec", args[0])
 	}
 	op := queue.Op{Kind: kind, Path: queue.TrimDotSlash(args[1]), IfMatch: f.ifMatch}
 	if kind == queue.OpDelete {
 		if len(args) == 3 {
-			return nil, usageError("delete takes no data")
+			return nil, cli.Usagef("delete takes no data")
 		}
 		if f.newline {
-			return nil, usageError("--newline is for DATA: delete takes none")
+			return nil, cli.Usagef("--newline is for DATA: delete takes none")
 		}
 		return &queue.Job{V: queue.Version, Ops: []queue.Op{op}}, nil
 	}
@@ -359,7 +274,7 @@ func (c *SubmitCommand) readJob(args []string, f jobFlags) (*queue.Job, error) {
 		// DESIGN's "DATA from stdin when absent", but a person at a
 		// terminal who forgot DATA would otherwise hang, typing into a
 		// job they did not mean.
-		return nil, usageError("%s %s: DATA is missing; give DATA, or - to read it from stdin (stdin is a terminal)", args[0], args[1])
+		return nil, cli.Usagef("%s %s: DATA is missing; give DATA, or - to read it from stdin (stdin is a terminal)", args[0], args[1])
 	default:
 		b, err := readLimited(c.Stdin, "DATA from stdin")
 		if err != nil {
@@ -374,15 +289,15 @@ func (c *SubmitCommand) readJob(args []string, f jobFlags) (*queue.Job, error) {
 }
 
 // readJobFile reads and decodes --job FILE (- for stdin).
-func (c *SubmitCommand) readJobFile(args []string, f jobFlags) (*queue.Job, error) {
+func (c *submit) readJobFile(args []string, f jobFlags) (*queue.Job, error) {
 	if len(args) > 0 {
-		return nil, usageError("--job takes no OP arguments, got %q", args)
+		return nil, cli.Usagef("--job takes no OP arguments, got %q", args)
 	}
 	if f.ifMatch != "" {
-		return nil, usageError("--if-match applies to a single op; put if_match in the job file's ops")
+		return nil, cli.Usagef("--if-match applies to a single op; put if_match in the job file's ops")
 	}
 	if f.newline {
-		return nil, usageError("--newline applies to DATA; in a job file, end the data with \\n")
+		return nil, cli.Usagef("--newline applies to DATA; in a job file, end the data with \\n")
 	}
 	var b []byte
 	var err error
@@ -561,22 +476,22 @@ func describeJob(args []string, jobFile string) string {
 // failed turns a failed submit's error into the command line's: a signal
 // (sig ended) is exit 130 naming the job, which may still be applied, if
 // it was sent (job not nil); the rest is submitError's.
-func (c *SubmitCommand) failed(sig context.Context, err error, r client.Route, store string, job *queue.Job) error {
-	return c.failedAt(sig, err, r, target{store: store}, job)
+func (c *submit) failed(sig context.Context, err error, r client.Route, store string, job *queue.Job) error {
+	return c.failedAt(sig, err, r, cli.Target{Store: store}, job)
 }
 
 // failedAt is failed for the store t names: its messages name it as the
 // command line did (--store, or --store-id with a remote queue).
-func (c *SubmitCommand) failedAt(sig context.Context, err error, r client.Route, t target, job *queue.Job) error {
+func (c *submit) failedAt(sig context.Context, err error, r client.Route, t cli.Target, job *queue.Job) error {
 	if sig.Err() == nil {
 		hint := ""
-		if t.store != "" {
-			hint = busyHint(t.store, err, r == client.RouteDirect)
+		if t.Store != "" {
+			hint = busyHint(t.Store, err, r == client.RouteDirect)
 		}
 		if hint == "" {
 			hint = lockFileHint(err)
 		}
-		return withHint(submitError(err, r), hint)
+		return cli.WithHint(submitError(err, r), hint)
 	}
 	switch {
 	case job == nil:
@@ -585,9 +500,9 @@ func (c *SubmitCommand) failedAt(sig context.Context, err error, r client.Route,
 		err = fmt.Errorf("interrupted while waiting for the store lock: job %s was not written", job.ID)
 	default:
 		err = fmt.Errorf("interrupted: job %s may still be applied; see its outcome with: scribe status %s %s (or wait for it: scribe wait %s %s)",
-			job.ID, t.ref(), job.ID, t.ref(), job.ID)
+			job.ID, t.Ref(), job.ID, t.Ref(), job.ID)
 	}
-	return &exitError{code: exitInterrupted, err: err}
+	return cli.Exit(cli.ExitInterrupted, err)
 }
 
 // submitError maps a --wait that ran out to exit 75, and adds the CLI's
@@ -595,7 +510,7 @@ func (c *SubmitCommand) failedAt(sig context.Context, err error, r client.Route,
 func submitError(err error, r client.Route) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w: %w", errWaitTimeout, err)
+		return fmt.Errorf("%w: %w", cli.ErrWaitTimeout, err)
 	case errors.Is(err, client.ErrStranded):
 		return fmt.Errorf("%w; start scribe serve to apply them, or write with --route direct to go past them", err)
 	case errors.Is(err, client.ErrExecNeedsDaemon) && r == client.RouteDirect:
@@ -639,26 +554,4 @@ func busyHint(store string, err error, direct bool) string {
 		hint += "; without --route direct the job would queue through the daemon"
 	}
 	return hint
-}
-
-// envBool is a boolean environment variable: false when unset or not a
-// boolean.
-func envBool(name string) bool {
-	b, _ := strconv.ParseBool(os.Getenv(name))
-	return b
-}
-
-// envDuration is a duration environment variable, def when unset or not a
-// positive duration.
-func envDuration(name string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
-		return d
-	}
-	return def
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

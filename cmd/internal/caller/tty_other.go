@@ -1,6 +1,6 @@
 //go:build !linux && !darwin && !freebsd && !netbsd && !openbsd && !dragonfly
 
-package main
+package caller
 
 // isTTY cannot tell a terminal here: stdin is taken as one only when
 // isTerminalReader finds a character device.

@@ -1,4 +1,4 @@
-package main
+package caller
 
 import "golang.org/x/sys/unix"
 

@@ -1,18 +1,17 @@
-package main
+package caller
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 )
 
@@ -105,17 +104,17 @@ func TestBuildJob(t *testing.T) {
 		{name: "job file of the wrong type", jobFile: jobFile("typed.json", `{"ops":[{"op":"put","path":"a","data":"x"},{"op":"put","path":5}]}`), rejected: "job file is not a valid job: ops[1].path: want a string, not a number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &SubmitCommand{&Main{Stdin: strings.NewReader(tc.stdin)}}
+			c := &submit{&cli.Main{Stdin: strings.NewReader(tc.stdin)}}
 			job, err := c.buildJob(tc.args, jobFlags{file: tc.jobFile, ifMatch: tc.ifMatch, coalesce: tc.coalesce, newline: tc.newline})
 			if tc.usage != "" {
 				require.Error(t, err)
-				assert.Equal(t, exitUsage, exitCode(err))
+				assert.Equal(t, cli.ExitUsage, cli.ExitCode(err))
 				assert.Contains(t, err.Error(), tc.usage)
 				return
 			}
 			if err != nil && tc.rejected != "" {
 				assert.Contains(t, err.Error(), tc.rejected)
-				assert.Equal(t, exitRejected, exitCode(submitError(err, client.RoutePrefer)))
+				assert.Equal(t, cli.ExitRejected, cli.ExitCode(submitError(err, client.RoutePrefer)))
 				return
 			}
 			require.NoError(t, err)
@@ -130,20 +129,9 @@ func TestBuildJob(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.rejected)
-			assert.Equal(t, exitRejected, exitCode(submitError(err, client.RoutePrefer)))
+			assert.Equal(t, cli.ExitRejected, cli.ExitCode(submitError(err, client.RoutePrefer)))
 		})
 	}
-}
-
-// runScribe runs the command line in this process.
-func runScribe(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	err := (&Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut}).Run(t.Context(), args)
-	if err != nil {
-		errOut.WriteString("scribe: " + err.Error() + "\n")
-	}
-	return out.String(), errOut.String(), exitCode(err)
 }
 
 // Without a daemon an exec job is refused before anything is done: exit
@@ -160,30 +148,30 @@ func TestSubmitExecWithoutDaemon(t *testing.T) {
 		{
 			name: "prefer",
 			args: []string{"exec", "reindex", "--wait"},
-			code: exitNoDaemon,
+			code: cli.ExitNoDaemon,
 			want: []string{"no daemon serves this store: exec jobs run in the daemon, which has the allowlist; start scribe serve, or use --autostart (or SCRIBE_AUTOSTART=1)"},
 		},
 		{
 			name: "direct",
 			args: []string{"--route", "direct", "--wait", "exec", "reindex"},
-			code: exitNoDaemon,
+			code: cli.ExitNoDaemon,
 			want: []string{"the direct route does not use the daemon", "without --route direct"},
 		},
 		{
 			name: "require",
 			args: []string{"--route", "require", "exec", "reindex"},
-			code: exitNoDaemon,
+			code: cli.ExitNoDaemon,
 		},
 		{
 			name: "coalescing a file op",
 			args: []string{"--coalesce", "k", "append", "f.txt", "x"},
-			code: exitUsage,
+			code: cli.ExitUsage,
 			want: []string{"--coalesce is for exec jobs only"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := t.TempDir()
-			stdout, stderr, code := runScribe(t, append([]string{"submit", "--store", store}, tc.args...)...)
+			stdout, stderr, code := runCLI(t, strings.NewReader(""), append([]string{"submit", "--store", store}, tc.args...)...)
 			assert.Equal(t, tc.code, code, stderr)
 			assert.Empty(t, stdout)
 			for _, w := range tc.want {
@@ -191,79 +179,6 @@ func TestSubmitExecWithoutDaemon(t *testing.T) {
 			}
 			assert.NoFileExists(t, queue.Layout{Root: store}.Journal(), "nothing was done")
 			assert.NoFileExists(t, queue.Layout{Root: store}.Lock())
-		})
-	}
-}
-
-// autostart and exit_idle in the store's config file are submit's
-// defaults, below the command line and the environment; a file serve
-// would refuse fails the submit the same way.
-func TestSubmitAutostartSettings(t *testing.T) {
-	newExecFixture(t) // PATH with a tool
-	for _, tc := range []struct {
-		name      string
-		file      string // the store's config.toml; "" for none
-		mode      os.FileMode
-		args      []string
-		env       map[string]string
-		autostart bool
-		exitIdle  time.Duration
-		code      int    // of the error, 0 for none
-		stderr    string // in what submit printed
-	}{
-		{name: "no file", autostart: false, exitIdle: client.DefaultExitIdle},
-		{name: "file opts in", file: "autostart = true\n", autostart: true, exitIdle: client.DefaultExitIdle},
-		{name: "file opts in, with its exit_idle", file: "autostart = true\nexit_idle = \"10m\"\n", autostart: true, exitIdle: 10 * time.Minute},
-		{name: "file's exit_idle never is not for autostart", file: "autostart = true\nexit_idle = \"0s\"\n", autostart: true, exitIdle: client.DefaultExitIdle},
-		{name: "file opts out", file: "autostart = false\n", autostart: false, exitIdle: client.DefaultExitIdle},
-		{name: "flag over file", file: "autostart = true\n", args: []string{"--autostart=false"}, autostart: false, exitIdle: client.DefaultExitIdle},
-		{name: "environment over file", file: "autostart = true\n", env: map[string]string{"SCRIBE_AUTOSTART": "0"}, autostart: false, exitIdle: client.DefaultExitIdle},
-		{name: "flag, file's exit_idle", file: "exit_idle = \"10m\"\n", args: []string{"--autostart"}, autostart: true, exitIdle: 10 * time.Minute},
-		{name: "exit-idle flag over file", file: "autostart = true\nexit_idle = \"10m\"\n", args: []string{"--exit-idle", "2m"}, autostart: true, exitIdle: 2 * time.Minute},
-		{name: "exit-idle environment over file", file: "autostart = true\nexit_idle = \"10m\"\n", env: map[string]string{"SCRIBE_EXIT_IDLE": "1m"}, autostart: true, exitIdle: time.Minute},
-		{name: "insecure file", file: "autostart = true\n", mode: 0o620, code: exitRejected},
-		{name: "invalid file", file: "autostart = \"yes\"\n", code: exitUsage, stderr: "config.toml:1: autostart: wrong type: a string, want a boolean"},
-		{
-			// serve's to refuse: a hook's submit reads only its two keys.
-			name:      "a command serve would refuse",
-			file:      "autostart = true\n[exec.mine]\nprogram = \"no-such-tool\"\ntimeout = \"1m\"\nlock_file = \"lock\"\nbogus = 1\n",
-			autostart: true, exitIdle: client.DefaultExitIdle,
-		},
-		{name: "invalid file, settled without it", file: "bogus = 1\n", args: []string{"--autostart", "--exit-idle", "1m"}, autostart: true, exitIdle: time.Minute},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("SCRIBE_AUTOSTART", "")
-			t.Setenv("SCRIBE_EXIT_IDLE", "")
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			store := t.TempDir()
-			path := queue.Layout{Root: store}.Config()
-			if tc.file != "" {
-				require.NoError(t, os.Mkdir(filepath.Dir(path), 0o700))
-				require.NoError(t, os.WriteFile(path, []byte(tc.file), 0o600))
-				if tc.mode != 0 {
-					require.NoError(t, os.Chmod(path, tc.mode))
-				}
-			}
-			// The flags as submit declares them.
-			fs := flag.NewFlagSet("submit", flag.ContinueOnError)
-			autostart := fs.Bool("autostart", envBool("SCRIBE_AUTOSTART"), "")
-			exitIdle := fs.Duration("exit-idle", envDuration("SCRIBE_EXIT_IDLE", client.DefaultExitIdle), "")
-			require.NoError(t, fs.Parse(tc.args))
-			var stderr bytes.Buffer
-			c := &SubmitCommand{&Main{Stderr: &stderr}}
-			gotAutostart, gotExitIdle, err := c.autostartSettings(fs, store, *autostart, *exitIdle)
-			if tc.code != 0 {
-				require.Error(t, err)
-				assert.Equal(t, tc.code, exitCode(err), "%v", err)
-				assert.Contains(t, stderr.String()+err.Error(), path)
-				assert.Contains(t, stderr.String(), tc.stderr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.autostart, gotAutostart)
-			assert.Equal(t, tc.exitIdle, gotExitIdle)
 		})
 	}
 }
@@ -287,7 +202,7 @@ func TestWriteExecOutput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			c := &SubmitCommand{&Main{Stdout: &stdout, Stderr: &stderr}}
+			c := &submit{&cli.Main{Stdout: &stdout, Stderr: &stderr}}
 			c.writeExecOutput(&queue.Outcome{ID: "j1", Status: queue.StatusApplied, Exec: &tc.exec})
 			assert.Equal(t, tc.stdout, stdout.String())
 			assert.Equal(t, tc.stderr, stderr.String())
@@ -305,14 +220,14 @@ func TestStatusReportLines(t *testing.T) {
 		{name: "idle", absent: []string{"running:", "deferred:", "writer waiting:"}},
 		{
 			name:   "exec",
-			status: client.StoreStatus{Running: ptr("job j1: reindex, for 2s"), Deferred: ptr("job j2: lock /x/tool.lock is held")},
+			status: client.StoreStatus{Running: cli.Ptr("job j1: reindex, for 2s"), Deferred: cli.Ptr("job j2: lock /x/tool.lock is held")},
 			want:   []string{"\nrunning: job j1: reindex, for 2s\n", "\ndeferred: job j2: lock /x/tool.lock is held\n"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout bytes.Buffer
 			tc.status.Lock.State = client.LockFree
-			(&StatusCommand{&Main{Stdout: &stdout}}).printStatus(&tc.status)
+			(&status{&cli.Main{Stdout: &stdout}}).printStatus(&tc.status)
 			for _, w := range tc.want {
 				assert.Contains(t, stdout.String(), w)
 			}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bufio"
@@ -15,14 +15,36 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue/daemon"
 	"github.com/scribehq/scribe/writer"
 )
 
-// DemoCommand shows the queue at work: many writer processes against one
-// store, first through the daemon, then with plain fail-fast locking.
-type DemoCommand struct{ *Main }
+// demo is `scribe demo`, on the command line's streams.
+type demo struct{ *cli.Main }
+
+// Demo is `scribe demo`: the queue at work, many writer processes against
+// one store, first through the daemon, then with plain fail-fast locking.
+func Demo() cli.Command {
+	return cli.Command{
+		Name:  "demo",
+		Forms: []cli.Form{{Args: "[--workers N] [--jobs N] [--keep]", Summary: "show the queue at work"}},
+		Heavy: true,
+		Setup: func(m *cli.Main, fs *cli.FlagSet) func(context.Context, []string) error {
+			workers := fs.Int("workers", 16, "concurrent writer processes, `N`")
+			jobs := fs.Int("jobs", 20, "jobs per writer, `N` (half appends, half merges)")
+			keep := fs.Bool("keep", false, "keep the temporary stores")
+			c := &demo{m}
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return cli.Usagef("demo takes no arguments, got %q", args)
+				}
+				return c.run(ctx, *workers, *jobs, *keep)
+			}
+		},
+	}
+}
 
 // demoResult is one run of the demo load.
 type demoResult struct {
@@ -33,17 +55,10 @@ type demoResult struct {
 	badJSON                    bool
 }
 
-// Run runs both halves of the demo and verifies every write.
-func (c *DemoCommand) Run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("demo", "[flags]")
-	workers := fs.Int("workers", 16, "concurrent writer `processes`")
-	jobs := fs.Int("jobs", 20, "`jobs` per writer (half appends, half merges)")
-	keep := fs.Bool("keep", false, "keep the temporary stores")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *workers < 1 || *jobs < 1 {
-		return usageError("--workers and --jobs must be at least 1")
+// run runs both halves of the demo and verifies every write.
+func (c *demo) run(ctx context.Context, workers, jobs int, keep bool) error {
+	if workers < 1 || jobs < 1 {
+		return cli.Usagef("--workers and --jobs must be at least 1")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -53,25 +68,25 @@ func (c *DemoCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *keep {
+	if keep {
 		fmt.Fprintf(c.Stdout, "stores kept in %s\n", dir)
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	n := *workers * *jobs
-	fmt.Fprintf(c.Stdout, "scribe demo: %d writer processes, %d jobs each (%d in all): appends of a line to log.txt and merges of a key into state.json\n\n", *workers, *jobs, n)
+	n := workers * jobs
+	fmt.Fprintf(c.Stdout, "scribe demo: %d writer processes, %d jobs each (%d in all): appends of a line to log.txt and merges of a key into state.json\n\n", workers, jobs, n)
 
 	// 1. Through the queue.
 	queued := filepath.Join(dir, "queued")
 	if err := os.Mkdir(queued, 0o755); err != nil {
 		return err
 	}
-	stop, err := startDemoDaemon(ctx, queued)
+	stop, err := startDemoDaemon(ctx, queued, c.Version)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.Stdout, "1. through the scribe daemon (each process: scribe submit --wait)\n")
-	q := c.load(ctx, exe, queued, *workers, *jobs, "prefer")
+	q := c.load(ctx, exe, queued, workers, jobs, "prefer")
 	stop()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -85,7 +100,7 @@ func (c *DemoCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(c.Stdout, "\n2. plain fail-fast locking, no daemon (each process: scribe submit --route direct)\n")
-	d := c.load(ctx, exe, direct, *workers, *jobs, "direct")
+	d := c.load(ctx, exe, direct, workers, jobs, "direct")
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -100,17 +115,17 @@ func (c *DemoCommand) Run(ctx context.Context, args []string) error {
 }
 
 // startDemoDaemon serves a store in this process, as `scribe serve` would.
-func startDemoDaemon(ctx context.Context, store string) (stop func(), err error) {
+func startDemoDaemon(ctx context.Context, store, version string) (stop func(), err error) {
 	lk, err := daemon.Take(ctx, store, nil)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := embednats.Start(ctx, lk, embednats.Config{Version: Version})
+	srv, err := embednats.Start(ctx, lk, embednats.Config{Version: version})
 	if err != nil {
 		lk.Close()
 		return nil, err
 	}
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn(), Command: "scribe demo", Version: Version})
+	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn(), Command: "scribe demo", Version: version})
 	if err == nil {
 		err = w.Start(ctx)
 	}
@@ -131,7 +146,7 @@ func startDemoDaemon(ctx context.Context, store string) (stop func(), err error)
 
 // load runs workers processes, each submitting jobs jobs one process at a
 // time, and checks what reached the store.
-func (c *DemoCommand) load(ctx context.Context, exe, store string, workers, jobs int, route string) demoResult {
+func (c *demo) load(ctx context.Context, exe, store string, workers, jobs int, route string) demoResult {
 	r := demoResult{total: workers * jobs}
 	var mu sync.Mutex
 	var done atomic.Int64
@@ -162,7 +177,7 @@ func (c *DemoCommand) load(ctx context.Context, exe, store string, workers, jobs
 				case err == nil:
 					r.ok++
 					r.latencies = append(r.latencies, lat)
-				case errors.As(err, &ee) && ee.ExitCode() == exitBusy:
+				case errors.As(err, &ee) && ee.ExitCode() == cli.ExitBusy:
 					r.refused++
 				default:
 					r.failed++
@@ -184,8 +199,8 @@ func (c *DemoCommand) load(ctx context.Context, exe, store string, workers, jobs
 
 // progress redraws a counter on a terminal until the returned func is
 // called.
-func (c *DemoCommand) progress(done *atomic.Int64, total int) func() {
-	if !isTerminal(c.Stdout) {
+func (c *demo) progress(done *atomic.Int64, total int) func() {
+	if !cli.IsTerminal(c.Stdout) {
 		return func() {}
 	}
 	stop := make(chan struct{})
@@ -209,7 +224,7 @@ func (c *DemoCommand) progress(done *atomic.Int64, total int) func() {
 
 // verify counts, for every write a process reported done, whether it is in
 // the store exactly once and in its worker's order.
-func (c *DemoCommand) verify(store string, workers, jobs int, r *demoResult) {
+func (c *demo) verify(store string, workers, jobs int, r *demoResult) {
 	lines := map[string]int{}
 	lastLine := map[int]int{}
 	if f, err := os.Open(filepath.Join(store, "log.txt")); err == nil {
@@ -248,7 +263,7 @@ func (c *DemoCommand) verify(store string, workers, jobs int, r *demoResult) {
 	}
 }
 
-func (c *DemoCommand) report(r demoResult) {
+func (c *demo) report(r demoResult) {
 	out := c.Stdout
 	fmt.Fprintf(out, "   %d/%d writes present exactly once; lost %d, doubled %d, out of order %d", r.total-r.lost-r.doubled, r.total, r.lost, r.doubled, r.disorder)
 	if r.badJSON {

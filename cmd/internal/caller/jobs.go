@@ -1,4 +1,4 @@
-package main
+package caller
 
 import (
 	"context"
@@ -8,11 +8,57 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 )
 
-// JobsCommand lists recent outcomes and queued jobs.
-type JobsCommand struct{ *Main }
+// jobs is `scribe jobs`, on the command line's streams.
+type jobs struct{ *cli.Main }
+
+// Jobs is `scribe jobs`: recent outcomes, and the jobs queued.
+func Jobs() cli.Command {
+	return cli.Command{
+		Name:  "jobs",
+		Forms: []cli.Form{{Args: "--store DIR [--state S] [--since DUR]", Summary: "recent outcomes, queued jobs"}},
+		Help: "Lists the journal's recorded outcomes, newest first, and the jobs queued, next first. Without a\n" +
+			"daemon it reads the journal itself; queued jobs can then not be listed (--state queued exits 69).\n" + cli.RemoteHelp,
+		JSON: true,
+		Setup: func(m *cli.Main, fs *cli.FlagSet) func(context.Context, []string) error {
+			store := fs.Store()
+			remote := fs.Remote()
+			state := fs.String("state", "", "list only `STATE`: applied, rejected (outcomes) or queued (queued jobs, those in hand included)")
+			fs.CompleteWords("state", string(queue.StatusApplied), string(queue.StatusRejected), string(queue.StateQueued))
+			since := fs.Duration("since", 0, "list only the outcomes recorded in the last `DUR` (0: all)")
+			limit := fs.Int("limit", queue.DefaultJobsLimit, fmt.Sprintf("list at most `N` outcomes, and N queued jobs (at most %d)", queue.MaxJobsLimit))
+			asJSON := fs.JSON("the list (the same keys with and without a daemon; docs/cli.md)")
+			lockFile := fs.LockFile()
+			c := &jobs{m}
+			return func(ctx context.Context, args []string) error {
+				t, err := remote.Resolve(*store)
+				if err != nil {
+					return err
+				}
+				if len(args) > 0 {
+					return cli.Usagef("want no arguments, got %q", args[0])
+				}
+				if *since < 0 {
+					return cli.Usagef("--since %s: want 0 (all) or more", *since)
+				}
+				if *limit <= 0 {
+					return cli.Usagef("--limit %d: want 1 or more", *limit)
+				}
+				q := queue.JobsQuery{State: queue.JobState(*state), Limit: *limit}
+				if *since > 0 {
+					q.Since = time.Now().Add(-*since)
+				}
+				if err := q.Normalize(); err != nil {
+					return cli.Usagef("--%v", err)
+				}
+				return c.run(ctx, t, q, *lockFile, *asJSON)
+			}
+		},
+	}
+}
 
 // jobsJSON is what `jobs --json` prints, with and without a daemon: every
 // key is always present (docs/cli.md).
@@ -38,50 +84,10 @@ type jobsJSON struct {
 	Error *string `json:"error"`
 }
 
-// Run parses flags and prints the list. With --json, stdout holds JSON
-// whatever happens (see guardJSON).
-func (c *JobsCommand) Run(ctx context.Context, args []string) error {
-	return c.guardJSON(args, func(m *Main) error { return (&JobsCommand{m}).run(ctx, args) })
-}
-
-func (c *JobsCommand) run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("jobs", "--store DIR [--state applied|rejected|queued] [--since DUR] [--limit N] [--json]\n\n"+
-		"Lists the journal's recorded outcomes, newest first, and the jobs queued, next first. Without a\n"+
-		"daemon it reads the journal itself; queued jobs can then not be listed (--state queued exits 69).\n"+remoteUsage)
-	store := storeFlag(fs)
-	var nf natsFlags
-	nf.register(fs)
-	state := fs.String("state", "", "list only `STATE`: applied, rejected (outcomes) or queued (queued jobs, those in hand included)")
-	since := fs.Duration("since", 0, "list only the outcomes recorded in the last `DUR` (0: all)")
-	limit := fs.Int("limit", queue.DefaultJobsLimit, fmt.Sprintf("list at most `N` outcomes, and N queued jobs (at most %d)", queue.MaxJobsLimit))
-	asJSON := fs.Bool("json", false, "print JSON (the same keys with and without a daemon; docs/cli.md)")
-	lockFile := fs.String("lock-file", "", "store lock `file` (default: the daemon's, else <store>/.scribe/lock)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	t, err := nf.resolve(*store)
-	if err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError("want no arguments, got %q", fs.Arg(0))
-	}
-	if *since < 0 {
-		return usageError("--since %s: want 0 (all) or more", *since)
-	}
-	if *limit <= 0 {
-		return usageError("--limit %d: want 1 or more", *limit)
-	}
-	q := queue.JobsQuery{State: queue.JobState(*state), Limit: *limit}
-	if *since > 0 {
-		q.Since = time.Now().Add(-*since)
-	}
-	if err := q.Normalize(); err != nil {
-		return usageError("--%v", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+func (c *jobs) run(ctx context.Context, t cli.Target, q queue.JobsQuery, lockFile string, asJSON bool) error {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	cl, err := t.open(ctx, client.WithLockFile(*lockFile))
+	cl, err := t.Open(ctx, client.WithLockFile(lockFile))
 	if err != nil {
 		return err
 	}
@@ -90,9 +96,9 @@ func (c *JobsCommand) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := jobsJSON{Store: t.store, StoreID: cl.StoreID(), Outcomes: list.Outcomes, OutcomesCut: list.OutcomesCut, Error: optional(list.Error)}
-	if t.store != "" {
-		if real, err := queue.ResolveStore(t.store); err == nil {
+	out := jobsJSON{Store: t.Store, StoreID: cl.StoreID(), Outcomes: list.Outcomes, OutcomesCut: list.OutcomesCut, Error: cli.Optional(list.Error)}
+	if t.Store != "" {
+		if real, err := queue.ResolveStore(t.Store); err == nil {
 			out.Store = real
 		}
 	}
@@ -111,10 +117,10 @@ func (c *JobsCommand) run(ctx context.Context, args []string) error {
 			}
 		}
 	case q.State == "":
-		out.Note = ptr("no daemon serves the store: queued jobs cannot be listed (only the daemon reads its queue)")
+		out.Note = cli.Ptr("no daemon serves the store: queued jobs cannot be listed (only the daemon reads its queue)")
 	}
-	if *asJSON {
-		if err := writeJSON(c.Stdout, out); err != nil {
+	if asJSON {
+		if err := cli.WriteJSON(c.Stdout, out); err != nil {
 			return err
 		}
 	} else {
@@ -127,7 +133,7 @@ func (c *JobsCommand) run(ctx context.Context, args []string) error {
 }
 
 // print prints the list for people.
-func (c *JobsCommand) print(l *jobsJSON, q queue.JobsQuery) {
+func (c *jobs) print(l *jobsJSON, q queue.JobsQuery) {
 	w := c.Stdout
 	if q.State != queue.StateQueued {
 		what := "outcomes"

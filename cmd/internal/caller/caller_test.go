@@ -1,11 +1,10 @@
-package main
+package caller
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,159 +12,63 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
 )
 
-// runCLI runs the command line in this process and prints its error as
+// newMain is a command line of this package's commands, stdin given,
+// its output recorded.
+func newMain(stdin io.Reader) (*cli.Main, *bytes.Buffer, *bytes.Buffer) {
+	var out, errOut bytes.Buffer
+	return &cli.Main{Stdin: stdin, Stdout: &out, Stderr: &errOut, Version: "test",
+		Commands: []cli.Command{Submit(), Status(), Wait(), Jobs(), Lock(), Stop(), Recover(), cli.HelpCommand(), cli.VersionCommand()},
+	}, &out, &errOut
+}
+
+// runCLI runs the command line in this process and reports its error as
 // main does: stdout, stderr and the exit code.
 func runCLI(t *testing.T, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	err := (&Main{Stdin: stdin, Stdout: &out, Stderr: &errOut}).Run(t.Context(), args)
-	var ex *exitError
-	if err != nil && (!errors.As(err, &ex) || ex.err != nil) {
-		errOut.WriteString("scribe: " + err.Error() + "\n")
-	}
-	if h := errHint(err); h != "" {
-		errOut.WriteString("scribe: " + h + "\n")
-	}
-	return out.String(), errOut.String(), exitCode(err)
+	m, out, errOut := newMain(stdin)
+	code = m.Exit(m.Run(t.Context(), args))
+	return out.String(), errOut.String(), code
 }
 
 // Help that was asked for goes to stdout with exit 0; usage errors go to
-// stderr with exit 2.
+// stderr with exit 2, in one line that says where to look.
 func TestHelpOnStdout(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string // in the output
 		code int
 	}{
-		{[]string{"-h"}, "Usage:", exitOK},
-		{[]string{"--help"}, "Usage:", exitOK},
-		{[]string{"help"}, "Usage:", exitOK},
-		{[]string{"submit", "-h"}, "Usage: scribe submit", exitOK},
-		{[]string{"submit", "--help"}, "1 MiB", exitOK},
-		{[]string{"help", "submit"}, "Usage: scribe submit", exitOK},
-		{[]string{"help", "lock"}, "Usage: scribe lock", exitOK},
-		{[]string{"lock", "-h"}, "--wait 10s is --wait=10s", exitOK},
-		{[]string{"help", "status"}, "Usage: scribe status", exitOK},
-		{[]string{}, "Usage:", exitUsage},
-		{[]string{"frob"}, `unknown command "frob"`, exitUsage},
-		{[]string{"help", "frob"}, `unknown command "frob"`, exitUsage},
-		{[]string{"submit", "--bogus"}, "flag provided but not defined: -bogus", exitUsage},
-		{[]string{"lock", "--wait=soon", "--", "true"}, "want true, false or a positive duration", exitUsage},
+		{[]string{"submit", "-h"}, "Usage: scribe submit", cli.ExitOK},
+		{[]string{"submit", "--help"}, "1 MiB", cli.ExitOK},
+		{[]string{"help", "submit"}, "Usage: scribe submit", cli.ExitOK},
+		{[]string{"help", "lock"}, "Usage: scribe lock", cli.ExitOK},
+		{[]string{"lock", "-h"}, "--wait 10s is --wait=10s", cli.ExitOK},
+		{[]string{"help", "status"}, "Usage: scribe status", cli.ExitOK},
+		{[]string{"submit", "--bogus"}, "scribe: unknown flag --bogus; see scribe submit --help\n", cli.ExitUsage},
+		{[]string{"submit", "--wiat", "put", "f", "x"}, "scribe: unknown flag --wiat (did you mean --wait?); see scribe submit --help\n", cli.ExitUsage},
+		{[]string{"lock", "--wait=soon", "--", "true"}, "want true, false or a positive duration", cli.ExitUsage},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, code := runCLI(t, strings.NewReader(""), tc.args...)
 			assert.Equal(t, tc.code, code)
-			if tc.code == exitOK {
+			if tc.code == cli.ExitOK {
 				assert.Contains(t, stdout, tc.want)
 				assert.Empty(t, stderr)
 			} else {
 				assert.Contains(t, stderr, tc.want)
 				assert.Empty(t, stdout)
 			}
-		})
-	}
-}
-
-// Flags may follow arguments, up to "--"; parseStrict stops at the first
-// argument.
-func TestParseInterspersed(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		args   []string
-		strict bool
-		json   bool
-		id     string
-		rest   []string
-		code   int // of the error; 0 for none
-	}{
-		{name: "flags first", args: []string{"--json", "J"}, json: true, rest: []string{"J"}},
-		{name: "flag after", args: []string{"J", "--json"}, json: true, rest: []string{"J"}},
-		{name: "flags around", args: []string{"--id", "x", "A", "--json", "B"}, json: true, id: "x", rest: []string{"A", "B"}},
-		{name: "dashes end flags", args: []string{"A", "--", "--json", "-x"}, rest: []string{"A", "--json", "-x"}},
-		{name: "a lone dash is an argument", args: []string{"-", "--json"}, json: true, rest: []string{"-"}},
-		{name: "no arguments", args: nil, rest: []string{}},
-		{name: "a bad flag after", args: []string{"A", "--bogus"}, code: exitUsage},
-		{name: "strict stops at the first argument", args: []string{"A", "--json"}, strict: true, rest: []string{"A", "--json"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := &Main{Stdout: io.Discard, Stderr: io.Discard}
-			fs := m.newFlagSet("t", "")
-			asJSON := fs.Bool("json", false, "")
-			id := fs.String("id", "", "")
-			var err error
-			if tc.strict {
-				err = parseStrict(fs, tc.args)
-			} else {
-				err = parse(fs, tc.args)
-			}
-			if tc.code != 0 {
-				require.Error(t, err)
-				assert.Equal(t, tc.code, exitCode(err))
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.json, *asJSON)
-			assert.Equal(t, tc.id, *id)
-			assert.Equal(t, tc.rest, append([]string{}, fs.Args()...))
-		})
-	}
-}
-
-// --wait is spelt the same for submit and lock: bare (no bound), =DUR,
-// or DUR as the next word when it is a duration.
-func TestParseWait(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		args  []string
-		on    bool
-		bound time.Duration
-		json  bool
-		rest  []string
-		usage string
-	}{
-		{name: "none", args: []string{"append", "f", "x"}, rest: []string{"append", "f", "x"}},
-		{name: "bare", args: []string{"--wait", "append", "f", "x"}, on: true, rest: []string{"append", "f", "x"}},
-		{name: "with =", args: []string{"--wait=10s", "append", "f", "x"}, on: true, bound: 10 * time.Second, rest: []string{"append", "f", "x"}},
-		{name: "next word", args: []string{"--wait", "10s", "append", "f", "x"}, on: true, bound: 10 * time.Second, rest: []string{"append", "f", "x"}},
-		{name: "single dash", args: []string{"-wait", "1m30s", "put", "f"}, on: true, bound: 90 * time.Second, rest: []string{"put", "f"}},
-		{name: "flags after the bound", args: []string{"--wait", "10s", "--json", "append", "f", "x"}, on: true, bound: 10 * time.Second, json: true, rest: []string{"append", "f", "x"}},
-		{name: "lock's dashes", args: []string{"--wait", "10s", "--", "tar", "-cf", "x"}, on: true, bound: 10 * time.Second, rest: []string{"tar", "-cf", "x"}},
-		{name: "lock, bare", args: []string{"--wait", "--", "10s"}, on: true, rest: []string{"10s"}},
-		{name: "=true then a duration", args: []string{"--wait=true", "10s"}, on: true, rest: []string{"10s"}},
-		{name: "not a duration", args: []string{"--wait", "soon"}, on: true, rest: []string{"soon"}},
-		{name: "DATA that looks like a duration", args: []string{"--wait", "append", "f", "10s"}, on: true, rest: []string{"append", "f", "10s"}},
-		{name: "zero", args: []string{"--wait", "0s", "append", "f"}, usage: "--wait 0s: want a positive duration"},
-		{name: "false", args: []string{"--wait=false", "append", "f"}, rest: []string{"append", "f"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := &Main{Stdout: io.Discard, Stderr: io.Discard}
-			fs := m.newFlagSet("t", "")
-			var w waitFlag
-			fs.Var(&w, "wait", "")
-			asJSON := fs.Bool("json", false, "")
-			err := parseWait(fs, tc.args, &w)
-			if tc.usage != "" {
-				require.Error(t, err)
-				assert.Equal(t, exitUsage, exitCode(err))
-				assert.Contains(t, err.Error(), tc.usage)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.on, w.on)
-			assert.Equal(t, tc.bound, w.d)
-			assert.Equal(t, tc.json, *asJSON)
-			assert.Equal(t, tc.rest, fs.Args())
 		})
 	}
 }
@@ -220,11 +123,11 @@ func TestTooLargeFromStdin(t *testing.T) {
 		{"job file", nil, "-", "the job file from stdin is " + atLeast},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &SubmitCommand{&Main{Stdin: strings.NewReader(big)}}
+			c := &submit{&cli.Main{Stdin: strings.NewReader(big)}}
 			_, err := c.buildJob(tc.args, jobFlags{file: tc.file})
 			require.ErrorIs(t, err, queue.ErrRejected)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.Equal(t, exitRejected, exitCode(err))
+			assert.Equal(t, cli.ExitRejected, cli.ExitCode(err))
 		})
 	}
 }
@@ -254,7 +157,7 @@ func TestDataAbsentAtATerminal(t *testing.T) {
 	_, tty := openPTY(t)
 	store := t.TempDir()
 	stdout, stderr, code := runCLI(t, tty, "submit", "--store", store, "--route", "direct", "append", "f.txt")
-	assert.Equal(t, exitUsage, code, stderr)
+	assert.Equal(t, cli.ExitUsage, code, stderr)
 	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, "append f.txt: DATA is missing; give DATA, or - to read it from stdin (stdin is a terminal)")
 	assert.NoFileExists(t, filepath.Join(store, "f.txt"))
@@ -343,7 +246,7 @@ func TestSubmitInterrupted(t *testing.T) {
 	sig, cancel := context.WithCancel(context.Background())
 	cancel()
 	job := &queue.Job{ID: "job-7"}
-	c := &SubmitCommand{&Main{}}
+	c := &submit{&cli.Main{}}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -356,67 +259,13 @@ func TestSubmitInterrupted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := c.failed(sig, tc.err, client.RoutePrefer, "/s", tc.job)
-			assert.Equal(t, exitInterrupted, exitCode(err))
+			assert.Equal(t, cli.ExitInterrupted, cli.ExitCode(err))
 			assert.Equal(t, tc.want, err.Error())
 		})
 	}
 	// Without a signal, a wait that ran out is 75, as ever.
 	err := c.failed(context.Background(), context.DeadlineExceeded, client.RoutePrefer, "/s", job)
-	assert.Equal(t, exitBusy, exitCode(err))
-}
-
-// --store is required, from the flag or $SCRIBE_STORE, and must be a
-// folder that exists: scribe never creates one.
-func TestRequireStore(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "file")
-	require.NoError(t, os.WriteFile(file, nil, 0o600))
-	for _, tc := range []struct {
-		store string
-		code  int
-		want  string
-	}{
-		{dir, exitOK, ""},
-		{"", exitUsage, "--store is required (or set $SCRIBE_STORE)"},
-		{filepath.Join(dir, "no such"), exitRejected, "does not exist; create the folder first: mkdir -p '" + filepath.Join(dir, "no such") + "'"},
-		{file, exitRejected, "is not a folder"},
-	} {
-		err := requireStore(tc.store)
-		assert.Equal(t, tc.code, exitCode(err), "%q", tc.store)
-		if tc.want != "" && assert.Error(t, err) {
-			assert.Contains(t, err.Error(), tc.want)
-		}
-	}
-	t.Setenv("SCRIBE_STORE", dir)
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	assert.Equal(t, dir, *storeFlag(fs), "$SCRIBE_STORE is the default")
-}
-
-// A --lock-file whose folder does not exist is a usage error naming the
-// folder.
-func TestCheckLockFileFolder(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "file")
-	require.NoError(t, os.WriteFile(file, nil, 0o600))
-	assert.NoError(t, checkLockFileFolder(""))
-	assert.NoError(t, checkLockFileFolder(filepath.Join(dir, "new.lock")))
-	err := checkLockFileFolder(filepath.Join(dir, "gone", "x.lock"))
-	assert.Equal(t, exitUsage, exitCode(err))
-	assert.EqualError(t, err, "--lock-file "+filepath.Join(dir, "gone", "x.lock")+": its folder "+filepath.Join(dir, "gone")+" does not exist")
-	err = checkLockFileFolder(filepath.Join(file, "x.lock"))
-	assert.Equal(t, exitUsage, exitCode(err))
-}
-
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"/home/me/notes": "/home/me/notes",
-		"a b":            "'a b'",
-		"it's":           `'it'\''s'`,
-		"":               "''",
-		"~/x":            "'~/x'",
-	} {
-		assert.Equal(t, want, shellQuote(in), in)
-	}
+	assert.Equal(t, cli.ExitBusy, cli.ExitCode(err))
 }
 
 // jsonDecoder decodes s as submit decodes a job file.

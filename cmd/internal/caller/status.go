@@ -1,4 +1,4 @@
-package main
+package caller
 
 import (
 	"context"
@@ -7,57 +7,70 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
 )
 
-// StatusCommand shows a store's daemon and lock, or one job's outcome.
-type StatusCommand struct{ *Main }
+// status is `scribe status`, on the command line's streams.
+type status struct{ *cli.Main }
 
-// Run parses flags and prints the status. With --json, stdout holds JSON
-// whatever happens (see guardJSON).
-func (c *StatusCommand) Run(ctx context.Context, args []string) error {
-	return c.guardJSON(args, func(m *Main) error { return (&StatusCommand{m}).run(ctx, args) })
+// lookupTimeout bounds a look-up: status, jobs.
+const lookupTimeout = 10 * time.Second
+
+// Status is `scribe status`: a store's daemon and lock, one job's
+// outcome, or the dead letters.
+func Status() cli.Command {
+	return cli.Command{
+		Name: "status",
+		Forms: []cli.Form{
+			{Args: "--store DIR [--json] [JOB_ID]", Summary: "daemon status, or a job's outcome"},
+			{Args: "--store DIR --dead [--json]", Summary: "the daemon's dead letters"},
+			{Args: "--nats-url URL --store-id ID [JOB_ID]", Summary: "… of a store whose queue is remote"},
+		},
+		Help: cli.RemoteHelp,
+		JSON: true,
+		Setup: func(m *cli.Main, fs *cli.FlagSet) func(context.Context, []string) error {
+			store := fs.Store()
+			remote := fs.Remote()
+			asJSON := fs.JSON("the status (the same keys with and without a daemon; docs/cli.md)")
+			lockFile := fs.LockFile()
+			dead := fs.Bool("dead", false, "list the dead letters: queued messages without a readable job ID")
+			c := &status{m}
+			return func(ctx context.Context, args []string) error {
+				t, err := remote.Resolve(*store)
+				if err != nil {
+					return err
+				}
+				if len(args) > 1 {
+					return cli.Usagef("want at most one JOB_ID")
+				}
+				return c.run(ctx, t, *lockFile, *dead, *asJSON, args)
+			}
+		},
+	}
 }
 
-func (c *StatusCommand) run(ctx context.Context, args []string) error {
-	fs := c.newFlagSet("status", "--store DIR [--json] [JOB_ID]\n"+
-		"       scribe status --nats-url URL --store-id ID [--json] [JOB_ID]\n\n"+remoteUsage)
-	store := storeFlag(fs)
-	var nf natsFlags
-	nf.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON (the same keys with and without a daemon; docs/cli.md)")
-	lockFile := fs.String("lock-file", "", "store lock `file` (default: the daemon's, else <store>/.scribe/lock)")
-	dead := fs.Bool("dead", false, "list the dead letters: queued messages without a readable job ID")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	t, err := nf.resolve(*store)
-	if err != nil {
-		return err
-	}
-	if fs.NArg() > 1 {
-		return usageError("want at most one JOB_ID")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+func (c *status) run(ctx context.Context, t cli.Target, lockFile string, dead, asJSON bool, args []string) error {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	cl, err := t.open(ctx, client.WithLockFile(*lockFile))
+	cl, err := t.Open(ctx, client.WithLockFile(lockFile))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if *dead {
-		return c.deadLetters(ctx, cl, *asJSON)
+	if dead {
+		return c.deadLetters(ctx, cl, asJSON)
 	}
-	if fs.NArg() == 1 {
-		return c.job(ctx, cl, fs.Arg(0), *asJSON)
+	if len(args) == 1 {
+		return c.job(ctx, cl, args[0], asJSON)
 	}
 	st, err := cl.StoreStatus(ctx)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return writeJSON(c.Stdout, st)
+	if asJSON {
+		return cli.WriteJSON(c.Stdout, st)
 	}
 	c.printStatus(st)
 	return nil
@@ -73,21 +86,21 @@ type lookupJSON struct {
 	Error string `json:"error,omitempty"`
 }
 
-func (c *StatusCommand) job(ctx context.Context, cl *client.Client, id string, asJSON bool) error {
+func (c *status) job(ctx context.Context, cl *client.Client, id string, asJSON bool) error {
 	l, err := cl.Locate(ctx, id)
 	if err != nil {
 		return err
 	}
 	if out := l.Outcome; l.Found && out != nil {
 		if asJSON {
-			return writeJSON(c.Stdout, out)
+			return cli.WriteJSON(c.Stdout, out)
 		}
 		printOutcome(c.Stdout, out)
 		return nil
 	}
 	err = fmt.Errorf("job %s: %s", id, describeLookup(l))
 	if asJSON {
-		_ = writeJSON(c.Stdout, lookupJSON{ID: id, Lookup: l, Error: err.Error()})
+		_ = cli.WriteJSON(c.Stdout, lookupJSON{ID: id, Lookup: l, Error: err.Error()})
 	}
 	return err
 }
@@ -135,13 +148,13 @@ func describeLookup(l *queue.Lookup) string {
 	return s
 }
 
-func (c *StatusCommand) deadLetters(ctx context.Context, cl *client.Client, asJSON bool) error {
+func (c *status) deadLetters(ctx context.Context, cl *client.Client, asJSON bool) error {
 	d, err := cl.DeadLetters(ctx)
 	if err != nil {
 		return err
 	}
 	if asJSON {
-		return writeJSON(c.Stdout, d)
+		return cli.WriteJSON(c.Stdout, d)
 	}
 	fmt.Fprintf(c.Stdout, "%d dead letters", d.Total)
 	if len(d.Letters) < d.Total {
@@ -162,7 +175,7 @@ func truncateBytes(b []byte, n int) string {
 }
 
 // printStatus prints the store's status for people.
-func (c *StatusCommand) printStatus(st *client.StoreStatus) {
+func (c *status) printStatus(st *client.StoreStatus) {
 	w := c.Stdout
 	fmt.Fprintf(w, "store %s (%s)\n", st.Store, st.StoreID)
 	if d := st.Daemon; d != nil {
@@ -194,7 +207,7 @@ func (c *StatusCommand) printStatus(st *client.StoreStatus) {
 	if in := st.Interrupted; in != nil {
 		fmt.Fprintf(w, "interrupted batch: %d jobs, %d files, to be finished by the next holder\n", in.Jobs, in.Files)
 		if in.Stuck != "" {
-			fmt.Fprintf(w, "stuck: %s\n%s\n", in.Stuck, stuckHint(writer.ErrStuck))
+			fmt.Fprintf(w, "stuck: %s\n%s\n", in.Stuck, cli.StuckHint(writer.ErrStuck))
 		}
 	}
 	if st.Stranded != nil {
@@ -216,15 +229,4 @@ func printLock(w io.Writer, l client.LockStatus) {
 	default:
 		fmt.Fprintln(w, "store lock: held by a process that wrote no identity (not scribe, or flock(1))")
 	}
-}
-
-// ptr returns a pointer to v.
-func ptr[T any](v T) *T { return &v }
-
-// optional is s, or nil when s is empty.
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }

@@ -169,3 +169,24 @@ func TestCLICompletionDocs(t *testing.T) {
 	}
 	assert.Equal(t, 3, seen, "a line for each shell")
 }
+
+// recover takes the store lock the store's daemon takes, as lock does:
+// with the daemon on a lock file of its own, a holder of that lock keeps
+// recover out (exit 75), where recover once took <store>/.scribe/lock and
+// went ahead beside it.
+func TestCLIRecoverTakesTheDaemonsLock(t *testing.T) {
+	store := newStore(t)
+	lockFile := filepath.Join(t.TempDir(), "tool.lock")
+	startDaemon(t, store, "--lock-file", lockFile)
+	release := holdStore(t, "--store", store) // the daemon's lock file, as lock finds it
+	r := scribe(t, "", "recover", "--store", store)
+	assert.Equal(t, 75, r.code, "recover beside a holder of the daemon's lock: %s%s", r.stdout, r.stderr)
+	assert.Contains(t, r.stderr, lockFile)
+	r = scribe(t, "", "recover", "--store", store, "--lock-file", queue.Layout{Root: store}.Lock())
+	assert.Equal(t, 2, r.code, "another lock file than the daemon's: %s", r.stderr)
+	assert.Contains(t, r.stderr, "give --lock-file "+lockFile)
+	assert.Equal(t, 0, release())
+	r = scribe(t, "", "recover", "--store", store)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "nothing to recover")
+}

@@ -196,13 +196,18 @@ func TestBusyHint(t *testing.T) {
 		name   string
 		err    error
 		direct bool
+		lock   bool // scribe lock's hint, not submit's
 		want   []string
 		absent []string
 	}{
 		{name: "not busy", err: errors.New("other")},
 		{
 			name: "unknown holder", err: &writer.LockedError{Path: "L"},
-			want: []string{"--wait=DUR", "--wait for no bound"}, absent: []string{"daemon"},
+			want: []string{"--wait=DUR"}, absent: []string{"daemon", "bare", "--wait until", "no bound"},
+		},
+		{
+			name: "unknown holder, for lock", err: &writer.LockedError{Path: "L"}, lock: true,
+			want: []string{"--wait=DUR", "or --wait until it is free"}, absent: []string{"daemon"},
 		},
 		{
 			name: "direct holder", err: &writer.LockedError{Path: "L", Holder: &queue.Holder{PID: 1, Mode: queue.ModeDirect}},
@@ -226,7 +231,7 @@ func TestBusyHint(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hint := busyHint(store, tc.err, tc.direct)
+			hint := busyHint(store, tc.err, tc.direct, tc.lock)
 			if tc.want == nil {
 				assert.Empty(t, hint)
 			}

@@ -91,7 +91,7 @@ func (c *lock) run(ctx context.Context, store, lockFile string, bound time.Durat
 		if ctx.Err() != nil && errors.Is(err, writer.ErrLocked) {
 			return cli.Exit(cli.ExitInterrupted, fmt.Errorf("interrupted while waiting for the store lock: %s did not run", argv[0]))
 		}
-		return cli.WithHint(err, busyHint(store, err, false))
+		return cli.WithHint(err, busyHint(store, err, false, true))
 	}
 	defer hold.Unlock()
 	warnNetworkFS(c.Stderr, store)

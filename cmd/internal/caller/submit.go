@@ -486,7 +486,7 @@ func (c *submit) failedAt(sig context.Context, err error, r client.Route, t cli.
 	if sig.Err() == nil {
 		hint := ""
 		if t.Store != "" {
-			hint = busyHint(t.Store, err, r == client.RouteDirect)
+			hint = busyHint(t.Store, err, r == client.RouteDirect, false)
 		}
 		if hint == "" {
 			hint = lockFileHint(err)
@@ -524,8 +524,10 @@ func submitError(err error, r client.Route) error {
 // busyHint says what to do about a busy store lock in err (none for
 // another error): wait for it, and, when the daemon holds it, why it
 // still does after its jobs are done. direct says the daemon was avoided
-// on purpose (--route direct), which queueing would not.
-func busyHint(store string, err error, direct bool) string {
+// on purpose (--route direct), which queueing would not; lock says the
+// command is scribe lock, whose bare --wait waits for the lock (submit's
+// does not).
+func busyHint(store string, err error, direct, lock bool) string {
 	var holder *queue.Holder
 	var be *client.BusyError
 	var le *writer.LockedError
@@ -538,7 +540,10 @@ func busyHint(store string, err error, direct bool) string {
 		return ""
 	}
 	if holder == nil || holder.Mode != queue.ModeDaemon {
-		return "retry, or wait for the lock with --wait=DUR (such as --wait=10s), or --wait for no bound"
+		if lock {
+			return "retry, or wait for the lock with --wait=DUR (such as --wait=10s), or --wait until it is free"
+		}
+		return "retry, or wait for the lock with --wait=DUR (such as --wait=10s)"
 	}
 	// How long the daemon keeps the lock: its discovery file says, when
 	// it is the daemon that holds the lock.

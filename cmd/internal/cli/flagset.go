@@ -238,12 +238,17 @@ func (fs *FlagSet) WriteUsages(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s\n", Spelling(f))
 		_, usage := pflag.UnquoteUsage(f)
-		// The default as it is now: the environment's value, say.
+		// The default's value; where the usage says where the default
+		// comes from (an environment variable), the value it has now.
 		if def := f.DefValue; !isZero(def) {
 			if f.Value.Type() == "string" {
 				def = strconv.Quote(def)
 			}
-			usage += fmt.Sprintf(" (default %s)", def)
+			if strings.Contains(usage, "(default ") {
+				usage += fmt.Sprintf(" (now %s)", def)
+			} else {
+				usage += fmt.Sprintf(" (default %s)", def)
+			}
 		}
 		writeWrapped(w, usage, "      ", helpWidth)
 	})

@@ -30,12 +30,12 @@ type spec struct {
 	Dir       string        `json:"dir"`      // the store (scribe) or the folder (flock)
 	Duration  time.Duration `json:"duration"` // how long to produce, when Jobs is 0
 	Jobs      int           `json:"jobs"`     // jobs per producer; 0: by Duration
-	Producer  int           `json:"producer"` // --procs: this process's producer number
+	Producer  int           `json:"producer"` // Config.Procs: this process's producer number
 }
 
 // producerResult is what one producer did.
 type producerResult struct {
-	Ready     bool    `json:"ready,omitempty"` // --procs: set up, waiting for the start
+	Ready     bool    `json:"ready,omitempty"` // Config.Procs: set up, waiting for the start
 	Seqs      int     `json:"seqs"`            // jobs attempted, numbered 1..Seqs
 	Done      int     `json:"done"`            // jobs counted: applied, queued or written
 	LastSeq   int     `json:"last_seq"`        // the last job counted
@@ -44,8 +44,8 @@ type producerResult struct {
 	Retries   int     `json:"retries"`
 	Syncs     int     `json:"syncs"`  // flock: fsyncs made
 	Latencies []int64 `json:"lat_ns"` // of counted jobs
-	// --procs: the process's own CPU time and /proc/self/io over the run,
-	// and when it ended.
+	// Config.Procs: the process's own CPU time and /proc/self/io over
+	// the run, and when it ended.
 	CPUNS      int64  `json:"cpu_ns,omitempty"`
 	WriteBytes int64  `json:"write_bytes,omitempty"`
 	WChar      int64  `json:"wchar,omitempty"`

@@ -150,7 +150,7 @@ type statusResult struct {
 	Note     string `json:"note" jsonschema:"what this means for writes"`
 }
 
-// Output schemas, derived when an MCP server is built (newMCPServer),
+// Output schemas, derived when an MCP server is built (New),
 // not at start: inferring them takes about a millisecond, which every
 // other command, a hook's submit first, would pay for nothing. Write tools
 // answer with the job's outcome (queue.Outcome, as on the wire), the

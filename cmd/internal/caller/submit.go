@@ -271,9 +271,9 @@ func (c *submit) readJob(args []string, f jobFlags) (*queue.Job, error) {
 	case len(args) == 3 && args[2] != "-":
 		op.Data = []byte(args[2])
 	case len(args) == 2 && isTerminalReader(c.Stdin):
-		// DESIGN's "DATA from stdin when absent", but a person at a
-		// terminal who forgot DATA would otherwise hang, typing into a
-		// job they did not mean.
+		// DATA comes from stdin when absent, but a person at a terminal
+		// who forgot DATA would otherwise hang, typing into a job they
+		// did not mean.
 		return nil, cli.Usagef("%s %s: DATA is missing; give DATA, or - to read it from stdin (stdin is a terminal)", args[0], args[1])
 	default:
 		b, err := readLimited(c.Stdin, "DATA from stdin")

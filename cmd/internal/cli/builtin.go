@@ -14,7 +14,7 @@ func HelpCommand() Command {
 		Run: func(ctx context.Context, m *Main, args []string) error {
 			switch {
 			case len(args) == 0, len(args) == 1 && (args[0] == "-h" || args[0] == "--help"):
-				m.WriteUsage(m.Stdout)
+				m.writeUsage(m.Stdout)
 				return nil
 			case len(args) > 1:
 				return Usagef("want at most one COMMAND; see scribe --help")

@@ -281,7 +281,7 @@ func TestExitCodeAndHints(t *testing.T) {
 	assert.Equal(t, 3, ExitCode(Exit(3, nil)))
 	err := WithHint(Usagef("bad"), "do this")
 	assert.Equal(t, ExitUsage, ExitCode(err))
-	assert.Equal(t, []string{"do this"}, Hints(err))
+	assert.Equal(t, []string{"do this"}, hints(err))
 	var stderr bytes.Buffer
 	m := &Main{Stderr: &stderr}
 	assert.Equal(t, ExitUsage, m.Exit(err))

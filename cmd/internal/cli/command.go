@@ -98,13 +98,13 @@ func (m *Main) Lookup(name string) *Command {
 // stdout, a usage error on stderr.
 func (m *Main) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		m.WriteUsage(m.Stderr)
+		m.writeUsage(m.Stderr)
 		return Usagef("no command")
 	}
 	name, args := args[0], args[1:]
 	switch name {
 	case "-h", "--help":
-		m.WriteUsage(m.Stdout)
+		m.writeUsage(m.Stdout)
 		return nil
 	case "--version":
 		name = "version"
@@ -142,7 +142,7 @@ func (m *Main) run(ctx context.Context, c *Command, args []string) error {
 	run := c.Setup(m, fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, errHelp) {
-			c.WriteHelp(m.Stdout, fs)
+			c.writeHelp(m.Stdout, fs)
 			return nil
 		}
 		return err
@@ -161,8 +161,8 @@ func (m *Main) Flags(c *Command) *FlagSet {
 	return fs
 }
 
-// WriteHelp writes c's help: its usage lines, its Help, its flags.
-func (c *Command) WriteHelp(w io.Writer, fs *FlagSet) {
+// writeHelp writes c's help: its usage lines, its Help, its flags.
+func (c *Command) writeHelp(w io.Writer, fs *FlagSet) {
 	for i, f := range c.Forms {
 		lead := "Usage: "
 		if i > 0 {
@@ -179,9 +179,9 @@ func (c *Command) WriteHelp(w io.Writer, fs *FlagSet) {
 	}
 }
 
-// WriteUsage writes what `scribe --help` prints: every command of the
+// writeUsage writes what `scribe --help` prints: every command of the
 // table, and what holds for all.
-func (m *Main) WriteUsage(w io.Writer) {
+func (m *Main) writeUsage(w io.Writer) {
 	fmt.Fprint(w, "scribe: one writer for many callers.\n\nUsage:\n")
 	for _, line := range List(m.Commands) {
 		fmt.Fprintln(w, "  "+line)
@@ -242,7 +242,7 @@ func (m *Main) Exit(err error) int {
 		if !errors.As(err, &ex) || ex.Err != nil {
 			fmt.Fprintln(m.Stderr, "scribe:", err)
 		}
-		for _, h := range Hints(err) {
+		for _, h := range hints(err) {
 			fmt.Fprintln(m.Stderr, "scribe:", h)
 		}
 	}

@@ -1,7 +1,8 @@
-// Package cli is scribe's command line framework. It owns the table of
-// commands (Command: name, synopses with their summaries, help, flags,
-// run) that dispatch, `scribe --help`, shell completion and cmd/scribe's
-// doc comment all read; flag parsing on spf13/pflag in GNU style, with
+// Package cli is scribe's command line framework. It owns what an entry
+// of the table of commands is (Command: name, synopses with their
+// summaries, help, flags, run, whether it is heavy) and everything that
+// reads the table: dispatch, `scribe --help`, the list in cmd/scribe's doc
+// comment (List) and shell completion; flag parsing on spf13/pflag in GNU style, with
 // help on stdout when asked for and a usage error of one line, with a
 // hint, on stderr; the flags the client commands share, each defined
 // once (--store, --lock-file, --route, --json, --autostart and

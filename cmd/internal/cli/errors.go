@@ -94,9 +94,9 @@ func WithHint(err error, hint string) error {
 	return &hintedError{err: err, hint: hint}
 }
 
-// Hints are the lines the command line adds under err's: the hint it was
+// hints are the lines the command line adds under err's: the hint it was
 // given (WithHint), and what to do about a batch that cannot be finished.
-func Hints(err error) []string {
+func hints(err error) []string {
 	var hints []string
 	if h := StuckHint(err); h != "" {
 		hints = append(hints, h)

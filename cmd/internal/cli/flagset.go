@@ -236,7 +236,7 @@ func (fs *FlagSet) WriteUsages(w io.Writer) {
 		if f.Hidden {
 			return
 		}
-		fmt.Fprintf(w, "  %s\n", Spelling(f))
+		fmt.Fprintf(w, "  %s\n", spelling(f))
 		_, usage := pflag.UnquoteUsage(f)
 		// The default's value; where the usage says where the default
 		// comes from (an environment variable), the value it has now.
@@ -264,11 +264,11 @@ func (fs *FlagSet) SetPlaceholder(name, ph string) {
 	_ = fs.SetAnnotation(name, placeholderKey, []string{ph})
 }
 
-// Spelling is how help writes a flag: --name, --name PLACEHOLDER, or
+// spelling is how help writes a flag: --name, --name PLACEHOLDER, or
 // --name[=PLACEHOLDER] for a value that may be left out. The placeholder
 // is the one set (SetPlaceholder), else the word of the usage in back
 // quotes, else the value's type.
-func Spelling(f *pflag.Flag) string {
+func spelling(f *pflag.Flag) string {
 	name, _ := pflag.UnquoteUsage(f)
 	if ph := f.Annotations[placeholderKey]; len(ph) == 1 {
 		name = ph[0]

@@ -56,9 +56,9 @@ type Autostart struct {
 // $SCRIBE_AUTOSTART and $SCRIBE_EXIT_IDLE.
 func (fs *FlagSet) Autostart() *Autostart {
 	a := &Autostart{fs: fs}
-	fs.BoolVar(&a.On, "autostart", EnvBool("SCRIBE_AUTOSTART"), "when no daemon serves the store, a write starts one (detached, logging to "+
+	fs.BoolVar(&a.On, "autostart", envBool("SCRIBE_AUTOSTART"), "when no daemon serves the store, a write starts one (detached, logging to "+
 		"<store>/.scribe/daemon.log) and goes through it (default $SCRIBE_AUTOSTART, else autostart in <store>/.scribe/config.toml)")
-	fs.DurationVar(&a.ExitIdle, "exit-idle", EnvDuration("SCRIBE_EXIT_IDLE", client.DefaultExitIdle), "with --autostart: the started daemon "+
+	fs.DurationVar(&a.ExitIdle, "exit-idle", envDuration("SCRIBE_EXIT_IDLE", client.DefaultExitIdle), "with --autostart: the started daemon "+
 		"exits once idle for `DUR` (default $SCRIBE_EXIT_IDLE, else exit_idle in <store>/.scribe/config.toml, else 5m)")
 	return a
 }
@@ -98,7 +98,7 @@ func (a *Autostart) settle(m *Main, store string) (bool, time.Duration, error) {
 	if onSet && (!on || idleSet) || m.CallerConfig == nil {
 		return on, idle, nil
 	}
-	path := ConfigPath(store)
+	path := configPath(store)
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return on, idle, nil
 	}
@@ -115,8 +115,8 @@ func (a *Autostart) settle(m *Main, store string) (bool, time.Duration, error) {
 	return on, idle, nil
 }
 
-// ConfigPath is a store's default config file (queue.Layout.Config).
-func ConfigPath(store string) string {
+// configPath is a store's default config file (queue.Layout.Config).
+func configPath(store string) string {
 	root, err := queue.ResolveStore(store)
 	if err != nil {
 		root = store // a missing store is reported where it is used
@@ -175,16 +175,16 @@ func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// EnvBool is a boolean environment variable: false when unset or not a
+// envBool is a boolean environment variable: false when unset or not a
 // boolean.
-func EnvBool(name string) bool {
+func envBool(name string) bool {
 	b, _ := strconv.ParseBool(os.Getenv(name))
 	return b
 }
 
-// EnvDuration is a duration environment variable, def when unset or not a
+// envDuration is a duration environment variable, def when unset or not a
 // positive duration.
-func EnvDuration(name string, def time.Duration) time.Duration {
+func envDuration(name string, def time.Duration) time.Duration {
 	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
 		return d
 	}

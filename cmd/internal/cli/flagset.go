@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/pflag"
@@ -124,7 +125,7 @@ func (fs *FlagSet) Parse(args []string) error {
 			return nil // not a duration: the first argument
 		}
 		if d <= 0 {
-			return Usagef("--%s %s: want a positive duration", name, rest[0])
+			return Usagef("--%s %s: want a positive duration; see %s --help", name, shown(rest[0]), fs.cmd)
 		}
 		w.On, w.Bound = true, d
 		args = rest[1:]
@@ -150,25 +151,35 @@ func (fs *FlagSet) usageError(err error) error {
 		name := unknown.GetSpecifiedName()
 		if short := unknown.GetSpecifiedShortnames(); short != "" {
 			long, _, _ := strings.Cut(short, "=")
-			msg = "unknown flag -" + long
+			msg = "unknown flag " + shown("-"+long)
 			if fs.Lookup(long) != nil {
 				msg += ": a long flag takes two dashes, --" + long
 			}
 			break
 		}
-		msg = "unknown flag --" + name
+		msg = "unknown flag " + shown("--"+name)
 		if near := fs.nearest(name); near != "" {
 			msg += " (did you mean --" + near + "?)"
 		}
 	case errors.As(err, &needs):
-		msg = fmt.Sprintf("flag --%s needs a value", needs.GetSpecifiedName())
+		msg = fmt.Sprintf("flag %s needs a value", shown("--"+needs.GetSpecifiedName()))
 	case errors.As(err, &invalid):
 		f := invalid.GetFlag()
 		msg = fmt.Sprintf("--%s %q: %s", f.Name, invalid.GetValue(), wantFor(f, errors.Unwrap(invalid)))
 	case errors.As(err, &badShape):
-		msg = "bad flag " + badShape.GetSpecifiedFlag()
+		msg = "bad flag " + shown(badShape.GetSpecifiedFlag())
 	}
 	return Usagef("%s; see %s --help", msg, fs.cmd)
+}
+
+// shown is a word of the command line as a message shows it: quoted if
+// it holds a blank or a character that cannot be seen, so that the
+// message stays one line that says what was typed.
+func shown(word string) string {
+	if word == "" || strings.IndexFunc(word, func(r rune) bool { return !unicode.IsGraphic(r) || unicode.IsSpace(r) }) >= 0 {
+		return strconv.Quote(word)
+	}
+	return word
 }
 
 // wantFor says what a flag's value should be, for a value it refused.

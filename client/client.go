@@ -139,6 +139,8 @@ type Client struct {
 	store   string // "" for a store known by ID only (OpenRemote)
 	storeID string
 	r       route
+	// lockFile is the store lock file WithLockFile named, "" for none.
+	lockFile string
 	// maxJobBytes is the largest encoded job sent to a remote queue.
 	maxJobBytes int
 }
@@ -190,7 +192,7 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{store: real, storeID: queue.StoreID(real), maxJobBytes: o.maxJobBytes}
+	c := &Client{store: real, storeID: queue.StoreID(real), maxJobBytes: o.maxJobBytes, lockFile: o.lockPath}
 	// Direct writes take the lock the store's daemon takes, or they would
 	// not exclude it: its lock file when none was given, and none other.
 	// A hold handed down is on that file too. A mismatch matters only

@@ -1,13 +1,15 @@
 package tests
 
 // Benchmarks: scribe and the alternatives side by side, in one run, on the
-// same workload (DESIGN.md, "Performance, measured, never asserted in a
-// timed test"). They run only with -bench:
+// same workload, measured and never asserted in a timed test. They run
+// only with -bench:
 //
 //	go test -run '^$' -bench Compare -benchtime 3s -count 3 -timeout 30m ./tests
 //
 // Workload: every job appends a distinct 100-byte line to one file,
-// log.txt, and counts only once it is durable:
+// log.txt, and counts only once it is durable. The producers are scribe
+// bench's (client/bench.NewProducer), so that both measure the same
+// contenders:
 //
 //   - scribe: a real `scribe serve` process; each producer goroutine has its
 //     own client.Client and calls Apply, so a counted job is applied, its
@@ -20,8 +22,9 @@ package tests
 //     lock file (as a separate process would), takes LOCK_EX (blocking),
 //     appends with O_APPEND, fsyncs the file, unlocks.
 //   - flock-failfast: the same with LOCK_EX|LOCK_NB, retrying with
-//     exponential backoff (1 ms doubling to 100 ms); after 10 retries the
-//     write is given up: lost.
+//     exponential backoff (bench.FailFastFirst doubling to
+//     bench.FailFastMax); after bench.FailFastRetries retries the write is
+//     given up: lost.
 //
 // Results are also collected here, and the parent benchmark prints a
 // summary with medians across -count and the ratios after its runs.
@@ -43,9 +46,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/client/bench"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
 )
@@ -54,11 +57,8 @@ import (
 var benchProducers = []int{1, 8, 32, 64}
 
 const (
-	benchLineBytes  = 100
-	benchWarmup     = 64 // untimed jobs a daemon applies first
-	failFastRetries = 10
-	failFastFirst   = time.Millisecond
-	failFastMax     = 100 * time.Millisecond
+	benchLineBytes = 100
+	benchWarmup    = 64 // untimed jobs a daemon applies first
 )
 
 // benchSystems are the throughput contenders, in the order they run for
@@ -70,8 +70,8 @@ var benchSystems = []struct {
 }{
 	{"scribe", func(b *testing.B, p int) { benchScribe(b, p) }},
 	{"scribe-sync1s", func(b *testing.B, p int) { benchScribe(b, p, "--sync", "1s") }},
-	{"flock-blocking", func(b *testing.B, p int) { benchFlock(b, p, false) }},
-	{"flock-failfast", func(b *testing.B, p int) { benchFlock(b, p, true) }},
+	{"flock-blocking", func(b *testing.B, p int) { benchFlock(b, p, "flock") }},
+	{"flock-failfast", func(b *testing.B, p int) { benchFlock(b, p, "flock-failfast") }},
 }
 
 // benchColdStarts are process timings, exec to exit, one process at a time.
@@ -265,6 +265,35 @@ func countLines(b *testing.B, path string) int {
 	return bytes.Count(data, []byte("\n"))
 }
 
+// benchContender is the contender of scribe bench named name, and the
+// workload every job here does: an append of a distinct 100-byte line to
+// log.txt.
+func benchContender(b *testing.B, name string) (bench.Contender, bench.Workload) {
+	b.Helper()
+	i := slices.IndexFunc(bench.Contenders(time.Second), func(c bench.Contender) bool { return c.Name == name })
+	require.GreaterOrEqual(b, i, 0, "scribe bench has no contender %s", name)
+	w := slices.IndexFunc(bench.Workloads(), func(w bench.Workload) bool { return w.Name == "append" })
+	require.GreaterOrEqual(b, w, 0, "scribe bench has no append workload")
+	require.Equal(b, benchLineBytes, bench.Workloads()[w].Bytes)
+	return bench.Contenders(time.Second)[i], bench.Workloads()[w]
+}
+
+// newBenchProducers sets up producers of contender name in dir, and their
+// jobs.
+func newBenchProducers(b *testing.B, name, dir string, producers int) []jobFunc {
+	b.Helper()
+	ct, w := benchContender(b, name)
+	ctx := context.Background()
+	do := make([]jobFunc, producers)
+	for p := range producers {
+		pr, err := bench.NewProducer(ctx, ct, w, dir, p)
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = pr.Close() }) // before the daemon stops (LIFO)
+		do[p] = func(seq int) (int, bool, error) { return pr.Do(ctx, seq) }
+	}
+	return do
+}
+
 // benchScribe: producers goroutines, each with its own client, Apply
 // against a `scribe serve` process.
 func benchScribe(b *testing.B, producers int, serveArgs ...string) {
@@ -272,23 +301,20 @@ func benchScribe(b *testing.B, producers int, serveArgs ...string) {
 	// startDaemon logs at debug; the product's default is info.
 	startDaemon(b, store, append([]string{"--log-level", "info"}, serveArgs...)...)
 	ctx := context.Background()
-	do := make([]jobFunc, producers)
-	clients := make([]*client.Client, producers)
-	for p := range producers {
-		c, err := client.Open(ctx, store, client.WithRoute(client.RouteRequire))
-		require.NoError(b, err)
-		b.Cleanup(func() { c.Close() }) // before the daemon stops (LIFO)
-		clients[p] = c
-		do[p] = func(seq int) (int, bool, error) {
-			return scribeAppend(ctx, c, "log.txt", benchLine(p, seq))
-		}
-	}
+	c, err := client.Open(ctx, store, client.WithRoute(client.RouteRequire))
+	require.NoError(b, err)
+	b.Cleanup(func() { c.Close() })
+	do := newBenchProducers(b, "scribe-apply-always", store, producers)
 	// A starting writer applies its first 16 jobs one at a time (its
 	// poison guard); measure the steady state after it, untimed.
 	warm := make(chan error, benchWarmup)
 	for i := range benchWarmup {
 		go func() {
-			_, _, err := scribeAppend(ctx, clients[i%producers], "warmup.txt", benchLine(i%producers, i))
+			job := &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "warmup.txt", Data: benchLine(0, i)}}}
+			out, err := c.Apply(ctx, job)
+			if err == nil && !out.Applied() {
+				err = fmt.Errorf("job %s not applied: %w", out.ID, out.Err())
+			}
 			warm <- err
 		}()
 	}
@@ -300,88 +326,15 @@ func benchScribe(b *testing.B, producers int, serveArgs ...string) {
 	r.report(b, false)
 }
 
-// scribeAppend applies one append and insists on its being applied.
-func scribeAppend(ctx context.Context, c *client.Client, path string, line []byte) (int, bool, error) {
-	job := &queue.Job{V: queue.Version, Ops: []queue.Op{{Kind: queue.OpAppend, Path: path, Data: line}}}
-	out, err := c.Apply(ctx, job)
-	if err != nil {
-		return 0, false, err
-	}
-	if !out.Applied() {
-		return 0, false, fmt.Errorf("job %s not applied: %w", out.ID, out.Err())
-	}
-	return 0, true, nil
-}
-
 // benchFlock: producers goroutines, each with its own open file
 // descriptions of the lock file and the data file, as separate processes
-// would have: lock, append, fsync, unlock.
-func benchFlock(b *testing.B, producers int, failFast bool) {
+// would have: lock, append, fsync, unlock; blocking, or fail-fast
+// (contender name).
+func benchFlock(b *testing.B, producers int, name string) {
 	dir := b.TempDir()
-	lockPath, dataPath := filepath.Join(dir, "lock"), filepath.Join(dir, "log.txt")
-	for _, p := range []string{lockPath, dataPath} {
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
-		require.NoError(b, err)
-		require.NoError(b, f.Sync())
-		require.NoError(b, f.Close())
-	}
-	do := make([]jobFunc, producers)
-	for p := range producers {
-		lf, err := os.OpenFile(lockPath, os.O_RDWR, 0)
-		require.NoError(b, err)
-		df, err := os.OpenFile(dataPath, os.O_WRONLY|os.O_APPEND, 0)
-		require.NoError(b, err)
-		b.Cleanup(func() { lf.Close(); df.Close() })
-		fd := int(lf.Fd())
-		do[p] = func(seq int) (int, bool, error) {
-			retries, ok, err := flockJob(fd, failFast)
-			if !ok || err != nil {
-				return retries, false, err
-			}
-			_, err = df.Write(benchLine(p, seq))
-			if err == nil {
-				err = df.Sync()
-			}
-			if uerr := flockRetry(fd, unix.LOCK_UN); err == nil {
-				err = uerr
-			}
-			return retries, err == nil, err
-		}
-	}
-	r := drive(b, do)
-	require.Equal(b, b.N-r.lost, countLines(b, dataPath), "written lines in log.txt")
-	r.report(b, failFast)
-}
-
-// flockJob takes the lock: blocking, or fail-fast with backoff, giving up
-// (ok false, nil error) after failFastRetries retries.
-func flockJob(fd int, failFast bool) (retries int, ok bool, err error) {
-	if !failFast {
-		return 0, true, flockRetry(fd, unix.LOCK_EX)
-	}
-	delay := failFastFirst
-	for {
-		err := flockRetry(fd, unix.LOCK_EX|unix.LOCK_NB)
-		switch {
-		case err == nil:
-			return retries, true, nil
-		case !errors.Is(err, unix.EWOULDBLOCK):
-			return retries, false, err
-		case retries == failFastRetries:
-			return retries, false, nil
-		}
-		time.Sleep(delay)
-		delay = min(2*delay, failFastMax)
-		retries++
-	}
-}
-
-func flockRetry(fd, how int) error {
-	for {
-		if err := unix.Flock(fd, how); !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
+	r := drive(b, newBenchProducers(b, name, dir, producers))
+	require.Equal(b, b.N-r.lost, countLines(b, filepath.Join(dir, "log.txt")), "written lines in log.txt")
+	r.report(b, name == "flock-failfast")
 }
 
 // benchColdSubmit times `scribe submit --wait` processes, exec to exit,
@@ -472,7 +425,8 @@ func printBenchSummary(w io.Writer, parent string) {
 	}
 	fmt.Fprintf(w, "\nSUMMARY (median of %d repetitions; durable appends of a distinct %d-byte line to one file)\n", runs, benchLineBytes)
 	fmt.Fprintln(w, "scribe: `scribe serve` (--sync always) + client.Apply per producer; scribe-sync1s: serve --sync 1s")
-	fmt.Fprintln(w, "flock-blocking: LOCK_EX, append, fsync; flock-failfast: LOCK_EX|LOCK_NB, backoff 1ms..100ms, lost after 10 retries")
+	fmt.Fprintf(w, "flock-blocking: LOCK_EX, append, fsync; flock-failfast: LOCK_EX|LOCK_NB, backoff %s..%s, lost after %d retries\n",
+		bench.FailFastFirst, bench.FailFastMax, bench.FailFastRetries)
 	fmt.Fprintf(w, "%-9s %10s %10s %10s %10s %8s %10s %13s %16s\n",
 		"producers", "scribe", "sync1s", "blocking", "failfast", "lost-%", "retries/j", "scribe÷block", "sync1s÷block")
 	for _, p := range benchProducers {

@@ -52,8 +52,9 @@ func edgePTY(t *testing.T) *os.File {
 	return tty
 }
 
-// `--wait 10s` is `--wait=10s`, for submit and lock alike; a bare --wait
-// waits without bound, a bounded one runs out with 75.
+// `--wait 10s` is `--wait=10s`, for submit and lock alike; submit's bare
+// --wait waits for the outcome without bound, lock refuses one, and a
+// bounded one runs out with 75.
 func TestEdgeWaitSpelling(t *testing.T) {
 	store := newStore(t)
 	f := filepath.Join(store, "f.txt")
@@ -72,8 +73,8 @@ func TestEdgeWaitSpelling(t *testing.T) {
 		r := scribe(t, "", args...)
 		assert.Equal(t, 0, r.code, "%v: %s", wait, r.stderr)
 	}
-	// Waiting for the lock is always bounded (DESIGN): lock refuses a bare
-	// --wait, and submit's bare --wait does not wait for the lock.
+	// Waiting for the lock is always bounded: lock refuses a bare --wait,
+	// and submit's bare --wait does not wait for the lock.
 	r = scribe(t, "", "lock", "--store", store, "--wait", "--", "true")
 	assert.Equal(t, 2, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "--wait needs a bound")

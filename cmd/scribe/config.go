@@ -242,7 +242,8 @@ func decodeConfig(path string, data []byte, only map[string]bool) (*Config, erro
 		return nil, ConfigErrors{{File: path, Problem: err.Error()}}
 	}
 	c := &Config{Path: path, Lines: map[string]int{}}
-	lines := keyLines(string(data))
+	where := scanLines(string(data))
+	lines := where.keys
 	var errs ConfigErrors
 	// Absolute: a command's program must be, and relative paths in the
 	// file are the file's folder's, wherever serve runs.
@@ -270,7 +271,7 @@ func decodeConfig(path string, data []byte, only map[string]bool) (*Config, erro
 		case top == storeTable:
 			reported[top] = true
 			c.Lines[top] = line
-			errs = append(errs, decodeStores(c, raw[top], tableArrayLines(string(data), storeTable), line, dir)...)
+			errs = append(errs, decodeStores(c, raw[top], where.arrays[storeTable], line, dir)...)
 			continue
 		case !ok:
 			reported[top] = true
@@ -301,7 +302,7 @@ func decodeConfig(path string, data []byte, only map[string]bool) (*Config, erro
 }
 
 // decodeStores reads the [[store]] tables into c.Stores. lines are the
-// lines of each table's header and keys (tableArrayLines); a store written
+// lines of each table's header and keys (tomlLines.arrays); a store written
 // as an inline table has the line of the key store, line.
 func decodeStores(c *Config, v any, lines []map[string]int, line int, dir string) ConfigErrors {
 	problem := func(line int, key, format string, args ...any) *ConfigError {
@@ -381,14 +382,37 @@ func decodeStores(c *Config, v any, lines []map[string]int, line int, dir string
 	return errs
 }
 
-// tableArrayLines finds the tables of the array of tables name ([[name]])
-// in a TOML document: for each, in order, the line of its header (key "")
-// and of each key set in it, by name.
-func tableArrayLines(doc, name string) []map[string]int {
+// tomlLines are where a TOML document sets its keys and opens its tables,
+// by line (from 1), for messages that name them.
+type tomlLines struct {
+	// keys maps each key and table, by its dotted path
+	// (toml.Key.String), to the line where it is first set or opened. A
+	// header [a.b] opens a and a.b; a line `x.y = …` under it sets a.b.x
+	// and a.b.x.y. The keys of inline tables are not listed (lineOf gives
+	// their table's line).
+	keys map[string]int
+	// arrays maps each array of tables ([[name]]), by its dotted path, to
+	// its tables in order: for each, the line of its header (key "") and
+	// of each key set in it, by its first part.
+	arrays map[string][]map[string]int
+}
+
+// scanLines finds where doc sets its keys and opens its tables, reading
+// it line by line: values that span lines (arrays, multi-line strings)
+// are skipped over, so that their content is never taken for a key.
+func scanLines(doc string) tomlLines {
+	tl := tomlLines{keys: map[string]int{}, arrays: map[string][]map[string]int{}}
+	record := func(line int, path toml.Key) {
+		for n := 1; n <= len(path); n++ {
+			if k := path[:n].String(); tl.keys[k] == 0 {
+				tl.keys[k] = line
+			}
+		}
+	}
 	var (
-		tables []map[string]int
-		cur    map[string]int
-		s      valueScanner
+		table toml.Key       // the table the lines are in
+		cur   map[string]int // the table of an array of tables they are in, if any
+		s     valueScanner
 	)
 	for i, text := range strings.Split(doc, "\n") {
 		if s.open() {
@@ -399,16 +423,23 @@ func tableArrayLines(doc, name string) []map[string]int {
 		switch {
 		case rest == "" || rest[0] == '#':
 			continue
-		case strings.HasPrefix(rest, "[["):
-			cur = nil
-			if path, after, ok := parseKey(rest[2:]); ok && strings.HasPrefix(strings.TrimLeft(after, " \t"), "]]") &&
-				len(path) == 1 && path[0] == name {
-				cur = map[string]int{"": i + 1}
-				tables = append(tables, cur)
-			}
-			continue
 		case rest[0] == '[':
 			cur = nil
+			array := strings.HasPrefix(rest, "[[")
+			end := "]"
+			if array {
+				end = "]]"
+			}
+			path, after, ok := parseKey(strings.TrimPrefix(strings.TrimPrefix(rest, "["), "["))
+			if !ok || !strings.HasPrefix(strings.TrimLeft(after, " \t"), end) {
+				continue
+			}
+			table = path
+			record(i+1, table)
+			if array {
+				cur = map[string]int{"": i + 1}
+				tl.arrays[path.String()] = append(tl.arrays[path.String()], cur)
+			}
 			continue
 		}
 		path, after, ok := parseKey(rest)
@@ -416,14 +447,13 @@ func tableArrayLines(doc, name string) []map[string]int {
 		if !ok || !strings.HasPrefix(after, "=") {
 			continue
 		}
-		if cur != nil {
-			if _, set := cur[path[0]]; !set {
-				cur[path[0]] = i + 1
-			}
+		record(i+1, append(slices.Clip(table), path...))
+		if _, set := cur[path[0]]; cur != nil && !set {
+			cur[path[0]] = i + 1
 		}
 		s.scan(after[1:])
 	}
-	return tables
+	return tl
 }
 
 // openConfigFile opens a config file that only this process's user can

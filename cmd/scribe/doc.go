@@ -1,23 +1,38 @@
 // Command scribe queues writes to a store through one writer.
 //
-//	scribe serve   --store DIR [flags]                 run the daemon for a store
-//	scribe submit  --store DIR [flags] OP PATH [DATA|-] queue one op
-//	scribe submit  --store DIR [flags] --job FILE       queue a multi-op job
-//	scribe status  --store DIR [--json] [JOB_ID]        daemon status, or a job's outcome
-//	scribe lock    --store DIR [--wait DUR] -- CMD ARGS run CMD holding the store lock
-//	scribe recover --store DIR [--abandon]             finish, or give up, an interrupted batch
-//	scribe stop    --store DIR [--timeout DUR]          stop the store's daemon gracefully
-//	scribe demo                                         show the queue at work
-//	scribe version                                      also scribe --version
+//	scribe serve      --store DIR [flags]                    run the daemon for a store
+//	scribe serve      --store DIR --nats-url URL [flags]     … its queue on a NATS cluster
+//	scribe serve      --nats-config FILE [--store DIR]       run a NATS cluster node (serving DIR through it)
+//	scribe submit     --store DIR [flags] OP PATH [DATA|-]   queue one op (DATA -: from stdin)
+//	scribe submit     --store DIR [flags] --job FILE         queue a multi-op job (FILE may be -)
+//	scribe submit     --store DIR [flags] exec NAME [ARGS]   run an allowlisted command in the daemon
+//	scribe status     --store DIR [--json] [JOB_ID]          daemon status, or a job's outcome
+//	scribe status     --store DIR --dead [--json]            the daemon's dead letters
+//	scribe status     --nats-url URL --store-id ID [JOB_ID]  … of a store whose queue is remote
+//	scribe wait       --store DIR [--timeout DUR] JOB_ID     wait for a job's outcome
+//	scribe jobs       --store DIR [--state S] [--since DUR]  recent outcomes, queued jobs
+//	scribe lock       --store DIR [--wait DUR] -- CMD ARGS   run CMD holding the store lock
+//	scribe recover    --store DIR [--abandon] [--json]       finish, or give up, an interrupted batch
+//	scribe stop       --store DIR [--timeout DUR]            stop the store's daemon gracefully
+//	scribe mcp        --store DIR [flags]                    serve the store's writes as MCP tools
+//	scribe demo       [--workers N] [--jobs N] [--keep]      show the queue at work
+//	scribe bench      [--producers 1,8,32] [--svg FILE]      measure scribe against flock, side by side
+//	scribe completion bash|zsh|fish                          print the shell completion script
+//	scribe help       [COMMAND]                              the commands, or a command's help
+//	scribe version                                           the version (also --version)
 //
-// Each command's flags are in `scribe COMMAND -h`; routes, exit codes,
+// Each command's flags are in `scribe COMMAND --help`; routes, exit codes,
 // environment variables and examples are in docs/cli.md; supervisors,
 // logs and metrics in docs/running.md.
 //
-// In the layout (cmd → client, writer, embednats → queue) it is the top:
-// it parses flags, sets up logging and signals, and maps errors to exit
-// codes (0 done, 1 rejected or failed, 2 usage, 69 no daemon, 75 busy),
-// and holds no logic a library user would need. Nothing imports it.
+// It is the top of the layout (cmd → client, writer, embednats → queue):
+// main sets up signals and the table of commands above, which the
+// packages under cmd/internal implement: cli, the framework (flags, help,
+// completion, exit codes: 0 done, 1 rejected or failed, 2 usage, 69 no
+// daemon, 75 busy), caller, the commands a hook runs, and server, those
+// that run a server. Nothing imports it. The MCP server and the bench are
+// library packages (client/mcp, client/bench), as is the client; serve's
+// daemon is still here (serve.go).
 //
 // # Caveats
 //
@@ -32,4 +47,8 @@
 // The fault-injection variables (SCRIBE_CRASH_AT, SCRIBE_PANIC_ON,
 // SCRIBE_CRASH_ON, SCRIBE_PAUSE_AT) take effect only in a binary built with
 // -tags scribefault, as the crash tests build it.
+//
+// serve still parses its flags with the standard flag package
+// (serveflags.go): GNU spellings and completion of its flags come when it
+// moves onto cli.
 package main

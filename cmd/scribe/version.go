@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"runtime/debug"
 	"strings"
 )
@@ -25,21 +23,4 @@ func buildVersion(linked string, info func() (*debug.BuildInfo, bool)) string {
 		return linked
 	}
 	return strings.TrimPrefix(bi.Main.Version, "v")
-}
-
-// VersionCommand prints scribe's version: the one the daemon reports in
-// its discovery file and status.
-type VersionCommand struct{ *Main }
-
-// Run prints the version on stdout.
-func (c *VersionCommand) Run(_ context.Context, args []string) error {
-	fs := c.newFlagSet("version", "")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError("version takes no arguments, got %q", fs.Args())
-	}
-	fmt.Fprintln(c.Stdout, Version)
-	return nil
 }

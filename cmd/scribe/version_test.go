@@ -35,14 +35,14 @@ func TestBuildVersion(t *testing.T) {
 }
 
 func TestVersionCommand(t *testing.T) {
-	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
 		var out, errb bytes.Buffer
-		m := &Main{Stdout: &out, Stderr: &errb}
+		m := newMain(nil, &out, &errb)
 		require.NoError(t, m.Run(t.Context(), args), args)
 		assert.Equal(t, Version+"\n", out.String(), args)
 		assert.Empty(t, errb.String())
 	}
-	m := &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
+	m := newMain(nil, &bytes.Buffer{}, &bytes.Buffer{})
 	err := m.Run(t.Context(), []string{"version", "extra"})
 	assert.Equal(t, exitUsage, exitCode(err))
 }

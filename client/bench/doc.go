@@ -1,0 +1,32 @@
+// Package bench measures scribe against the locks it replaces, side by
+// side, on the same workloads: `scribe bench` is Run of a Config, and
+// the Report it returns is printed as a table (WriteTable), JSON or a
+// chart (SVG).
+//
+// For each round, producer count and workload, every contender runs in
+// turn, so that drift on a busy machine hits all alike, each on a fresh
+// store: scribe through a real `scribe serve` process with a client per
+// producer (Apply, or Submit timed until the queue drains; the daemon's
+// queue synced always, or every Relaxed), blocking flock, and fail-fast
+// flock that retries FailFastRetries times with backoff and then gives
+// the write up, as callers without scribe do. The contenders' producers
+// (NewProducer) are the ones the Go benchmarks of the test suite run too.
+// What each run left in its files is checked afterwards: lost and
+// doubled writes are counted, never assumed.
+//
+// Alongside rates and latencies it reports what does not depend on the
+// machine: syncs per job (the daemon's counted under strace, in an
+// untimed extra run), CPU time per job (the producers' and the
+// daemon's), bytes written per job (/proc/PID/io) and batch sizes (the
+// daemon's metrics).
+//
+// # Caveats
+//
+// Figures are for people and scripts, never asserted: they depend on the
+// machine, its load and its disk. A folder on tmpfs (Config.Dir) makes
+// fsync free, and is warned about.
+//
+// The CPU and I/O counters read /proc, and producer processes
+// (Config.Procs) are Config.Scribe re-run with ProducerEnv set: Linux is
+// where every figure is measured; elsewhere some read n/a.
+package bench

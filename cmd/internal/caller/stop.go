@@ -1,0 +1,120 @@
+package caller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scribehq/scribe/cmd/internal/cli"
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/daemon"
+)
+
+// defaultStopTimeout is how long `scribe stop` waits by default: the
+// batch in hand is finished first, and an exec command that is running
+// is stopped with its grace period (5 s by default).
+const defaultStopTimeout = time.Minute
+
+// stopPoll is how often stop looks whether the daemon is gone.
+const stopPoll = 20 * time.Millisecond
+
+// stopper is `scribe stop`, on the command line's streams.
+type stopper struct{ *cli.Main }
+
+// Stop is `scribe stop`: the store's daemon stopped gracefully, as SIGTERM
+// does, and waited for until it is gone.
+func Stop() cli.Command {
+	return cli.Command{
+		Name:  "stop",
+		Forms: []cli.Form{{Args: "--store DIR [--timeout DUR]", Summary: "stop the store's daemon gracefully"}},
+		Setup: func(m *cli.Main, fs *cli.FlagSet) func(context.Context, []string) error {
+			store := fs.Store()
+			timeout := fs.Duration("timeout", defaultStopTimeout, "wait at most `DUR` for the daemon to finish its batch and exit, then exit 75 (0: no limit)")
+			c := &stopper{m}
+			return func(ctx context.Context, args []string) error {
+				return c.run(ctx, *store, *timeout, args)
+			}
+		},
+	}
+}
+
+// run finds the store's daemon through its discovery file, checks that
+// the pid there is that daemon's, sends it SIGTERM and waits until it has
+// released the daemon lock. No daemon is no failure: exit 0, with a note.
+// A daemon still there after timeout is exit 75.
+func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, args []string) error {
+	if err := cli.RequireStore(store); err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		return cli.Usagef("stop takes no arguments, got %q", args)
+	}
+	if timeout < 0 {
+		return cli.Usagef("--timeout %s: want a duration ≥ 0", timeout)
+	}
+	real, err := queue.ResolveStore(store)
+	if err != nil {
+		return err
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	timedOut := func(what string) error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return cli.Exit(cli.ExitBusy, fmt.Errorf("%s after %s; wait longer (--timeout)", what, timeout))
+		}
+		return ctx.Err()
+	}
+	poll := time.NewTicker(stopPoll)
+	defer poll.Stop()
+	next := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-poll.C:
+			return true
+		}
+	}
+
+	// A daemon that holds the lock without a discovery file is starting
+	// (or stopping): wait until it says who it is, or is gone.
+	var d *queue.Discovery
+	for {
+		d, err = daemon.Find(real)
+		if !errors.Is(err, daemon.ErrStarting) {
+			break
+		}
+		if !next() {
+			return timedOut(fmt.Sprintf("a daemon holds %s but has not announced itself (%v)", real, err))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		fmt.Fprintf(c.Stderr, "scribe: no daemon serves %s; nothing to stop\n", real)
+		return nil
+	}
+	if err := signalDaemon(queue.Layout{Root: real}, d); err != nil {
+		return err
+	}
+	// Gone once the daemon lock is free, or held by another daemon (a
+	// supervisor restarted it).
+	for {
+		now, err := daemon.Find(real)
+		switch {
+		case err == nil && (now == nil || now.PID != d.PID):
+			fmt.Fprintf(c.Stdout, "stopped daemon pid %d of %s\n", d.PID, real)
+			return nil
+		case err != nil && !errors.Is(err, daemon.ErrStarting): // stopping: the file is withdrawn first
+			return err
+		}
+		if !next() {
+			return timedOut(fmt.Sprintf("daemon pid %d of %s has not stopped: it finishes the batch in hand first, and gives a running exec command its grace period. "+
+				"To stop it at once: kill -KILL %d (what is queued is kept, and applied by the next daemon)", d.PID, real, d.PID))
+		}
+	}
+}

@@ -1,7 +1,0 @@
-//go:build !linux && !darwin && !freebsd && !netbsd && !openbsd && !dragonfly
-
-package main
-
-// isTTY cannot tell a terminal here: stdin is taken as one only when
-// isTerminalReader finds a character device.
-func isTTY(uintptr) bool { return true }

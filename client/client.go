@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -196,7 +196,7 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	// A hold handed down is on that file too. A mismatch matters only
 	// when the client writes directly. Learning that file looks for the
 	// daemon, as the queued route does anyway: only when it is needed.
-	lockFile := sync.OnceValues(func() (string, error) { return daemon.LockFile(real, o.lockPath) })
+	lockFile := sync.OnceValues(func() (string, error) { return discovery.LockFile(real, o.lockPath) })
 	// A process handed a standing hold of the store (run by `scribe lock`,
 	// or by the daemon as an exec command) writes under it: queued, its
 	// job would wait for the holder, which may be waiting for it.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -41,7 +41,7 @@ var (
 	// (WithLockFile) other than the one the store's live daemon takes: it
 	// would not exclude the daemon, so the client refuses to write. Give
 	// the daemon's lock file, or none to take it by itself.
-	ErrOtherLockFile = daemon.ErrOtherLockFile
+	ErrOtherLockFile = discovery.ErrOtherLockFile
 	// ErrUnverified means the server at the discovery file's address did
 	// not prove it is the daemon the file names (no TLS, or not the pinned
 	// certificate): the client sent it nothing. Open fails with it wrapped

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -225,7 +225,7 @@ func (d *direct) waitFor(ctx context.Context, id string) (*queue.Lookup, error) 
 		// it works, and tells its outcomes at once: turn to it.
 		if time.Since(lastFind) >= waitFindEvery {
 			lastFind = time.Now()
-			if found, ferr := daemon.Find(d.store); ferr == nil && found != nil {
+			if found, ferr := discovery.Find(d.store); ferr == nil && found != nil {
 				q, err := openQueued(ctx, d.store, queue.StoreID(d.store), options{connectTimeout: defaultConnectTimeout, log: d.log})
 				if err == nil && q != nil {
 					defer q.close()

@@ -15,7 +15,7 @@ import (
 
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -108,7 +108,7 @@ func startDaemon(t *testing.T, store string) {
 func startDaemonVia(t *testing.T, store string, via func(addr string) string) *embednats.Server {
 	t.Helper()
 	ctx := t.Context()
-	lk, err := daemon.Take(ctx, store, nil)
+	lk, err := discovery.Take(ctx, store, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	srv, err := embednats.Start(ctx, lk, embednats.Config{})
@@ -142,7 +142,7 @@ func serve(store, sync string) int {
 		}
 		interval = d
 	}
-	lk, err := daemon.Take(ctx, store, nil)
+	lk, err := discovery.Take(ctx, store, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -189,7 +189,7 @@ func (q *queued) conn() (*nats.Conn, jetstream.JetStream) {
 }
 
 // discover returns the live daemon's discovery, or nil if none holds the
-// daemon lock (daemon.Find). A daemon that holds the lock but has not yet
+// daemon lock (discovery.Find). A daemon that holds the lock but has not yet
 // announced itself is still starting: wait for it until ctx ends.
 //
 // With autostart, a store that no daemon serves gets one: discover starts
@@ -202,8 +202,8 @@ func (q *queued) discover(ctx context.Context) (*queue.Discovery, error) {
 		return q.auto.discover(ctx, q)
 	}
 	for attempt := 0; ; attempt++ {
-		d, err := daemon.Find(q.store)
-		if !errors.Is(err, daemon.ErrStarting) {
+		d, err := discovery.Find(q.store)
+		if !errors.Is(err, discovery.ErrStarting) {
 			return d, err
 		}
 		if !sleep(ctx, backoff(attempt)) {

@@ -14,14 +14,14 @@ import (
 
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // shared is a server of several stores, as serve runs it.
 type shared struct {
 	srv    *embednats.Server
-	qd     *daemon.QueueDir
-	locks  []*daemon.Lock
+	qd     *discovery.QueueDir
+	locks  []*discovery.Lock
 	stores []string
 }
 
@@ -31,12 +31,12 @@ func startShared(t testing.TB, dir string, stores ...string) *shared {
 	t.Helper()
 	s := &shared{stores: stores}
 	for _, store := range stores {
-		lk, err := daemon.Take(t.Context(), store, nil)
+		lk, err := discovery.Take(t.Context(), store, nil)
 		require.NoError(t, err)
 		s.locks = append(s.locks, lk)
 	}
 	var err error
-	s.qd, err = daemon.TakeQueueDir(t.Context(), dir, stores, nil)
+	s.qd, err = discovery.TakeQueueDir(t.Context(), dir, stores, nil)
 	require.NoError(t, err)
 	s.srv, err = embednats.StartShared(t.Context(), s.qd, s.locks, embednats.Config{})
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestTakeOverBothWays(t *testing.T) {
 	id := queue.StoreID(a)
 	dir := filepath.Join(t.TempDir(), "queue")
 
-	lk, err := daemon.Take(t.Context(), a, nil)
+	lk, err := discovery.Take(t.Context(), a, nil)
 	require.NoError(t, err)
 	single, err := embednats.Start(t.Context(), lk, embednats.Config{})
 	require.NoError(t, err)
@@ -204,7 +204,7 @@ func TestTakeOverBothWays(t *testing.T) {
 	assert.Zero(t, n, "nothing left to take")
 	s.close()
 
-	lk, err = daemon.Take(t.Context(), a, nil)
+	lk, err = discovery.Take(t.Context(), a, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	single, err = embednats.Start(t.Context(), lk, embednats.Config{})
@@ -225,7 +225,7 @@ func TestTakeOverBothWays(t *testing.T) {
 func TestTakeOverMovedStore(t *testing.T) {
 	a, b := newStore(t), newStore(t)
 	const formerID = "0123456789abcdef"
-	lk, err := daemon.Take(t.Context(), a, nil)
+	lk, err := discovery.Take(t.Context(), a, nil)
 	require.NoError(t, err)
 	single, err := embednats.Start(t.Context(), lk, embednats.Config{})
 	require.NoError(t, err)
@@ -249,7 +249,7 @@ func TestTakeOverMovedStore(t *testing.T) {
 	// if a were b moved.
 	queueJobs(t, s.srv.StoreConn(queue.StoreID(b)), queue.StoreID(b), "b1", "b2")
 	s.close()
-	lk, err = daemon.Take(t.Context(), a, nil)
+	lk, err = discovery.Take(t.Context(), a, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	single, err = embednats.Start(t.Context(), lk, embednats.Config{})

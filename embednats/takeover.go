@@ -24,10 +24,10 @@ import (
 var ErrFormerQueue = errors.New("jobs wait under a former path of the store")
 
 // QueueSource is a queue folder that may hold jobs of a store: its own
-// (queue.Layout.Queue), or a shared queue folder (daemon.QueueDir).
+// (queue.Layout.Queue), or a shared queue folder (discovery.QueueDir).
 type QueueSource struct {
 	// Dir is the folder the queue's server keeps its data in:
-	// queue.Layout.Queue, or daemon.QueueDir.JetStream.
+	// queue.Layout.Queue, or discovery.QueueDir.JetStream.
 	Dir string
 	// StoreID is the store's ID in it: a moved store's is its former one.
 	StoreID string
@@ -91,7 +91,7 @@ func (src QueueSource) HasQueue() (bool, error) {
 // alone, or the reverse) keeps its queue in one place, and its older jobs
 // apply first. storeID is the store's current ID, limits its queue's.
 // The caller holds what guards src: the store's daemon lock for its own
-// folder, the daemon.QueueDir of a shared one.
+// folder, the discovery.QueueDir of a shared one.
 //
 // Each job is copied (its Nats-Msg-Id kept) and stored here before the
 // source's streams are deleted, and between the two TakeOver calls moved

@@ -42,7 +42,7 @@ type Discovery struct {
 	// LockFile is the store lock file the daemon takes (absolute; its
 	// folder's symlinks resolved): <store>/.scribe/lock, or its
 	// --lock-file. Direct writers given no lock file take this one, so
-	// that they exclude the daemon (daemon.LockFile). Empty in the files
+	// that they exclude the daemon (discovery.LockFile). Empty in the files
 	// of daemons older than this field.
 	LockFile string `json:"lock_file,omitempty"`
 	// IdleReleaseMS is the daemon's idle-release period in milliseconds:

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/embednats"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -101,7 +101,7 @@ func (c *DemoCommand) Run(ctx context.Context, args []string) error {
 
 // startDemoDaemon serves a store in this process, as `scribe serve` would.
 func startDemoDaemon(ctx context.Context, store string) (stop func(), err error) {
-	lk, err := daemon.Take(ctx, store, nil)
+	lk, err := discovery.Take(ctx, store, nil)
 	if err != nil {
 		return nil, err
 	}

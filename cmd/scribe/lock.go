@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -62,8 +62,8 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	// The lock the store's daemon takes, or the two would not exclude
-	// each other (daemon.LockFile).
-	lockPath, err := daemon.LockFile(realStore, *lockFile)
+	// each other (discovery.LockFile).
+	lockPath, err := discovery.LockFile(realStore, *lockFile)
 	if err != nil {
 		return withHint(err, lockFileHint(err))
 	}
@@ -112,7 +112,7 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 
 // lockFileHint says how to give the lock file the store's daemon takes.
 func lockFileHint(err error) string {
-	var ol *daemon.OtherLockFileError
+	var ol *discovery.OtherLockFileError
 	if !errors.As(err, &ol) {
 		return ""
 	}

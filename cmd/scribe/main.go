@@ -16,7 +16,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // Version is the scribe version, reported by the daemon.
@@ -176,7 +176,7 @@ func exitCode(err error) int {
 	case errors.Is(err, client.ErrOtherLockFile):
 		return exitUsage // the flag (or its absence) is wrong; retrying will not help
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrQueueFull), errors.Is(err, errWaitTimeout),
-		errors.Is(err, client.ErrUnavailable), errors.Is(err, daemon.ErrRunning):
+		errors.Is(err, client.ErrUnavailable), errors.Is(err, discovery.ErrRunning):
 		return exitBusy
 	}
 	return exitRejected // a rejection (queue.ErrRejected), or any other failure

@@ -19,7 +19,7 @@ import (
 
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -201,7 +201,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		if *queueDir == "" {
-			if *queueDir, err = daemon.DefaultQueueDir(); err != nil {
+			if *queueDir, err = discovery.DefaultQueueDir(); err != nil {
 				return err
 			}
 		}
@@ -253,7 +253,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	d := &served{log: log, exitIdle: *exitIdle}
 	defer d.closeLocks()
 	for _, st := range stores {
-		lk, err := daemon.Take(ctx, st.path, log)
+		lk, err := discovery.Take(ctx, st.path, log)
 		if err != nil {
 			return err
 		}
@@ -266,7 +266,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		for i, st := range d.stores {
 			paths[i] = st.path
 		}
-		if d.qd, err = daemon.TakeQueueDir(ctx, *queueDir, paths, log); err != nil {
+		if d.qd, err = discovery.TakeQueueDir(ctx, *queueDir, paths, log); err != nil {
 			return fmt.Errorf("%w; give this daemon a folder of its own with --queue-dir (queue_dir)", err)
 		}
 		srv, err = embednats.StartShared(ctx, d.qd, d.locks(), ncfg)
@@ -321,8 +321,8 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	}
 	for _, st := range d.stores {
 		st.d, _ = srv.StoreDiscovery(st.id)
-		// Direct writers given no lock file take this one (daemon.LockFile).
-		if st.d.LockFile, err = daemon.ResolveLockFile(st.d.Store, st.lockFile); err != nil {
+		// Direct writers given no lock file take this one (discovery.LockFile).
+		if st.d.LockFile, err = discovery.ResolveLockFile(st.d.Store, st.lockFile); err != nil {
 			return err
 		}
 		st.d.IdleReleaseMS = idle.Milliseconds()
@@ -434,8 +434,8 @@ func checkOwnConfigs(stores []storeSpec, cfg *Config, log *slog.Logger) error {
 			return fmt.Errorf("store %s: %w", st.path, err)
 		}
 		if own.LockFile != nil {
-			mine, _ := daemon.ResolveLockFile(st.path, st.lockFile)
-			theirs, _ := daemon.ResolveLockFile(st.path, *own.LockFile)
+			mine, _ := discovery.ResolveLockFile(st.path, st.lockFile)
+			theirs, _ := discovery.ResolveLockFile(st.path, *own.LockFile)
 			if st.lockFile == "" || !(mine == theirs || sameFile(mine, theirs)) {
 				return fmt.Errorf("store %s: its config file %s sets lock_file %s, which a daemon of several stores does not read: set it in the store's [[store]] table of --config (docs/config.md#several-stores)",
 					st.path, path, *own.LockFile)
@@ -451,7 +451,7 @@ func checkOwnConfigs(stores []storeSpec, cfg *Config, log *slog.Logger) error {
 type served struct {
 	stores   []*servedStore
 	srv      *embednats.Server
-	qd       *daemon.QueueDir // nil for one store
+	qd       *discovery.QueueDir // nil for one store
 	log      *slog.Logger
 	exitIdle time.Duration
 }
@@ -461,13 +461,13 @@ type servedStore struct {
 	path     string // canonical
 	id       string
 	lockFile string
-	lk       *daemon.Lock
+	lk       *discovery.Lock
 	w        *writer.Writer
 	d        queue.Discovery
 }
 
-func (d *served) locks() []*daemon.Lock {
-	locks := make([]*daemon.Lock, len(d.stores))
+func (d *served) locks() []*discovery.Lock {
+	locks := make([]*discovery.Lock, len(d.stores))
 	for i, st := range d.stores {
 		locks[i] = st.lk
 	}
@@ -475,7 +475,7 @@ func (d *served) locks() []*daemon.Lock {
 }
 
 // takeOver moves each store's queued jobs into the server before its
-// writer starts, from wherever they are kept (daemon.QueueHome): a
+// writer starts, from wherever they are kept (discovery.QueueHome): a
 // daemon of one store takes them from the shared queue folder of the
 // daemon of several that served the store last; a daemon of several takes
 // them from another shared folder if the note names one, and from the
@@ -484,7 +484,7 @@ func (d *served) locks() []*daemon.Lock {
 // copied, before their old queue is deleted (embednats.Server.TakeOver).
 func (d *served) takeOver(ctx context.Context, limits queue.Limits) error {
 	for _, st := range d.stores {
-		home, err := daemon.ReadQueueHome(st.path)
+		home, err := discovery.ReadQueueHome(st.path)
 		if err != nil {
 			return err
 		}
@@ -542,13 +542,13 @@ func (d *served) takeOver(ctx context.Context, limits queue.Limits) error {
 // home names, holding it meanwhile: a daemon that uses it (and does not
 // serve the store) keeps them there, and this start stops, saying where
 // they are. moved records that they are here (see TakeOver).
-func (d *served) takeOverFrom(ctx context.Context, st *servedStore, home *daemon.QueueHome, src embednats.QueueSource, limits queue.Limits, moved func() error) error {
+func (d *served) takeOverFrom(ctx context.Context, st *servedStore, home *discovery.QueueHome, src embednats.QueueSource, limits queue.Limits, moved func() error) error {
 	has, err := src.HasQueue()
 	if err != nil || !has {
 		return err
 	}
-	qd, err := daemon.TakeQueueDir(ctx, home.Dir, []string{st.path}, d.log)
-	if errors.Is(err, daemon.ErrQueueDirBusy) {
+	qd, err := discovery.TakeQueueDir(ctx, home.Dir, []string{st.path}, d.log)
+	if errors.Is(err, discovery.ErrQueueDirBusy) {
 		return fmt.Errorf("store %s: its queued jobs are kept in the shared queue folder of the daemon that served it last, and %w, which does not serve the store: add the store to that daemon, or stop it, so that this one takes the jobs over (docs/running.md#several-stores)",
 			st.path, err)
 	}
@@ -584,10 +584,10 @@ func (d *served) reportUnserved() {
 		if path == "" {
 			continue
 		}
-		if home, err := daemon.ReadQueueHome(path); err != nil || home == nil || home.Dir != d.qd.Dir() {
+		if home, err := discovery.ReadQueueHome(path); err != nil || home == nil || home.Dir != d.qd.Dir() {
 			continue // not this folder's (any more)
 		}
-		if live, err := daemon.Find(path); err != nil || live != nil {
+		if live, err := discovery.Find(path); err != nil || live != nil {
 			continue
 		}
 		why := fmt.Sprintf("%d jobs of this store wait in the shared queue folder %s of daemon pid %d, which does not serve it; a daemon serving the store takes them over",

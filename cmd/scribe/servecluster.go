@@ -15,7 +15,7 @@ import (
 
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -201,7 +201,7 @@ func (cs *clusterServe) serveStore(ctx context.Context, nc *nats.Conn, js jetstr
 		Started: time.Now().UTC(), IdleReleaseMS: cs.idle.Milliseconds(), MaxJobBytes: cs.limits.JobBytes(),
 		Queue: queue.QueueNATS,
 	}
-	if st.d.LockFile, err = daemon.ResolveLockFile(real, spec.lockFile); err != nil {
+	if st.d.LockFile, err = discovery.ResolveLockFile(real, spec.lockFile); err != nil {
 		return st, claim, err
 	}
 	if err := lk.Announce(&st.d); err != nil {
@@ -214,11 +214,11 @@ func (cs *clusterServe) serveStore(ctx context.Context, nc *nats.Conn, js jetstr
 // takeDaemonLock takes the store's daemon lock, waiting while another
 // daemon of this host holds it: with the claim in hand, that one has lost
 // its own and is leaving.
-func takeDaemonLock(ctx context.Context, store string, log *slog.Logger) (*daemon.Lock, error) {
+func takeDaemonLock(ctx context.Context, store string, log *slog.Logger) (*discovery.Lock, error) {
 	var last time.Time
 	for {
-		lk, err := daemon.Take(ctx, store, log)
-		if !errors.Is(err, daemon.ErrRunning) {
+		lk, err := discovery.Take(ctx, store, log)
+		if !errors.Is(err, discovery.ErrRunning) {
 			return lk, err
 		}
 		if time.Since(last) > 10*time.Second {
@@ -259,7 +259,7 @@ func (cs *clusterServe) moveEmbeddedJobs(ctx context.Context, js jetstream.JetSt
 		}
 		return nil
 	}
-	home, err := daemon.ReadQueueHome(st.path)
+	home, err := discovery.ReadQueueHome(st.path)
 	if err != nil {
 		return err
 	}
@@ -268,7 +268,7 @@ func (cs *clusterServe) moveEmbeddedJobs(ctx context.Context, js jetstream.JetSt
 		if has, err := src.HasQueue(); err != nil {
 			return err
 		} else if has {
-			qd, err := daemon.TakeQueueDir(ctx, home.Dir, []string{st.path}, cs.log)
+			qd, err := discovery.TakeQueueDir(ctx, home.Dir, []string{st.path}, cs.log)
 			if err != nil {
 				return fmt.Errorf("store %s: its queued jobs are in the shared queue folder %s: %w", st.path, home.Dir, err)
 			}

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // processStart reads this process's start: before now, and not long ago.
@@ -30,7 +30,7 @@ func TestCheckDaemonProcess(t *testing.T) {
 	dir := t.TempDir()
 	store, err := queue.ResolveStore(dir)
 	require.NoError(t, err)
-	lk, err := daemon.Take(t.Context(), store, nil)
+	lk, err := discovery.Take(t.Context(), store, nil)
 	require.NoError(t, err)
 	defer lk.Close()
 	l := lk.Layout()

@@ -1,4 +1,4 @@
-package daemon_test
+package discovery_test
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // A shared queue folder has one user at a time: a second daemon is told
@@ -17,7 +17,7 @@ import (
 // of stores survives.
 func TestTakeQueueDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state", "scribe", "queue")
-	first, err := daemon.TakeQueueDir(t.Context(), dir, []string{"/a", "/b"}, nil)
+	first, err := discovery.TakeQueueDir(t.Context(), dir, []string{"/a", "/b"}, nil)
 	require.NoError(t, err)
 	fi, err := os.Stat(dir)
 	require.NoError(t, err)
@@ -28,9 +28,9 @@ func TestTakeQueueDir(t *testing.T) {
 	require.NoError(t, first.Remember("id-b", "/b"))
 	require.NoError(t, first.Remember("id-b", ""))
 
-	_, err = daemon.TakeQueueDir(t.Context(), dir, []string{"/c"}, nil)
-	require.ErrorIs(t, err, daemon.ErrQueueDirBusy)
-	var be *daemon.QueueDirBusyError
+	_, err = discovery.TakeQueueDir(t.Context(), dir, []string{"/c"}, nil)
+	require.ErrorIs(t, err, discovery.ErrQueueDirBusy)
+	var be *discovery.QueueDirBusyError
 	require.ErrorAs(t, err, &be)
 	require.NotNil(t, be.Holder)
 	assert.Equal(t, os.Getpid(), be.Holder.PID)
@@ -40,7 +40,7 @@ func TestTakeQueueDir(t *testing.T) {
 
 	require.NoError(t, first.Close())
 	require.NoError(t, first.Close(), "a second Close does nothing")
-	second, err := daemon.TakeQueueDir(t.Context(), dir, nil, nil)
+	second, err := discovery.TakeQueueDir(t.Context(), dir, nil, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = second.Close() })
 	assert.Equal(t, map[string]string{"id-a": "/a"}, second.Stores())
@@ -60,18 +60,18 @@ func TestTakeQueueDirRefusesInsecure(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "queue")
 			require.NoError(t, os.Mkdir(dir, 0o700))
 			setup(t, dir)
-			q, err := daemon.TakeQueueDir(t.Context(), dir, nil, nil)
+			q, err := discovery.TakeQueueDir(t.Context(), dir, nil, nil)
 			if q != nil {
 				_ = q.Close()
 			}
-			require.ErrorIs(t, err, daemon.ErrInsecure)
+			require.ErrorIs(t, err, discovery.ErrInsecure)
 		})
 	}
 	t.Run("readable folder is tightened", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "queue")
 		require.NoError(t, os.Mkdir(dir, 0o700))
 		chmod(t, dir, 0o755)
-		q, err := daemon.TakeQueueDir(t.Context(), dir, nil, nil)
+		q, err := discovery.TakeQueueDir(t.Context(), dir, nil, nil)
 		require.NoError(t, err)
 		require.NoError(t, q.Close())
 		fi, err := os.Stat(dir)
@@ -86,12 +86,12 @@ func TestTakeQueueDirRefusesInsecure(t *testing.T) {
 func TestQueueHome(t *testing.T) {
 	store := newStore(t)
 	lk := take(t, store)
-	h, err := daemon.ReadQueueHome(store)
+	h, err := discovery.ReadQueueHome(store)
 	require.NoError(t, err)
 	assert.Nil(t, h)
 
 	require.NoError(t, lk.SetQueueHome("/var/q"))
-	h, err = daemon.ReadQueueHome(store)
+	h, err = discovery.ReadQueueHome(store)
 	require.NoError(t, err)
 	require.NotNil(t, h)
 	assert.Equal(t, "/var/q", h.Dir)
@@ -105,12 +105,12 @@ func TestQueueHome(t *testing.T) {
 
 	require.NoError(t, lk.ClearQueueHome())
 	require.NoError(t, lk.ClearQueueHome(), "clearing twice is fine")
-	h, err = daemon.ReadQueueHome(store)
+	h, err = discovery.ReadQueueHome(store)
 	require.NoError(t, err)
 	assert.Nil(t, h)
 
 	writeFile(t, path, `{"dir":"relative"}`, 0o600)
-	_, err = daemon.ReadQueueHome(store)
+	_, err = discovery.ReadQueueHome(store)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), path)
 
@@ -125,19 +125,19 @@ func TestTakeRefusesInsecureQueueHome(t *testing.T) {
 	meta := filepath.Join(store, ".scribe")
 	require.NoError(t, os.Mkdir(meta, 0o700))
 	writeFile(t, filepath.Join(meta, "queue-home.json"), `{"dir":"/tmp/evil"}`, 0o666)
-	_, err := daemon.Take(t.Context(), store, nil)
-	require.ErrorIs(t, err, daemon.ErrInsecure)
+	_, err := discovery.Take(t.Context(), store, nil)
+	require.ErrorIs(t, err, discovery.ErrInsecure)
 	assert.Contains(t, err.Error(), "queue-home.json")
 }
 
 func TestDefaultQueueDir(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", "/xdg/state")
-	d, err := daemon.DefaultQueueDir()
+	d, err := discovery.DefaultQueueDir()
 	require.NoError(t, err)
 	assert.Equal(t, "/xdg/state/scribe/queue", d)
 	t.Setenv("XDG_STATE_HOME", "relative") // ignored, as the XDG spec says
 	t.Setenv("HOME", "/home/me")
-	d, err = daemon.DefaultQueueDir()
+	d, err = discovery.DefaultQueueDir()
 	require.NoError(t, err)
 	assert.Contains(t, []string{"/home/me/.local/state/scribe/queue", "/home/me/Library/Application Support/scribe/queue"}, d)
 }

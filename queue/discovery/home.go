@@ -1,4 +1,4 @@
-package daemon
+package discovery
 
 import (
 	"encoding/json"

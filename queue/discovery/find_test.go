@@ -1,4 +1,4 @@
-package daemon_test
+package discovery_test
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // Find: a daemon serves the store only while it holds the daemon lock and
@@ -29,17 +29,17 @@ func TestFind(t *testing.T) {
 		}, false, false},
 		{"lock free, stale discovery", func(t *testing.T, store string) {
 			require.NoError(t, take(t, store).Close())
-			writeDiscovery(t, store, discovery(store, 42)) // a killed daemon's
+			writeDiscovery(t, store, newDiscovery(store, 42)) // a killed daemon's
 		}, false, false},
 		{"held without discovery (starting)", func(t *testing.T, store string) {
 			take(t, store)
 		}, false, true},
 		{"held with discovery", func(t *testing.T, store string) {
-			require.NoError(t, take(t, store).Announce(discovery(store, 42)))
+			require.NoError(t, take(t, store).Announce(newDiscovery(store, 42)))
 		}, true, false},
 		{"held, discovery of another store", func(t *testing.T, store string) {
 			take(t, store)
-			writeDiscovery(t, store, discovery("/elsewhere", 42))
+			writeDiscovery(t, store, newDiscovery("/elsewhere", 42))
 		}, false, true},
 		{"held, unreadable discovery", func(t *testing.T, store string) {
 			take(t, store)
@@ -50,9 +50,9 @@ func TestFind(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			store := newStore(t)
 			c.setup(t, store)
-			d, err := daemon.Find(store)
+			d, err := discovery.Find(store)
 			if c.starting {
-				assert.ErrorIs(t, err, daemon.ErrStarting)
+				assert.ErrorIs(t, err, discovery.ErrStarting)
 				assert.Contains(t, err.Error(), queue.Layout{Root: store}.DaemonLock())
 			} else {
 				assert.NoError(t, err)
@@ -78,11 +78,11 @@ func TestFind(t *testing.T) {
 func TestTakeSecondDaemon(t *testing.T) {
 	store := newStore(t)
 	first := take(t, store)
-	require.NoError(t, first.Announce(discovery(store, 42)))
+	require.NoError(t, first.Announce(newDiscovery(store, 42)))
 
-	_, err := daemon.Take(t.Context(), store, nil)
-	require.ErrorIs(t, err, daemon.ErrRunning)
-	var re *daemon.RunningError
+	_, err := discovery.Take(t.Context(), store, nil)
+	require.ErrorIs(t, err, discovery.ErrRunning)
+	var re *discovery.RunningError
 	require.ErrorAs(t, err, &re)
 	require.NotNil(t, re.Other)
 	assert.Equal(t, 42, re.Other.PID)
@@ -90,7 +90,7 @@ func TestTakeSecondDaemon(t *testing.T) {
 
 	require.NoError(t, first.Close())
 	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery(), "Close withdraws the announcement")
-	writeDiscovery(t, store, discovery(store, 42)) // as if killed
+	writeDiscovery(t, store, newDiscovery(store, 42)) // as if killed
 	second := take(t, store)
 	l := queue.Layout{Root: store}
 	assert.NoFileExists(t, l.Discovery(), "the stale discovery file is gone")
@@ -115,20 +115,20 @@ func TestTakeOutlastsProbes(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	time.AfterFunc(50*time.Millisecond, func() { _ = probe.Unlock() })
-	lk, err := daemon.Take(t.Context(), store, nil)
+	lk, err := discovery.Take(t.Context(), store, nil)
 	require.NoError(t, err, "a lock held for 50 ms is a probe, not a daemon")
 	require.NoError(t, lk.Close())
 }
 
-func take(t testing.TB, store string) *daemon.Lock {
+func take(t testing.TB, store string) *discovery.Lock {
 	t.Helper()
-	lk, err := daemon.Take(t.Context(), store, nil)
+	lk, err := discovery.Take(t.Context(), store, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	return lk
 }
 
-func discovery(store string, pid int) *queue.Discovery {
+func newDiscovery(store string, pid int) *queue.Discovery {
 	return &queue.Discovery{URL: "tls://127.0.0.1:1", PID: pid, Store: store, StoreID: queue.StoreID(store), Started: time.Now().UTC()}
 }
 

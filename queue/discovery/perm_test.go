@@ -1,4 +1,4 @@
-package daemon_test
+package discovery_test
 
 import (
 	"io/fs"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // nobody is a uid that is not ours, for files "owned by another user".
@@ -86,13 +86,13 @@ func TestStartRefusesInsecureMeta(t *testing.T) {
 			parent := filepath.Dir(store)
 			before := snapshot(t, parent)
 
-			lk, err := daemon.Take(t.Context(), store, nil)
+			lk, err := discovery.Take(t.Context(), store, nil)
 			if lk != nil {
 				_ = lk.Close()
 			}
 			require.Error(t, err)
-			assert.ErrorIs(t, err, daemon.ErrInsecure)
-			var ie *daemon.InsecureError
+			assert.ErrorIs(t, err, discovery.ErrInsecure)
+			var ie *discovery.InsecureError
 			require.ErrorAs(t, err, &ie)
 			assert.Equal(t, filepath.Join(meta, c.path), ie.Path)
 			assert.Contains(t, err.Error(), filepath.Join(meta, c.path))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // Route says whether jobs go through the daemon.
@@ -203,7 +203,7 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	inherited := false
 	if o.route == RoutePrefer && holdHandedDown() {
 		lockPath, err := lockFile()
-		inherited = err == nil && writer.InheritedHold(real, lockPath)
+		inherited = err == nil && lock.InheritedHold(real, lockPath)
 	}
 	if o.remote != nil && !inherited {
 		if c.r, err = openRemote(ctx, real, c.storeID, *o.remote, o); err != nil {
@@ -362,10 +362,10 @@ func (c *Client) DeadLetters(ctx context.Context) (*queue.DeadLetters, error) {
 }
 
 // holdHandedDown reports whether this process's environment hands it a
-// hold of some store (writer.InheritedHold tells whether of this one):
+// hold of some store (lock.InheritedHold tells whether of this one):
 // without one, there is nothing to ask.
 func holdHandedDown() bool {
-	return os.Getenv(writer.EnvLockID) != "" && os.Getenv(writer.EnvLockToken) != ""
+	return os.Getenv(lock.EnvLockID) != "" && os.Getenv(lock.EnvLockToken) != ""
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

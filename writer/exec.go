@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // An exec job runs a command of the daemon's allowlist in the store's
@@ -328,6 +329,27 @@ func (s *Session) finishExec(plan *execPlan, r *runResult) ([]Result, error) {
 	return res, nil
 }
 
+// lockBusy says why a command's own lock file is busy, or "" if it is
+// free (or there is none), as lock.Holders tells it, without reading the
+// file: it is the tool's, not scribe's.
+func lockBusy(path string) string {
+	if path == "" {
+		return ""
+	}
+	held, pids := lock.Holders(path)
+	switch {
+	case !held:
+		return ""
+	case pids == nil:
+		return fmt.Sprintf("its lock %s is held by another process", path)
+	}
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+	}
+	return fmt.Sprintf("its lock %s is held by pid %s", path, strings.Join(s, ", "))
+}
+
 // recoverRun settles a run record left by a holder of another epoch: the
 // writer died, or lost the store, while the command ran, and the command
 // is over (it held the store lock through the descriptor it inherited).
@@ -460,7 +482,7 @@ const (
 // (the same, for a daemon that is stopping). Once the command is over,
 // whatever it left in its group is killed. started is called with the
 // command's pid once it runs.
-func runCommand(stop <-chan struct{}, plan *execPlan, hold *Hold, store string, started func(pid int)) *runResult {
+func runCommand(stop <-chan struct{}, plan *execPlan, hold *lock.Hold, store string, started func(pid int)) *runResult {
 	defer plan.closeOutput()
 	cmd := plan.cmd
 	spools := plan.output
@@ -932,7 +954,7 @@ func (w *Writer) setDeferred(why string) {
 func (w *Writer) runHeld(ctx context.Context, plan *execPlan, msgs []jetstream.Msg) (*runResult, bool) {
 	// A nested hold keeps the flock while the session, and with it the
 	// journal, is closed.
-	hold, err := tryLock(w.store, lockOptions{LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command})
+	hold, err := lock.Acquire(ctx, w.store, lock.Options{LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command})
 	if err != nil {
 		plan.closeOutput()
 		w.log.Error("keep the store for a command", "err", err)

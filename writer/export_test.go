@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sync"
@@ -9,29 +10,13 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/scribehq/scribe/queue"
-)
-
-// Test-only access to the lock primitives under Take and OpenSession, for
-// the tests of the hold registry, inheritance and identity in writer_test.
-// Library users have no way to take the store lock without finishing an
-// interrupted batch.
-
-// LockOptions is lockOptions.
-type LockOptions = lockOptions
-
-var (
-	// TryLock is tryLock.
-	TryLock = tryLock
-	// Lock is lock.
-	Lock = lock
-	// Demanded is demanded.
-	Demanded = demanded
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // WithLock runs fn holding the store lock (fail-fast) and releases it on
 // every path out of fn: return, error or panic.
-func WithLock(store string, o LockOptions, fn func(*Hold) error) error {
-	l, err := tryLock(store, o)
+func WithLock(store string, o lock.Options, fn func(*lock.Hold) error) error {
+	l, err := lock.Acquire(context.Background(), store, o)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // locateTimeout bounds one search of the queue (a locate or jobs
@@ -307,7 +308,7 @@ func (w *Writer) fillReport(r *queue.StatusReport) {
 	r.InFlight = w.inFlight()
 	w.mu.Unlock()
 	r.LockFile = lockPathOf(w.store, w.cfg.LockPath)
-	if held, _, h := ProbeLock(r.LockFile); held {
+	if held, _, h := lock.ProbeLock(r.LockFile); held {
 		r.Holder = h
 	}
 	err := w.withJournal(func(j *Journal) error {

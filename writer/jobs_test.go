@@ -17,6 +17,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // locate waits until Locate answers id with state, and returns it.
@@ -37,7 +38,7 @@ func locate(t *testing.T, w *writer.Writer, id string, state queue.JobState) que
 func TestLocateQueuedJobs(t *testing.T) {
 	nc, js := startJetStream(t)
 	store, sid := writerStore(t)
-	holder := holdInChild(t, store, writer.LockOptions{Command: "outside"})
+	holder := holdInChild(t, store, lock.Options{Command: "outside"})
 	w := startWriter(t, store, nc, nil)
 	for _, id := range []string{"a", "b", "c"} {
 		publishJob(t, js, sid, id, wireJob(t, sid, id, id))
@@ -128,7 +129,7 @@ func TestLocateScanLimit(t *testing.T) {
 	t.Cleanup(writer.SetScanLimit(2))
 	nc, js := startJetStream(t)
 	store, sid := writerStore(t)
-	holdInChild(t, store, writer.LockOptions{Command: "outside"})
+	holdInChild(t, store, lock.Options{Command: "outside"})
 	w := startWriter(t, store, nc, nil)
 	for _, id := range []string{"a", "b", "c"} {
 		publishJob(t, js, sid, id, wireJob(t, sid, id, id))
@@ -199,16 +200,16 @@ func TestProbeLock(t *testing.T) {
 			return holdWithFlock1(t, path)
 		}},
 		{name: "held by scribe, which wrote who it is", held: true, holderSelf: true, setup: func(t *testing.T, store, _ string) int {
-			return holdInChild(t, store, writer.LockOptions{Command: "outside"}).cmd.Process.Pid
+			return holdInChild(t, store, lock.Options{Command: "outside"}).cmd.Process.Pid
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store, _ := writerStore(t)
-			path := writer.DefaultLockPath(store)
+			path := lock.DefaultPath(store)
 			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
 			pid := tt.setup(t, store, path)
-			held, pids, h := writer.ProbeLock(path)
+			held, pids, h := lock.ProbeLock(path)
 			assert.Equal(t, tt.held, held)
 			if pid != 0 {
 				assert.True(t, slices.Contains(pids, pid), "pids %v, want %d among them", pids, pid)

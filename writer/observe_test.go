@@ -13,6 +13,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // recorder is an Observer that keeps what it is told.
@@ -105,7 +106,7 @@ func TestObserverFileJobs(t *testing.T) {
 	rec := &recorder{}
 	w := startWriter(t, store, nc, func(c *writer.Config) { c.Observer = rec })
 
-	holder := holdInChild(t, store, writer.LockOptions{Command: "test holder"})
+	holder := holdInChild(t, store, lock.Options{Command: "test holder"})
 	at := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
 	for _, job := range []string{"j1", "j2", "j3"} {
 		publishJob(t, js, id, job, submittedJob(t, id, job, "log.txt", at))

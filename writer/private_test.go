@@ -12,6 +12,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // Every way a direct writer or a look-up enters a store refuses a .scribe
@@ -35,7 +36,7 @@ func TestDirectEntrancesRefuseInsecureMeta(t *testing.T) {
 			return err
 		},
 		"TryLock": func(store string) error {
-			h, err := writer.TryLock(store, writer.LockOptions{})
+			h, err := lock.Acquire(context.Background(), store, lock.Options{})
 			if h != nil {
 				h.Unlock()
 			}

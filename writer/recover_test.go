@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // tempStore returns the canonical path of a fresh store holding files.
@@ -276,16 +278,16 @@ func TestRecoverFailureReleasesLock(t *testing.T) {
 		assert.Nil(t, s)
 		assert.ErrorIs(t, err, ErrStuck)
 		assert.Contains(t, err.Error(), "f/x")
-		assert.NotErrorIs(t, err, ErrLocked)
+		assert.NotErrorIs(t, err, lock.ErrLocked)
 	}
 
 	// Through another open file description: an in-process TryLock would
 	// nest in a leaked hold instead of being refused.
-	fl := flock.New(DefaultLockPath(store))
+	fl := flock.New(lock.DefaultPath(store))
 	ok, err := fl.TryLock()
 	require.NoError(t, err)
 	require.True(t, ok, "the failed open released the store lock")
-	assert.False(t, registered(DefaultLockPath(store)), "and left no hold in the registry")
+	assert.False(t, registered(store), "and left no hold in the registry")
 	j, err := openJournal(JournalPath(store))
 	require.NoError(t, err, "and the journal")
 	pending, err := j.pendingIntent()
@@ -295,16 +297,17 @@ func TestRecoverFailureReleasesLock(t *testing.T) {
 	require.NoError(t, fl.Unlock())
 }
 
-// registered reports whether the hold registry has a hold on path.
-func registered(path string) bool {
-	holds.Lock()
-	defer holds.Unlock()
-	for _, h := range holds.m {
-		if h.path == path {
-			return true
-		}
+// registered reports whether this process still has a hold on the
+// store's lock in its registry, while another open file description holds
+// the flock: an Acquire in this process then nests in that hold instead
+// of being refused.
+func registered(store string) bool {
+	h, err := lock.Acquire(context.Background(), store, lock.Options{})
+	if err != nil {
+		return false
 	}
-	return false
+	_ = h.Unlock()
+	return true
 }
 
 // Apply records its intent before touching a file: with the intent in

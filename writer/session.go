@@ -8,14 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // DefaultMaxFileBytes is the default limit on the size a file may reach
@@ -30,7 +28,7 @@ type SessionOptions struct {
 	// Mode is queue.ModeDaemon or queue.ModeDirect, recorded in the
 	// holder identity and in outcomes. Empty means queue.ModeDirect. A
 	// session in queue.ModeDaemon never joins a hold handed down by a
-	// parent process (see Hold).
+	// parent process (see lock.Hold).
 	Mode queue.Mode
 	// Command describes the holder for other processes' error messages.
 	Command string
@@ -65,7 +63,7 @@ const pruneEvery = time.Hour
 type Session struct {
 	store     string
 	storeID   string
-	lock      *Hold
+	lock      *lock.Hold
 	held      *holdState
 	st        *shared
 	epoch     uint64
@@ -75,72 +73,49 @@ type Session struct {
 }
 
 // opened is this process's registry of what its Sessions share under each
-// hold (nested holds of one process are one hold, see Hold). An entry
-// outlives the hold's Sessions for as long as anything refers to the hold,
-// so that a later Session under it, and the Hold itself (see Epoch), keep
-// its epoch; it goes when the hold is garbage collected. The lock code
-// knows nothing of it.
+// hold, by the hold's token (nested holds of one process are one hold,
+// and share a token: see lock.Hold). An entry lives while a Session under
+// its hold is open; the hold keeps its epoch.
 var opened = struct {
 	sync.Mutex
-	m map[weak.Pointer[lockState]]*holdState
-}{m: map[weak.Pointer[lockState]]*holdState{}}
+	m map[string]*holdState
+}{m: map[string]*holdState{}}
 
 // holdState is what the Sessions of this process under one hold share.
 type holdState struct {
-	mu    sync.Mutex // guards epoch and st; opening a journal holds it
-	epoch uint64     // raised by the first Session under the hold, or the parent's
-	st    *shared    // while a Session under the hold is open
+	mu   sync.Mutex // guards st and gone; opening a journal holds it
+	st   *shared    // while a Session under the hold is open
+	gone bool       // closed by the last Session and out of opened: ask again
 }
 
-// heldState returns the registry entry of hold h, making it on first use.
-func heldState(h *lockState) *holdState {
-	opened.Lock()
-	defer opened.Unlock()
-	k := weak.Make(h)
-	if hs := opened.m[k]; hs != nil {
-		return hs
+// heldState returns the registry entry of hold l, locked, making it on
+// first use.
+func heldState(l *lock.Hold) *holdState {
+	for {
+		opened.Lock()
+		hs := opened.m[l.Token()]
+		if hs == nil {
+			hs = &holdState{}
+			opened.m[l.Token()] = hs
+		}
+		opened.Unlock()
+		hs.mu.Lock()
+		if !hs.gone {
+			return hs
+		}
+		hs.mu.Unlock() // the last Session under it closed meanwhile
 	}
-	hs := &holdState{epoch: parentEpoch(h)}
-	opened.m[k] = hs
-	runtime.AddCleanup(h, forgetHold, k)
-	return hs
 }
 
-// forgetHold drops the registry entry of a hold nothing refers to any more.
-func forgetHold(k weak.Pointer[lockState]) {
+// forget drops the registry entry of hold l, whose last Session closed;
+// hs.mu must be locked.
+func (hs *holdState) forget(l *lock.Hold) {
+	hs.gone = true
 	opened.Lock()
-	defer opened.Unlock()
-	delete(opened.m, k)
-}
-
-// parentEpoch is the epoch of a hold handed down by a parent process: the
-// one in the parent's identity or, from a parent that relays a hold it
-// joined itself (and so writes no identity), the one in its environment.
-// It is 0 for a hold of this process's own, and for a parent that gave
-// none: then the first Session under the hold raises one.
-func parentEpoch(h *lockState) uint64 {
-	if !h.inherited {
-		return 0
+	if opened.m[l.Token()] == hs {
+		delete(opened.m, l.Token())
 	}
-	if h.parent != nil && h.parent.Epoch != 0 {
-		return h.parent.Epoch
-	}
-	epoch, _ := strconv.ParseUint(os.Getenv(EnvEpoch), 10, 64)
-	return epoch
-}
-
-// Epoch is the fencing token of this hold: the epoch raised when the store
-// was taken, or the parent's for a hold joined through ChildEnv.
-func (l *Hold) Epoch() uint64 {
-	opened.Lock()
-	hs := opened.m[weak.Make(l.h)]
 	opened.Unlock()
-	if hs == nil { // no Session under this hold yet
-		return parentEpoch(l.h)
-	}
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	return hs.epoch
 }
 
 // shared is what the Sessions under one hold share: one journal (bbolt
@@ -179,57 +154,60 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	l, err := tryLock(real, lockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
+	l, err := lock.Acquire(context.Background(), real, lock.Options{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
 	if err != nil {
 		return nil, err
 	}
-	hs := heldState(l.h)
-	hs.mu.Lock()
+	hs := heldState(l)
 	defer hs.mu.Unlock()
 	if hs.st == nil {
-		if hs.st, err = openShared(real, l.h, hs, o.Fence, o.Logger); err != nil {
+		if hs.st, err = openShared(real, l, o.Fence, o.Logger); err != nil {
+			hs.forget(l)
 			l.Unlock()
 			return nil, err
 		}
 	}
 	hs.st.sessions++
-	return &Session{store: real, storeID: queue.StoreID(real), lock: l, held: hs, st: hs.st, epoch: hs.epoch, mode: o.Mode, maxFile: o.MaxFileBytes, retention: o.Retention}, nil
+	return &Session{store: real, storeID: queue.StoreID(real), lock: l, held: hs, st: hs.st, epoch: l.Epoch(), mode: o.Mode, maxFile: o.MaxFileBytes, retention: o.Retention}, nil
 }
 
-// openShared opens the journal and root under the hold ls, whose registry
-// entry is hs, raises the epoch if this hold has none yet (an inherited
-// hold has its parent's), and redoes an interrupted batch. hs.mu must be
+// openShared opens the journal and root under the hold l, raises the
+// epoch if this hold has none yet (an inherited hold has its parent's),
+// and redoes an interrupted batch. The hold's registry entry must be
 // locked.
-func openShared(real string, ls *lockState, hs *holdState, fence Fence, log *slog.Logger) (_ *shared, err error) {
+func openShared(real string, l *lock.Hold, fence Fence, log *slog.Logger) (_ *shared, err error) {
 	st := &shared{log: log}
 	defer func() {
 		if err != nil {
 			st.close()
 		}
 	}()
-	if _, err := metaDir(real); err != nil {
+	if err := (queue.Layout{Root: real}).Make(); err != nil {
 		return nil, err
 	}
 	if st.journal, err = openJournal(JournalPath(real)); err != nil {
 		return nil, err
 	}
 	st.journal.setFence(fence)
-	if hs.epoch == 0 {
+	if l.Epoch() == 0 {
 		epoch, err := st.journal.nextEpoch()
 		if err != nil {
 			return nil, fmt.Errorf("raise epoch: %w", err)
 		}
-		hs.epoch = epoch
-		if err := ls.setEpoch(epoch); err != nil {
+		if err := l.SetEpoch(epoch); err != nil {
 			return nil, err
 		}
 	}
-	st.epoch = hs.epoch
+	st.epoch = l.Epoch()
 	if st.tree, err = openTree(real); err != nil {
 		return nil, err
 	}
-	st.lockPath = ls.path
-	st.own[1] = ls.key
+	st.lockPath = l.Path()
+	fi, err := l.File().Stat() // the file locked, whatever the path names now
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", l.Path(), err)
+	}
+	st.own[1] = keyOfInfo(fi)
 	for i, p := range []string{queue.Layout{Root: real}.Meta(), "", JournalPath(real)} {
 		if p == "" {
 			continue
@@ -510,6 +488,7 @@ func (s *Session) Close() error {
 	if s.st.sessions--; s.st.sessions == 0 {
 		errs = append(errs, s.st.close())
 		s.held.st = nil
+		s.held.forget(s.lock)
 	}
 	s.held.mu.Unlock()
 	errs = append(errs, s.lock.Unlock())
@@ -524,9 +503,7 @@ func OpenSessionWait(ctx context.Context, store string, wait time.Duration, o Se
 	if wait <= 0 {
 		return OpenSession(store, o)
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	l, err := lock(ctx, store, lockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
+	l, err := lock.Acquire(ctx, store, lock.Options{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command, Wait: wait})
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +524,7 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := tryLock(real, lockOptions{LockPath: o.LockPath, Mode: queue.ModeDirect, Command: o.Command})
+	l, err := lock.Acquire(context.Background(), real, lock.Options{LockPath: o.LockPath, Mode: queue.ModeDirect, Command: o.Command})
 	if err != nil {
 		return nil, err
 	}

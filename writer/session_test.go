@@ -14,6 +14,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // newStore returns the canonical path of a fresh, empty store.
@@ -660,7 +661,7 @@ func TestSessionEpochAndJournal(t *testing.T) {
 		last = s.Epoch()
 		assert.Equal(t, queue.StoreID(store), s.StoreID())
 
-		h, err := writer.ReadHolder(writer.DefaultLockPath(store))
+		h, err := lock.ReadHolder(lock.DefaultPath(store))
 		require.NoError(t, err)
 		assert.Equal(t, s.Epoch(), h.Epoch, "the lock file names the epoch")
 		assert.Equal(t, queue.ModeDaemon, h.Mode)
@@ -740,16 +741,16 @@ func TestOpenSessionErrors(t *testing.T) {
 			s, err := writer.OpenSession(store, writer.SessionOptions{})
 			require.Error(t, err)
 			assert.Nil(t, s)
-			assert.NotErrorIs(t, err, writer.ErrLocked)
+			assert.NotErrorIs(t, err, lock.ErrLocked)
 			if tt.insecure {
 				assert.ErrorIs(t, err, queue.ErrInsecure)
-				assert.NoFileExists(t, writer.DefaultLockPath(store), "refused before anything is written")
+				assert.NoFileExists(t, lock.DefaultPath(store), "refused before anything is written")
 				assert.NoFileExists(t, filepath.Join(store, "elsewhere.db"))
 				return
 			}
 			// The failed open released the store lock: another open file
 			// description can take it (an in-process TryLock would nest).
-			assertReleased(t, writer.DefaultLockPath(store))
+			assertReleased(t, lock.DefaultPath(store))
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // HoldOptions configures Take.
@@ -32,17 +33,8 @@ type HoldOptions struct {
 // *LockedError naming the holder (errors.Is(err, ErrLocked)): contention
 // is a result, not a fault. The journal is closed again before Take
 // returns, so that processes the hold is handed to (ChildEnv) may open it.
-func Take(ctx context.Context, store string, o HoldOptions) (*Hold, error) {
-	lo := lockOptions{LockPath: o.LockPath, Mode: queue.ModeDirect, Command: o.Command}
-	var l *Hold
-	var err error
-	if o.Wait > 0 {
-		wctx, cancel := context.WithTimeout(ctx, o.Wait)
-		l, err = lock(wctx, store, lo)
-		cancel()
-	} else {
-		l, err = tryLock(store, lo)
-	}
+func Take(ctx context.Context, store string, o HoldOptions) (*lock.Hold, error) {
+	l, err := lock.Acquire(ctx, store, lock.Options{LockPath: o.LockPath, Mode: queue.ModeDirect, Command: o.Command, Wait: o.Wait})
 	if err != nil {
 		return nil, err
 	}

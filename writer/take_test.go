@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // interruptBatch leaves store as a holder killed in the middle of a batch
@@ -33,23 +34,23 @@ func interruptBatch(tb testing.TB, store string) uint64 {
 // A library user who takes the store through Take after an interrupted
 // batch and changes files the batch touches keeps its bytes: the batch was
 // redone before Take returned, so no later holder redoes it over them.
-// The lock alone (tryLock, which Take is built on) is the control: without
+// The lock alone (lock.Acquire, which Take is built on) is the control: without
 // the redo, the next holder's redo clobbers the user's write.
 func TestTakeFinishesInterruptedBatch(t *testing.T) {
 	tests := []struct {
 		name string
-		take func(tb testing.TB, store string) (*Hold, error)
+		take func(tb testing.TB, store string) (*lock.Hold, error)
 		// kept says whether the user's bytes survive the next session.
 		kept bool
 	}{
-		{"Take", func(tb testing.TB, store string) (*Hold, error) {
+		{"Take", func(tb testing.TB, store string) (*lock.Hold, error) {
 			return Take(context.Background(), store, HoldOptions{Command: "library user"})
 		}, true},
-		{"Take waiting", func(tb testing.TB, store string) (*Hold, error) {
+		{"Take waiting", func(tb testing.TB, store string) (*lock.Hold, error) {
 			return Take(context.Background(), store, HoldOptions{Command: "library user", Wait: time.Minute})
 		}, true},
-		{"the bare lock (unexported)", func(tb testing.TB, store string) (*Hold, error) {
-			return tryLock(store, lockOptions{Command: "library user"})
+		{"the bare lock (lock.Acquire)", func(tb testing.TB, store string) (*lock.Hold, error) {
+			return lock.Acquire(context.Background(), store, lock.Options{Command: "library user"})
 		}, false},
 	}
 	for _, tt := range tests {
@@ -114,7 +115,7 @@ func TestTakeClosesJournal(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, j.Close())
 	assert.Equal(t, epoch, h.Epoch())
-	id, err := ReadHolder(h.Path())
+	id, err := lock.ReadHolder(h.Path())
 	require.NoError(t, err)
 	assert.Equal(t, queue.ModeDirect, id.Mode)
 	assert.Equal(t, "library user", id.Command)
@@ -137,10 +138,10 @@ func TestTakeStuck(t *testing.T) {
 	h, err := Take(context.Background(), store, HoldOptions{})
 	assert.Nil(t, h)
 	assert.ErrorIs(t, err, ErrStuck)
-	fl := flock.New(DefaultLockPath(store))
+	fl := flock.New(lock.DefaultPath(store))
 	ok, err := fl.TryLock()
 	require.NoError(t, err)
 	assert.True(t, ok, "the failed Take released the store lock")
-	assert.False(t, registered(DefaultLockPath(store)))
+	assert.False(t, registered(store))
 	require.NoError(t, fl.Unlock())
 }

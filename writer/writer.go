@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // Writer defaults.
@@ -948,7 +949,7 @@ func (w *Writer) Idle() time.Duration {
 func (w *Writer) process(ctx context.Context, items []item) bool {
 	crashPoint("fetched")
 	batch, entries := split(items)
-	if w.session != nil && demanded(w.store) {
+	if w.session != nil && lock.Demanded(w.store) {
 		// A direct writer is waiting: the batch in hand can wait for it.
 		w.log.Info("handing the store to a waiting direct writer", "grace", w.cfg.HandOffGrace)
 		w.release()
@@ -1256,7 +1257,7 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 		if waited := time.Since(start); time.Since(lastLog) >= w.cfg.WaitLog {
 			lastLog = time.Now()
 			switch {
-			case !errors.Is(err, ErrLocked):
+			case !errors.Is(err, lock.ErrLocked):
 				// Not another holder: taking the store itself fails (a
 				// full disk refuses the holder identity, say).
 				w.log.Warn("taking the store failed; retrying", "waited", waited.Round(time.Second), "err", err, "jobs", len(batch))
@@ -1516,7 +1517,7 @@ func lockPathOf(store, lockPath string) string {
 	if lockPath != "" {
 		return lockPath
 	}
-	return DefaultLockPath(store)
+	return lock.DefaultPath(store)
 }
 
 // backoff is the wait before retry n: 10 ms doubling to 500 ms.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // runCLI runs the command line in this process and prints its error as
@@ -298,15 +298,15 @@ func TestBusyHint(t *testing.T) {
 	}{
 		{name: "not busy", err: errors.New("other")},
 		{
-			name: "unknown holder", err: &writer.LockedError{Path: "L"},
+			name: "unknown holder", err: &lock.LockedError{Path: "L"},
 			want: []string{"--wait=DUR", "--wait for no bound"}, absent: []string{"daemon"},
 		},
 		{
-			name: "direct holder", err: &writer.LockedError{Path: "L", Holder: &queue.Holder{PID: 1, Mode: queue.ModeDirect}},
+			name: "direct holder", err: &lock.LockedError{Path: "L", Holder: &queue.Holder{PID: 1, Mode: queue.ModeDirect}},
 			want: []string{"--wait=DUR"}, absent: []string{"daemon"},
 		},
 		{
-			name: "the daemon, from the lock", err: &writer.LockedError{Path: "L", Holder: &queue.Holder{PID: 4242, Mode: queue.ModeDaemon}},
+			name: "the daemon, from the lock", err: &lock.LockedError{Path: "L", Holder: &queue.Holder{PID: 4242, Mode: queue.ModeDaemon}},
 			want: []string{"idle-release period (3s) after its last batch", "--wait=DUR"},
 		},
 		{

@@ -17,6 +17,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // maxExecOutput bounds max_output: an exec outcome carries both streams
@@ -464,7 +465,7 @@ func storeLockPaths(store, lockFile string) (storeLock, meta string) {
 	if store != "" {
 		if real, err := queue.ResolveStore(store); err == nil {
 			meta = queue.Layout{Root: real}.Meta()
-			storeLock = writer.DefaultLockPath(real)
+			storeLock = lock.DefaultPath(real)
 		}
 	}
 	if lockFile != "" {

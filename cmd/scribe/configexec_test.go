@@ -16,6 +16,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // execFixture is a folder with a config file's path, an executable
@@ -201,7 +202,7 @@ func TestCheckCommandLocks(t *testing.T) {
 	store := filepath.Join(f.dir, "store")
 	meta := queue.Layout{Root: store}.Meta()
 	require.NoError(t, os.MkdirAll(meta, 0o700))
-	storeLock := writer.DefaultLockPath(store)
+	storeLock := lock.DefaultPath(store)
 	require.NoError(t, os.WriteFile(storeLock, nil, 0o600))
 	require.NoError(t, os.Symlink(meta, filepath.Join(f.dir, "meta-link")))
 	require.NoError(t, os.Link(storeLock, filepath.Join(f.dir, "hard.lock")))

@@ -16,11 +16,12 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // warnNetworkFS warns that flock cannot be trusted on a network filesystem.
 func warnNetworkFS(w io.Writer, store string) {
-	if fs := writer.NetworkFilesystem(store); fs != "" {
+	if fs := lock.NetworkFilesystem(store); fs != "" {
 		fmt.Fprintf(w, "scribe: warning: %s is on %s, where flock(2) may not exclude other machines' writers; keep stores on a local disk\n", store, fs)
 	}
 }
@@ -73,7 +74,7 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 	// CMD, or scribe commands it runs, may open it.
 	hold, err := writer.Take(ctx, *store, writer.HoldOptions{LockPath: lockPath, Command: strings.Join(argv, " "), Wait: bound})
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, writer.ErrLocked) {
+		if ctx.Err() != nil && errors.Is(err, lock.ErrLocked) {
 			return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted while waiting for the store lock: %s did not run", argv[0])}
 		}
 		return withHint(err, busyHint(*store, err, false))

@@ -17,7 +17,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // defaultMCPWait bounds a tool call by default: long enough for a job to
@@ -567,11 +567,11 @@ func (m *mcpServer) status(ctx context.Context, _ *mcp.CallToolRequest, _ status
 			return nil, nil, fmt.Errorf("status of %s: %w", m.cfg.Store, err)
 		}
 	} else {
-		lock := m.cfg.LockFile
-		if lock == "" {
-			lock = queue.Layout{Root: m.cfg.Store}.Lock()
+		lockFile := m.cfg.LockFile
+		if lockFile == "" {
+			lockFile = queue.Layout{Root: m.cfg.Store}.Lock()
 		}
-		st.Holder, _ = writer.ReadHolder(lock) // informational: only the kernel decides
+		st.Holder, _ = lock.ReadHolder(lockFile) // informational: only the kernel decides
 		if s, err := queue.ReadStranded(m.cfg.Store); err != nil {
 			st.Stranded = err.Error()
 		} else if s != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // ServeCommand runs the daemon of one store, or of several stores with
@@ -224,7 +225,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		observer = met
 	}
 	for _, st := range stores {
-		if fsName := writer.NetworkFilesystem(st.path); fsName != "" {
+		if fsName := lock.NetworkFilesystem(st.path); fsName != "" {
 			log.Warn("the store is on a network filesystem, where flock(2) may not exclude writers on other machines; keep stores on a local disk", "store", st.path, "fs", fsName)
 		}
 	}

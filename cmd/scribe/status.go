@@ -11,6 +11,7 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // StatusCommand shows a store's daemon and lock, or one job's outcome.
@@ -227,7 +228,7 @@ type daemonJSON struct {
 	Epoch   uint64 `json:"epoch"`
 }
 
-// lockJSON is the store lock as the kernel tells it (writer.ProbeLock).
+// lockJSON is the store lock as the kernel tells it (lock.ProbeLock).
 type lockJSON struct {
 	Path  string `json:"path"`
 	State string `json:"state"` // "free" or "held"
@@ -347,7 +348,7 @@ func readJournal(path string) (journalJSON, *queue.Interrupted, error) {
 // probeLock is the store lock as the kernel tells it.
 func probeLock(path string) lockJSON {
 	l := lockJSON{Path: path, State: "free"}
-	held, pids, h := writer.ProbeLock(path)
+	held, pids, h := lock.ProbeLock(path)
 	if !held {
 		return l
 	}
@@ -426,7 +427,7 @@ func printLock(w io.Writer, l lockJSON) {
 	case l.Mode != nil:
 		h := &queue.Holder{PID: *l.PID, Host: *l.Host, Mode: *l.Mode, Command: *l.Command}
 		fmt.Fprintf(w, "store lock: held by %s for %s, epoch %d\n",
-			writer.DescribeHolder(h), time.Since(*l.Since).Round(time.Millisecond), *l.Epoch)
+			lock.DescribeHolder(h), time.Since(*l.Since).Round(time.Millisecond), *l.Epoch)
 	case l.PID != nil:
 		fmt.Fprintf(w, "store lock: held by pid %d, a process that wrote no identity (not scribe, or flock(1))\n", *l.PID)
 	default:

@@ -14,16 +14,6 @@ import (
 	"github.com/scribehq/scribe/queue/discovery"
 )
 
-// processStart reads this process's start: before now, and not long ago.
-func TestProcessStart(t *testing.T) {
-	started, err := processStart(os.Getpid())
-	require.NoError(t, err)
-	assert.False(t, started.After(time.Now()), "started %s", started)
-	assert.WithinDuration(t, time.Now(), started, 10*time.Minute)
-	_, err = processStart(1 << 30)
-	assert.ErrorIs(t, err, os.ErrNotExist)
-}
-
 // The pid a discovery file names is taken for the daemon when it holds
 // the daemon lock, or started before the announcement; else refused.
 func TestCheckDaemonProcess(t *testing.T) {

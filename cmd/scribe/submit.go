@@ -19,6 +19,7 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // queueTimeout bounds a submit without --wait: finding the daemon and
@@ -613,7 +614,7 @@ func submitError(err error, r client.Route) error {
 func busyHint(store string, err error, direct bool) string {
 	var holder *queue.Holder
 	var be *client.BusyError
-	var le *writer.LockedError
+	var le *lock.LockedError
 	switch {
 	case errors.As(err, &be):
 		holder = be.Holder

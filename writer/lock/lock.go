@@ -1,4 +1,4 @@
-package writer
+package lock
 
 import (
 	"bytes"
@@ -23,21 +23,17 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// DefaultLockPath is the store lock file of a store: <store>/.scribe/lock
+// DefaultPath is the store lock file of a store: <store>/.scribe/lock
 // (queue.Layout.Lock).
-func DefaultLockPath(store string) string {
+func DefaultPath(store string) string {
 	return queue.Layout{Root: store}.Lock()
 }
 
-// metaDir returns a store's private folder, creating it (mode 0700) if
-// needed, once it has passed the rules of .scribe (queue.Layout.Check):
-// nothing is read or written in a folder another user could change.
-func metaDir(store string) (string, error) {
-	l := queue.Layout{Root: store}
-	if err := l.Make(); err != nil {
-		return "", err
-	}
-	return l.Meta(), nil
+// makeMeta makes a store's private folder (mode 0700) if needed, once it
+// has passed the rules of .scribe (queue.Layout.Check): nothing is read
+// or written in a folder another user could change.
+func makeMeta(store string) error {
+	return queue.Layout{Root: store}.Make()
 }
 
 // openLockFile opens a store lock file with os.OpenFile's flag. Neither
@@ -82,20 +78,26 @@ const (
 	EnvEpoch     = "SCRIBE_EPOCH"      // the epoch of the parent's hold
 )
 
-// lockOptions says which lock file to take and who takes it.
-type lockOptions struct {
-	// LockPath is the lock file; empty means DefaultLockPath(store). Set
-	// it to share the lock an existing tool already takes.
+// Options says which lock file Acquire takes, who takes it, and how long
+// it waits.
+type Options struct {
+	// LockPath is the lock file; empty means DefaultPath(store). Set it
+	// to share the lock an existing tool already takes.
 	LockPath string
 	// Mode is queue.ModeDaemon or queue.ModeDirect (the default), for the
-	// identity.
+	// identity. A hold in queue.ModeDaemon never joins a hold handed down
+	// by a parent process.
 	Mode queue.Mode
 	// Command describes the holder in other processes' error messages.
 	Command string
+	// Wait is how long Acquire waits for a busy lock; 0 means not at all
+	// (fail fast: a busy lock returns a *LockedError at once). The
+	// context given to Acquire bounds the wait too.
+	Wait time.Duration
 }
 
 // Hold is a hold on a store lock: an exclusive flock(2) on the lock file,
-// taken with Take. Only the kernel releases a flock when its holder dies;
+// taken with Acquire. Only the kernel releases a flock when its holder dies;
 // scribe never breaks a lock because it is old and never unlinks the lock
 // file.
 //
@@ -122,6 +124,10 @@ type lockState struct {
 	refs      int
 	holder    queue.Holder  // the identity written into the lock file (own holds)
 	parent    *queue.Holder // the parent's identity, read when joining (inherited holds)
+	// epoch is the hold's fencing token (guarded by mu): 0 until its
+	// first user raises one (SetEpoch), or the parent's for an inherited
+	// hold.
+	epoch uint64
 
 	token  string   // names this hold: in its identity and its children's environment
 	gate   string   // the join gate of this hold's children (see joinInherited)
@@ -140,11 +146,10 @@ var holds = struct {
 	m map[fileKey]*lockState
 }{m: map[fileKey]*lockState{}}
 
-// tryLock takes the store lock without waiting. If another process holds
-// it, the error is a *LockedError naming the holder (errors.Is(err,
-// ErrLocked)). It finishes no interrupted batch: only OpenSession and
-// Take, which do, may hand a hold to a caller.
-func tryLock(store string, o lockOptions) (*Hold, error) {
+// try takes the store lock without waiting. If another process holds it,
+// the error is a *LockedError naming the holder (errors.Is(err,
+// ErrLocked)).
+func try(store string, o Options) (*Hold, error) {
 	real, path, err := lockPathFor(store, o.LockPath)
 	if err != nil {
 		return nil, err
@@ -165,7 +170,7 @@ func tryLock(store string, o lockOptions) (*Hold, error) {
 
 // tryHold makes one attempt on the lock file path of the store real;
 // holds must be locked.
-func tryHold(real, path string, o lockOptions) (_ *Hold, retry bool, err error) {
+func tryHold(real, path string, o Options) (_ *Hold, retry bool, err error) {
 	f, err := openLockFile(path, os.O_RDWR|os.O_CREATE)
 	if errors.Is(err, queue.ErrInsecure) || errors.Is(err, ErrNotLockFile) {
 		return nil, false, err
@@ -222,24 +227,37 @@ func tryHold(real, path string, o lockOptions) (_ *Hold, retry bool, err error) 
 	return &Hold{h: h}, false, nil
 }
 
-// lock takes the store lock, waiting while another process holds it, until
-// ctx ends (then it returns the last *LockedError). While it waits it
-// leaves a demand mark that a daemon's writer honours between batches by
-// letting go for a grace period. It polls with jittered backoff; only the
-// kernel ever frees the lock.
-func lock(ctx context.Context, store string, o lockOptions) (*Hold, error) {
-	l, err := tryLock(store, o)
-	if !errors.Is(err, ErrLocked) {
+// Acquire takes the store lock of store, which must exist. If another
+// process holds it, the error is a *LockedError naming the holder
+// (errors.Is(err, ErrLocked)): at once, unless o.Wait is set; then it
+// waits up to o.Wait, or until ctx ends, and returns the last
+// *LockedError. While it waits it leaves a demand mark that a daemon's
+// writer honours between batches by letting go for a grace period
+// (Demanded). It polls with jittered backoff; only the kernel ever frees
+// the lock.
+//
+// It finishes no batch an earlier holder was interrupted in: a caller
+// that changes the store holds it through package writer (writer.Open,
+// writer.Take), which does.
+func Acquire(ctx context.Context, store string, o Options) (*Hold, error) {
+	l, err := try(store, o)
+	if o.Wait <= 0 || !errors.Is(err, ErrLocked) {
 		return l, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, o.Wait)
+	defer cancel()
 	demand := markDemand(store)
 	defer demand()
 	for attempt := 0; ; attempt++ {
 		d := min(time.Millisecond<<min(attempt, 6), 50*time.Millisecond)
-		if !sleep(ctx, d/2+rand.N(d/2+1)) {
+		t := time.NewTimer(d/2 + rand.N(d/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return nil, err
+		case <-t.C:
 		}
-		l, err = tryLock(store, o)
+		l, err = try(store, o)
 		if !errors.Is(err, ErrLocked) {
 			return l, err
 		}
@@ -289,7 +307,7 @@ func (l *Hold) File() *os.File { return l.h.f }
 
 // ChildEnv is the environment that lets a child process given File() as
 // descriptor fd join this hold while it stands: the lock file's identity,
-// the hold's token and gate, and its epoch (the one in the lock file). From
+// the hold's token and gate, and its epoch (Epoch). From
 // then on the last Unlock waits for the children that joined.
 func (l *Hold) ChildEnv(fd int) []string {
 	h := l.h
@@ -297,7 +315,7 @@ func (l *Hold) ChildEnv(fd int) []string {
 	h.handed = true
 	holds.Unlock()
 	if !h.inherited {
-		_, _ = metaDir(h.store) // the gate's folder; without it no child joins
+		_ = makeMeta(h.store) // the gate's folder; without it no child joins
 	}
 	epoch := l.Epoch()
 	return []string{
@@ -309,6 +327,36 @@ func (l *Hold) ChildEnv(fd int) []string {
 		EnvEpoch + "=" + strconv.FormatUint(epoch, 10),
 	}
 }
+
+// Epoch is the fencing token of this hold: the epoch its first user
+// raised (SetEpoch), or the parent's for a hold joined through ChildEnv;
+// 0 while it has none. It stays readable after Unlock.
+func (l *Hold) Epoch() uint64 {
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	return l.h.epoch
+}
+
+// SetEpoch records epoch, the fencing token its user raised for this
+// hold, as the hold's: in its identity in the lock file, for an own hold
+// (an inherited hold writes none), and for Epoch and ChildEnv. Nested
+// holds share it.
+func (l *Hold) SetEpoch(epoch uint64) error {
+	h := l.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.epoch = epoch
+	if h.inherited {
+		return nil
+	}
+	h.holder.Epoch = epoch
+	return h.setHolder(h.holder)
+}
+
+// Token names this hold: nested holds of one process share it, and no
+// other hold has it (an inherited hold has its parent's). It is in the
+// hold's identity and in its children's environment (ChildEnv).
+func (l *Hold) Token() string { return l.h.token }
 
 // InheritedHold reports whether this process was handed a hold on the
 // store's lock (lockPath, or the default) that still stands: by `scribe
@@ -327,10 +375,10 @@ func InheritedHold(store, lockPath string) bool {
 		if err != nil {
 			return false
 		}
-		path = DefaultLockPath(real)
+		path = DefaultPath(real)
 	}
 	fi, err := os.Stat(path)
-	if err != nil || keyOfInfo(fi).String() != id {
+	if err != nil || !sameKey(fi, parseKey(id)) {
 		return false
 	}
 	h, err := ReadHolder(path)
@@ -482,7 +530,7 @@ func join(fd int, path string, key fileKey, f *os.File) (_ *lockState, over bool
 		adopted.fd, adopted.f = fd, os.NewFile(uintptr(fd), os.Getenv(EnvLockFile))
 	}
 	return &lockState{path: path, key: key, f: adopted.f, inherited: true, refs: 1, parent: id,
-		token: token, gate: gatePath, joined: gate}, false
+		token: token, gate: gatePath, joined: gate, epoch: parentEpoch(id)}, false
 }
 
 func keyOf(f *os.File) (fileKey, error) {
@@ -492,6 +540,30 @@ func keyOf(f *os.File) (fileKey, error) {
 	}
 	st := fi.Sys().(*syscall.Stat_t)
 	return fileKey{uint64(st.Dev), st.Ino}, nil
+}
+
+// parseKey reads a fileKey's String, the zero key if s is not one.
+func parseKey(s string) fileKey {
+	dev, ino, ok := strings.Cut(s, ":")
+	d, err1 := strconv.ParseUint(dev, 10, 64)
+	i, err2 := strconv.ParseUint(ino, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return fileKey{}
+	}
+	return fileKey{d, i}
+}
+
+// parentEpoch is the epoch of a hold handed down by a parent process: the
+// one in the parent's identity or, from a parent that relays a hold it
+// joined itself (and so writes no identity), the one in its environment.
+// It is 0 for a parent that gave none: then the first user of the hold
+// raises one.
+func parentEpoch(parent *queue.Holder) uint64 {
+	if parent != nil && parent.Epoch != 0 {
+		return parent.Epoch
+	}
+	epoch, _ := strconv.ParseUint(os.Getenv(EnvEpoch), 10, 64)
+	return epoch
 }
 
 func sameKey(fi os.FileInfo, k fileKey) bool {
@@ -508,10 +580,10 @@ func lockPathFor(store, lockPath string) (real, path string, err error) {
 		return "", "", err
 	}
 	if lockPath == "" {
-		if _, err := metaDir(real); err != nil {
+		if err := makeMeta(real); err != nil {
 			return "", "", err
 		}
-		return real, DefaultLockPath(real), nil
+		return real, DefaultPath(real), nil
 	}
 	abs, err := filepath.Abs(lockPath)
 	if err != nil {
@@ -533,7 +605,7 @@ func markDemand(store string) func() {
 		return func() {}
 	}
 	// With a custom lock path nothing else may have made the folder yet.
-	if _, err := metaDir(real); err != nil {
+	if err := makeMeta(real); err != nil {
 		return func() {}
 	}
 	f, err := queue.OpenPrivate(queue.Layout{Root: real}.Demand(), os.O_CREATE|os.O_RDONLY, 0o600)
@@ -556,9 +628,11 @@ func flockRetry(f *os.File, how int) error {
 	}
 }
 
-// demanded reports whether a direct writer is waiting for the store. It
-// takes the demand file's exclusive flock for an instant to find out.
-func demanded(store string) bool {
+// Demanded reports whether a direct writer is waiting for the store (see
+// Acquire): a daemon's writer lets go between batches then. It takes the
+// demand file's exclusive flock for an instant to find out; store is the
+// store's real path.
+func Demanded(store string) bool {
 	f, err := queue.OpenPrivate(queue.Layout{Root: store}.Demand(), os.O_RDONLY, 0)
 	if err != nil {
 		return false // no demand file: nobody ever waited (or not one to trust)
@@ -614,19 +688,6 @@ func (h *lockState) setHolder(id queue.Holder) error {
 		return fmt.Errorf("write holder %s: %w", h.path, err)
 	}
 	return nil
-}
-
-// setEpoch records epoch, the fencing token its user raised for this
-// hold, in the hold's identity (own holds; an inherited hold writes none).
-// The identity written is the one this hold keeps.
-func (h *lockState) setEpoch(epoch uint64) error {
-	if h.inherited {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.holder.Epoch = epoch
-	return h.setHolder(h.holder)
 }
 
 // ReadHolder reads the holder identity from a lock file: scribe's own, or
@@ -714,46 +775,6 @@ func liveHolder(path string) *queue.Holder {
 	}
 	return h
 }
-
-// processAlive reports whether the process pid of this host, started at
-// start (0: unknown), still exists: a pid reused by a later process is not
-// the one that wrote an identity.
-func processAlive(pid int, start uint64) bool {
-	if pid <= 0 || errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return false
-	}
-	if start == 0 {
-		return true
-	}
-	now, err := procStart(pid)
-	return err != nil || now == start // cannot tell: alive
-}
-
-// procStart is when process pid started, in clock ticks after boot
-// (/proc/<pid>/stat field 22; Linux only).
-func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// "pid (comm) state ...": comm may hold spaces and parentheses, so
-	// count from the last ')'; state is field 3.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command", pid)
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 22-2 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields)+2)
-	}
-	return strconv.ParseUint(fields[22-3], 10, 64)
-}
-
-// selfStart is this process's start time, for its identity.
-var selfStart = sync.OnceValue(func() uint64 {
-	start, _ := procStart(os.Getpid())
-	return start
-})
 
 // newHolder describes this process as a lock holder.
 func newHolder(mode queue.Mode, command string) queue.Holder {

@@ -1,12 +1,9 @@
-package writer
+package lock
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -31,42 +28,28 @@ import (
 // attempt could find held for that instant; with /proc/locks it never
 // touches the lock. A missing lock file is free.
 func ProbeLock(path string) (held bool, pids []int, holder *queue.Holder) {
-	if pids, ok := LockHolders(path); ok {
-		if len(pids) == 0 {
-			return false, nil, nil
-		}
-		if h := liveHolder(path); h != nil && slices.Contains(pids, h.PID) {
-			holder = h
-		}
-		return true, pids, holder
-	}
-	if !flockBusy(path) {
+	held, pids = Holders(path)
+	switch {
+	case !held:
 		return false, nil, nil
+	case pids == nil:
+		return true, nil, liveHolder(path)
 	}
-	return true, nil, liveHolder(path)
+	if h := liveHolder(path); h != nil && slices.Contains(pids, h.PID) {
+		holder = h
+	}
+	return true, pids, holder
 }
 
-// lockBusy says why a command's own lock file is busy, or "" if it is
-// free (or there is none), as ProbeLock tells it, without reading the
-// file: it is the tool's, not scribe's.
-func lockBusy(path string) string {
-	if path == "" {
-		return ""
-	}
+// Holders reports whether any process holds a lock on the file at path,
+// as ProbeLock does, without reading the file: for a lock that is another
+// tool's, not scribe's. pids are the holders' where the kernel lists them
+// (nil elsewhere).
+func Holders(path string) (held bool, pids []int) {
 	if pids, ok := LockHolders(path); ok {
-		if len(pids) == 0 {
-			return ""
-		}
-		s := make([]string, len(pids))
-		for i, p := range pids {
-			s[i] = strconv.Itoa(p)
-		}
-		return fmt.Sprintf("its lock %s is held by pid %s", path, strings.Join(s, ", "))
+		return len(pids) > 0, pids
 	}
-	if flockBusy(path) {
-		return fmt.Sprintf("its lock %s is held by another process", path)
-	}
-	return ""
+	return flockBusy(path), nil
 }
 
 // flockBusy reports whether a non-blocking exclusive flock on path fails

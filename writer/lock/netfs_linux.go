@@ -1,4 +1,4 @@
-package writer
+package lock
 
 import "golang.org/x/sys/unix"
 

@@ -1,4 +1,4 @@
-package writer
+package lock
 
 import (
 	"bufio"
@@ -181,4 +181,13 @@ func parseLockID(s string) (dev, ino uint64, ok bool) {
 		return 0, 0, false
 	}
 	return unix.Mkdev(uint32(ma), uint32(mi)), ino, true
+}
+
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package writer
+package lock
 
 // LockHolders lists the pids of the processes that hold a lock on the
 // file at path where the kernel lists them (/proc/locks, on Linux); ok is

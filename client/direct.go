@@ -11,6 +11,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // direct is the route without a daemon: each job takes the store lock,
@@ -71,7 +72,7 @@ func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte) (*queue.Ou
 
 // lookup reads the journal itself, read-only: no lock needed.
 func (d *direct) lookup(_ context.Context, id string) (*queue.Lookup, error) {
-	j, err := writer.OpenJournalReadOnly(queue.Layout{Root: d.store}.Journal(), journalOpenTimeout)
+	j, err := journal.OpenReadOnly(queue.Layout{Root: d.store}.Journal(), journalOpenTimeout)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &queue.Lookup{}, nil
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // fileState is one file as a batch sees it: what is on disk, plus the
@@ -440,24 +441,24 @@ func classify(p string, err error) error {
 
 // changes returns the batch's net effect on each file it touched, in path
 // order: what the intent records and materialize carries out.
-func (ov *overlay) changes() []fileChange {
-	var out []fileChange
+func (ov *overlay) changes() []journal.Change {
+	var out []journal.Change
 	for p, st := range ov.files {
 		switch {
 		case !st.exists && st.origExists:
-			out = append(out, fileChange{Path: p, Kind: changeRemove})
+			out = append(out, journal.Change{Path: p, Kind: journal.ChangeRemove})
 		case !st.exists:
 		case st.replaced:
-			out = append(out, fileChange{Path: p, Kind: changeWrite, Data: st.content, Mode: st.mode, New: !st.origExists})
+			out = append(out, journal.Change{Path: p, Kind: journal.ChangeWrite, Data: st.content, Mode: st.mode, New: !st.origExists})
 		case len(st.tail) > 0 || !st.origExists: // an empty append still creates the file
-			out = append(out, fileChange{Path: p, Kind: changeAppend, Data: st.tail, Base: st.origSize, Mode: st.mode, New: !st.origExists})
+			out = append(out, journal.Change{Path: p, Kind: journal.ChangeAppend, Data: st.tail, Base: st.origSize, Mode: st.mode, New: !st.origExists})
 		}
 	}
 	// A folder the batch made whose files it deleted again stays, as it
 	// would have had the jobs been applied one at a time.
 	filled := map[string]bool{}
 	for _, c := range out {
-		if c.Kind != changeRemove {
+		if c.Kind != journal.ChangeRemove {
 			for d := path.Dir(c.Path); d != "." && !filled[d]; d = path.Dir(d) {
 				filled[d] = true
 			}
@@ -465,7 +466,7 @@ func (ov *overlay) changes() []fileChange {
 	}
 	for d := range ov.folders {
 		if !filled[d] {
-			out = append(out, fileChange{Path: d, Kind: changeMkdir})
+			out = append(out, journal.Change{Path: d, Kind: journal.ChangeMkdir})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })

@@ -36,9 +36,6 @@ var (
 	// server was unreachable, or the process was paused): until a renewal
 	// succeeds, another daemon may have taken it, so nothing is committed.
 	ErrClaimExpired = errors.New("the store's claim has not been renewed in time")
-	// ErrFenced means the journal was written under a later claim than
-	// this writer's: another daemon is the store's writer now.
-	ErrFenced = errors.New("the journal was written by a later claim holder")
 )
 
 // ClaimConfig configures AcquireClaim.

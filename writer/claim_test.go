@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // A standby waits while the claim is held, and takes it at once when the
@@ -101,7 +102,7 @@ func TestJournalFence(t *testing.T) {
 	require.NoError(t, writer.CommitUnder(store, old, "a1"))
 	require.NoError(t, writer.CommitUnder(store, newer, "b1"))
 	err := writer.CommitUnder(store, old, "a2")
-	require.ErrorIs(t, err, writer.ErrFenced)
+	require.ErrorIs(t, err, journal.ErrFenced)
 	newer.err = fmt.Errorf("%w: paused", writer.ErrClaimExpired)
 	require.ErrorIs(t, writer.CommitUnder(store, newer, "b2"), writer.ErrClaimExpired)
 	require.NoError(t, writer.CommitUnder(store, nil, "direct"))

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -133,7 +134,7 @@ func (s *Session) planExec(e Entry, cmds map[string]*Command) (Result, *execPlan
 		return Result{}, nil, err
 	}
 	out.Status, out.Reason, out.Detail = queue.StatusRejected, rej.Reason, rej.Detail
-	if err := st.journal.commit([]*queue.Outcome{out}, nil, e.Seq); err != nil {
+	if err := st.journal.Commit([]*queue.Outcome{out}, nil, e.Seq); err != nil {
 		return Result{}, nil, fmt.Errorf("record outcome: %w", err)
 	}
 	return Result{Outcome: out}, nil, nil
@@ -282,7 +283,7 @@ func (s *Session) startExec(plan *execPlan) error {
 	if err := plan.openOutput(queue.Layout{Root: s.store}.Meta()); err != nil {
 		return fmt.Errorf("job %s: %w", plan.job.ID, err)
 	}
-	err := st.journal.setRunning(&runRecord{
+	err := st.journal.StartRun(&journal.Run{
 		Epoch: s.epoch, Command: plan.cmd.Name, RerunSafe: plan.cmd.RerunSafe,
 		Started: time.Now().UTC(), Outcomes: plan.outs, LastSeq: plan.lastSeq,
 	})
@@ -305,13 +306,13 @@ func (s *Session) finishExec(plan *execPlan, r *runResult) ([]Result, error) {
 	}
 	if r.fault != nil {
 		// Nothing ran: the record goes, and the job is tried again.
-		if err := st.journal.endRun(nil, 0); err != nil {
+		if err := st.journal.EndRun(nil, 0); err != nil {
 			return nil, err
 		}
 		return nil, &notStarted{err: fmt.Errorf("job %s: start command %s: %w", plan.job.ID, plan.cmd.Name, r.fault)}
 	}
 	if slices.Contains(plan.cmd.BusyExitCodes, r.exit) {
-		if err := st.journal.endRun(nil, 0); err != nil {
+		if err := st.journal.EndRun(nil, 0); err != nil {
 			return nil, err
 		}
 		return nil, &DeferError{Why: fmt.Sprintf("command %s exited %d, one of its busy exit codes%s", plan.cmd.Name, r.exit, lastLine(r.stderr.String()))}
@@ -323,7 +324,7 @@ func (s *Session) finishExec(plan *execPlan, r *runResult) ([]Result, error) {
 		o.Status, o.Reason, o.Detail, o.At, o.Exec = status, reason, detail, now, r.result(plan.cmd)
 		res[i] = Result{Outcome: o}
 	}
-	if err := st.journal.endRun(plan.outs, plan.lastSeq); err != nil {
+	if err := st.journal.EndRun(plan.outs, plan.lastSeq); err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	return res, nil
@@ -358,13 +359,13 @@ func lockBusy(path string) string {
 // this hold's own epoch is a command this hold is running (a scribe
 // command it started joined the hold): left alone.
 func (st *shared) recoverRun() error {
-	r, err := st.journal.running()
+	r, err := st.journal.Running()
 	if err != nil || r == nil || r.Epoch == st.epoch {
 		return err
 	}
 	if r.RerunSafe {
 		st.log.Warn("a command was interrupted; it is safe to run again, and its job will be", "command", r.Command, "started", r.Started, "epoch", r.Epoch)
-		return st.journal.endRun(nil, 0)
+		return st.journal.EndRun(nil, 0)
 	}
 	st.log.Warn("a command was interrupted; it is not safe to run again: recording its jobs as interrupted", "command", r.Command, "started", r.Started, "epoch", r.Epoch, "jobs", len(r.Outcomes))
 	now := time.Now().UTC()
@@ -374,7 +375,7 @@ func (st *shared) recoverRun() error {
 			r.Command, r.Started.Format(time.RFC3339), r.Epoch)
 		o.Exec = &queue.ExecResult{Command: r.Command, ExitCode: -1, Started: r.Started}
 	}
-	if err := st.journal.endRun(r.Outcomes, r.LastSeq); err != nil {
+	if err := st.journal.EndRun(r.Outcomes, r.LastSeq); err != nil {
 		return fmt.Errorf("record interrupted run: %w", err)
 	}
 	return nil

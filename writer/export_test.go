@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -34,17 +36,56 @@ func ApplyThenDie(store string, job *queue.Job, marked bool) error {
 	if err != nil {
 		return err
 	}
+	before := snapshot(queue.Layout{Root: s.store}.Settled())
 	if _, err := s.Apply([]Entry{{Job: job}}); err != nil {
 		return err
 	}
-	j := s.st.journal
-	j.settled.Store(nil) // forgotten with the process
+	files := []fileSnapshot{snapshot(journal.Path(s.store)), snapshot(queue.Layout{Root: s.store}.Settled())}
 	if !marked {
-		if err := os.Remove(markPath(j.db.Path())); err != nil {
+		files[1] = before
+	}
+	return dieWith(s, files)
+}
+
+// fileSnapshot is a file's content at an instant, or its absence.
+type fileSnapshot struct {
+	path string
+	data []byte // nil: it did not exist
+}
+
+func snapshot(path string) fileSnapshot {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fileSnapshot{path: path}
+	}
+	return fileSnapshot{path: path, data: b}
+}
+
+// restore puts the file back as it was: in place, keeping its inode, as
+// the file a killed process left.
+func (f fileSnapshot) restore() error {
+	if f.data == nil {
+		if err := os.Remove(f.path); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return nil
+	}
+	return os.WriteFile(f.path, f.data, 0o600)
+}
+
+// dieWith closes s and puts files back as they were before: what a
+// SIGKILL at that instant leaves, since closing drops what the process
+// knew (a settled intent) and a killed process drops nothing on disk.
+func dieWith(s *Session, files []fileSnapshot) error {
+	if err := s.Close(); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := f.restore(); err != nil {
 			return err
 		}
 	}
-	return s.Close()
+	return nil
 }
 
 // PauseRenewal stops a claim's renewals without releasing it, as a
@@ -60,7 +101,7 @@ func (c *Claim) RenewNow() bool { return c.renewOnce(time.Second) }
 
 // CommitUnder records a one-job batch of outcome id in the store's journal
 // under fence, as a writer's session does, and returns its error.
-func CommitUnder(store string, fence Fence, id string) error {
+func CommitUnder(store string, fence journal.Fence, id string) error {
 	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon, Fence: fence})
 	if err != nil {
 		return err
@@ -89,22 +130,38 @@ func FailSpools(n int, err error) (restore func()) {
 }
 
 // RecordUnfitted records o in the store's journal as a version that did
-// not bound outcomes would have: as it is, however large.
+// not bound outcomes would have: as it is, however large, written into
+// the journal's outcomes bucket and its by_time index under the store
+// lock.
 func RecordUnfitted(store string, o *queue.Outcome) error {
 	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	real := s.Store()
+	if err := s.Close(); err != nil {
+		return err
+	}
+	h, err := lock.Acquire(context.Background(), store, lock.Options{})
+	if err != nil {
+		return err
+	}
+	defer h.Unlock()
 	v, err := queue.EncodeOutcome(o)
 	if err != nil {
 		return err
 	}
-	return s.st.journal.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketOutcomes).Put([]byte(o.ID), v); err != nil {
+	db, err := bolt.Open(journal.Path(real), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket([]byte("outcomes")).Put([]byte(o.ID), v); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil)
+		at := binary.BigEndian.AppendUint64(nil, uint64(o.At.UnixNano()))
+		return tx.Bucket([]byte("by_time")).Put(append(at, o.ID...), nil)
 	})
 }
 

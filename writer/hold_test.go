@@ -21,6 +21,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -214,7 +215,7 @@ func TestEpochOncePerAcquisition(t *testing.T) {
 	store := newStore(t)
 	journalEpoch := func() uint64 {
 		t.Helper()
-		ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+		ro, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 		require.NoError(t, err)
 		defer ro.Close()
 		epoch, _, err := ro.Meta()
@@ -336,7 +337,7 @@ func TestInheritedHold(t *testing.T) {
 	require.NoError(t, h.Unlock())
 	assertChildGets(t, store, lock.Options{})
 	assert.Equal(t, ino, inode(t, path))
-	ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+	ro, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ro.Close() })
 	last, _, err := ro.Meta()
@@ -383,7 +384,7 @@ func TestInheritedHoldRefused(t *testing.T) {
 			return []helperOpt{withFiles(f), withEnv(h.ChildEnv(3)...)}
 		}},
 		{"descriptor of another file", func(tb testing.TB, h *lock.Hold) []helperOpt {
-			f, err := os.Open(writer.JournalPath(filepath.Dir(filepath.Dir(h.Path()))))
+			f, err := os.Open(journal.Path(filepath.Dir(filepath.Dir(h.Path()))))
 			require.NoError(tb, err)
 			tb.Cleanup(func() { _ = f.Close() })
 			return []helperOpt{withFiles(f), withEnv(h.ChildEnv(3)...)}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -185,11 +186,11 @@ func (w *Writer) Jobs(ctx context.Context, q queue.JobsQuery) queue.JobList {
 	}
 	var errs []string
 	if q.State != queue.StateQueued {
-		err := w.withJournal(func(j *Journal) error {
+		err := w.withJournal(func(j *journal.Journal) error {
 			if j == nil {
 				return nil
 			}
-			outs, err := j.Recent(OutcomeFilter{Status: queue.Status(q.State), Since: q.Since, Limit: q.Limit})
+			outs, err := j.Recent(journal.OutcomeFilter{Status: queue.Status(q.State), Since: q.Since, Limit: q.Limit})
 			list.Outcomes = append(list.Outcomes, outs...)
 			return err
 		})
@@ -311,9 +312,9 @@ func (w *Writer) fillReport(r *queue.StatusReport) {
 	if held, _, h := lock.ProbeLock(r.LockFile); held {
 		r.Holder = h
 	}
-	err := w.withJournal(func(j *Journal) error {
+	err := w.withJournal(func(j *journal.Journal) error {
 		if j == nil {
-			r.Journal = &queue.JournalInfo{Path: JournalPath(w.store)}
+			r.Journal = &queue.JournalInfo{Path: journal.Path(w.store)}
 			return nil
 		}
 		info, err := j.Info()
@@ -328,6 +329,6 @@ func (w *Writer) fillReport(r *queue.StatusReport) {
 		return err
 	})
 	if err != nil {
-		r.Journal = &queue.JournalInfo{Path: JournalPath(w.store), Error: err.Error()}
+		r.Journal = &queue.JournalInfo{Path: journal.Path(w.store), Error: err.Error()}
 	}
 }

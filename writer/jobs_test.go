@@ -17,6 +17,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -119,7 +120,7 @@ func TestLocateQueuedJobs(t *testing.T) {
 	rep = w.Report(t.Context())
 	require.NotNil(t, rep.Journal)
 	assert.Equal(t, 4, rep.Journal.Outcomes)
-	assert.Equal(t, writer.JournalPath(store), rep.Journal.Path)
+	assert.Equal(t, journal.Path(store), rep.Journal.Path)
 	assert.Positive(t, rep.Journal.Bytes)
 }
 
@@ -281,16 +282,16 @@ func TestJournalRecent(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name string
-		f    writer.OutcomeFilter
+		f    journal.OutcomeFilter
 		want []string
 	}{
-		{"all", writer.OutcomeFilter{}, []string{"c", "b", "a"}},
-		{"applied", writer.OutcomeFilter{Status: queue.StatusApplied}, []string{"c", "a"}},
-		{"rejected", writer.OutcomeFilter{Status: queue.StatusRejected}, []string{"b"}},
-		{"limit", writer.OutcomeFilter{Limit: 2}, []string{"c", "b"}},
-		{"limit and status", writer.OutcomeFilter{Status: queue.StatusApplied, Limit: 1}, []string{"c"}},
-		{"since b", writer.OutcomeFilter{Since: at[1]}, []string{"c", "b"}},
-		{"since the future", writer.OutcomeFilter{Since: time.Now().Add(time.Hour)}, []string{}},
+		{"all", journal.OutcomeFilter{}, []string{"c", "b", "a"}},
+		{"applied", journal.OutcomeFilter{Status: queue.StatusApplied}, []string{"c", "a"}},
+		{"rejected", journal.OutcomeFilter{Status: queue.StatusRejected}, []string{"b"}},
+		{"limit", journal.OutcomeFilter{Limit: 2}, []string{"c", "b"}},
+		{"limit and status", journal.OutcomeFilter{Status: queue.StatusApplied, Limit: 1}, []string{"c"}},
+		{"since b", journal.OutcomeFilter{Since: at[1]}, []string{"c", "b"}},
+		{"since the future", journal.OutcomeFilter{Since: time.Now().Add(time.Hour)}, []string{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			outs, err := s.Journal().Recent(tt.f)
@@ -302,6 +303,6 @@ func TestJournalRecent(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, info.Outcomes)
 	assert.Equal(t, uint64(1), info.Epoch)
-	assert.Equal(t, writer.JournalPath(store), info.Path)
+	assert.Equal(t, journal.Path(store), info.Path)
 	assert.Positive(t, info.Bytes)
 }

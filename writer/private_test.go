@@ -12,6 +12,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -43,7 +44,7 @@ func TestDirectEntrancesRefuseInsecureMeta(t *testing.T) {
 			return err
 		},
 		"OpenJournalReadOnly": func(store string) error {
-			j, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+			j, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 			if j != nil {
 				j.Close()
 			}

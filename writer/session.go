@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -36,22 +37,16 @@ type SessionOptions struct {
 	// DefaultMaxFileBytes.
 	MaxFileBytes int64
 	// Retention is how long outcomes are kept in the journal; 0 means the
-	// retention the daemon last pruned with, or DefaultRetention. A job
+	// retention the daemon last pruned with, or journal.DefaultRetention. A job
 	// resubmitted with the ID of a pruned outcome would be applied again:
 	// keep it longer than any client retries.
 	Retention time.Duration
 	// Logger receives recovery messages; nil discards them.
 	Logger *slog.Logger
-	// Fence, if set, is the daemon's claim on the store (a *Claim): the
-	// journal commits nothing once it fails (see Fence).
-	Fence Fence
+	// Fence, if set, is the daemon's claim on the store (a *claim.Claim):
+	// the journal commits nothing once it fails (see journal.Fence).
+	Fence journal.Fence
 }
-
-// DefaultRetention is how long the journal keeps outcomes by default.
-const DefaultRetention = 7 * 24 * time.Hour
-
-// pruneEvery is how often, at most, a session prunes the journal.
-const pruneEvery = time.Hour
 
 // Session is a held store: its lock, its journal and an os.Root on its
 // folder. The daemon's Writer and direct writers both apply jobs through a
@@ -123,7 +118,7 @@ func (hs *holdState) forget(l *lock.Hold) {
 // makes their batches take turns.
 type shared struct {
 	mu       sync.Mutex // one Apply at a time
-	journal  *Journal
+	journal  *journal.Journal
 	tree     *tree
 	lockPath string
 	// own are the keys of .scribe, the lock file and the journal as this
@@ -175,7 +170,7 @@ func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
 // epoch if this hold has none yet (an inherited hold has its parent's),
 // and redoes an interrupted batch. The hold's registry entry must be
 // locked.
-func openShared(real string, l *lock.Hold, fence Fence, log *slog.Logger) (_ *shared, err error) {
+func openShared(real string, l *lock.Hold, fence journal.Fence, log *slog.Logger) (_ *shared, err error) {
 	st := &shared{log: log}
 	defer func() {
 		if err != nil {
@@ -185,12 +180,12 @@ func openShared(real string, l *lock.Hold, fence Fence, log *slog.Logger) (_ *sh
 	if err := (queue.Layout{Root: real}).Make(); err != nil {
 		return nil, err
 	}
-	if st.journal, err = openJournal(JournalPath(real)); err != nil {
+	if st.journal, err = journal.Open(journal.Path(real)); err != nil {
 		return nil, err
 	}
-	st.journal.setFence(fence)
+	st.journal.SetFence(fence)
 	if l.Epoch() == 0 {
-		epoch, err := st.journal.nextEpoch()
+		epoch, err := st.journal.NextEpoch()
 		if err != nil {
 			return nil, fmt.Errorf("raise epoch: %w", err)
 		}
@@ -208,7 +203,7 @@ func openShared(real string, l *lock.Hold, fence Fence, log *slog.Logger) (_ *sh
 		return nil, fmt.Errorf("stat %s: %w", l.Path(), err)
 	}
 	st.own[1] = keyOfInfo(fi)
-	for i, p := range []string{queue.Layout{Root: real}.Meta(), "", JournalPath(real)} {
+	for i, p := range []string{queue.Layout{Root: real}.Meta(), "", journal.Path(real)} {
 		if p == "" {
 			continue
 		}
@@ -229,25 +224,17 @@ func openShared(real string, l *lock.Hold, fence Fence, log *slog.Logger) (_ *sh
 }
 
 // MaybePrune drops outcomes older than the retention period whose stream
-// sequence is at most maxSeq (see Journal.prune), at most once per
-// pruneEvery across all processes and pruneLimit outcomes at a time, so
-// the journal stays bounded under continuous load. A failure only delays
-// it. The daemon's writer calls it with the sequences its queue can no
-// longer redeliver; direct sessions prune direct writes (sequence 0), with
-// the retention the daemon last used.
+// sequence is at most maxSeq (journal.MaybePrune), at most once per
+// journal.PruneEvery across all processes, so the journal stays bounded
+// under continuous load. A failure only delays it. The daemon's writer
+// calls it with the sequences its queue can no longer redeliver; direct
+// sessions prune direct writes (sequence 0), with the retention the
+// daemon last used.
 func (s *Session) MaybePrune(maxSeq uint64) {
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	last, recorded, err := st.journal.pruneState()
-	if err != nil || time.Since(last) < pruneEvery {
-		return
-	}
-	retention := s.retention
-	if retention == 0 {
-		retention = cmp.Or(recorded, DefaultRetention)
-	}
-	n, err := st.journal.prune(time.Now().Add(-retention), maxSeq, retention)
+	n, retention, err := st.journal.MaybePrune(maxSeq, s.retention)
 	switch {
 	case err != nil:
 		st.log.Warn("prune journal", "err", err)
@@ -273,7 +260,7 @@ func (st *shared) close() error {
 // writers, or outcomes would go to a file nobody reads: stop before
 // changing anything.
 func (s *shared) verify() error {
-	for i, p := range []string{queue.Layout{Root: s.tree.Name()}.Meta(), s.lockPath, JournalPath(s.tree.Name())} {
+	for i, p := range []string{queue.Layout{Root: s.tree.Name()}.Meta(), s.lockPath, journal.Path(s.tree.Name())} {
 		fi, err := os.Lstat(p)
 		if err != nil || keyOfInfo(fi) != s.own[i] {
 			return fmt.Errorf("%s is no longer the file this writer opened (replaced or removed by another program: %v): %w", p, err, ErrStoreChanged)
@@ -287,7 +274,7 @@ func (s *shared) verify() error {
 // carried out again (see materialize) before the intent is dropped. A
 // failure is kept in the journal, for status, until a redo succeeds.
 func (s *shared) recover() error {
-	in, err := s.journal.pendingIntent()
+	in, err := s.journal.Pending()
 	if err != nil {
 		return err
 	}
@@ -300,13 +287,13 @@ func (s *shared) recover() error {
 		if n, jerr := s.journal.Interrupted(); jerr == nil && n != nil {
 			stuck.Jobs = n.Jobs
 		}
-		if jerr := s.journal.setStuck(stuck.Error()); jerr != nil {
+		if jerr := s.journal.SetStuck(stuck.Error()); jerr != nil {
 			s.log.Warn("record stuck batch", "err", jerr)
 		}
 		return stuck
 	}
 	// Outcomes an intent of an earlier version carries are recorded now.
-	if err := s.journal.commit(in.Outcomes, nil, in.LastSeq); err != nil {
+	if err := s.journal.Commit(in.Outcomes, nil, in.LastSeq); err != nil {
 		return fmt.Errorf("recover interrupted batch: %w", err)
 	}
 	return s.recoverRun()
@@ -322,7 +309,7 @@ func (s *Session) Store() string { return s.store }
 func (s *Session) StoreID() string { return s.storeID }
 
 // Journal is the store's journal, open while the session is.
-func (s *Session) Journal() *Journal { return s.st.journal }
+func (s *Session) Journal() *journal.Journal { return s.st.journal }
 
 // Entry is a job to apply. A job that could not be decoded carries the
 // decoding error in Err (and whatever ID could be read) and is rejected.
@@ -369,7 +356,7 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	if err := s.st.recover(); err != nil {
 		return nil, err
 	}
-	journal, t := s.st.journal, s.st.tree
+	jn, t := s.st.journal, s.st.tree
 	results := make([]Result, len(entries))
 	ov := newOverlay(t, s.maxFile)
 	var decided []*queue.Outcome
@@ -386,7 +373,7 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 			digest = e.Job.Digest()
 		}
 		if id != "" {
-			prev, err := journal.Outcome(id)
+			prev, err := jn.Outcome(id)
 			if err != nil {
 				return nil, err
 			}
@@ -435,12 +422,12 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	// One synced journal write: the outcomes with the intent. They stand
 	// once the files are on disk; a crash before that leaves the intent,
 	// which the next holder redoes.
-	var in *intent
+	var in *journal.Intent
 	changes := ov.changes()
 	if len(changes) > 0 {
-		in = &intent{Epoch: s.epoch, Changes: changes, LastSeq: lastSeq}
+		in = &journal.Intent{Epoch: s.epoch, Changes: changes, LastSeq: lastSeq}
 	}
-	token, err := journal.record(in, decided, deadLetters(entries, results), lastSeq)
+	token, err := jn.Record(in, decided, deadLetters(entries, results), lastSeq)
 	if err != nil {
 		return nil, fmt.Errorf("record batch: %w", err)
 	}
@@ -455,7 +442,7 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	if err := s.st.verify(); err != nil {
 		return nil, err
 	}
-	if err := journal.settle(token); err != nil {
+	if err := jn.Settle(token); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -519,7 +506,7 @@ func OpenSessionWait(ctx context.Context, store string, wait time.Duration, o Se
 // the batch it gave up, or nil if there was none. Nothing on disk is
 // changed or rolled back: the files stay as the interrupted attempts left
 // them.
-func Abandon(store string, o SessionOptions) (*Interrupted, error) {
+func Abandon(store string, o SessionOptions) (*queue.Interrupted, error) {
 	real, err := queue.ResolveStore(store)
 	if err != nil {
 		return nil, err
@@ -529,7 +516,7 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 		return nil, err
 	}
 	defer l.Unlock()
-	j, err := openJournal(JournalPath(real))
+	j, err := journal.Open(journal.Path(real))
 	if err != nil {
 		return nil, err
 	}
@@ -538,7 +525,7 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 	if err != nil || summary == nil {
 		return nil, err
 	}
-	in, err := j.pendingIntent()
+	in, err := j.Pending()
 	if err != nil {
 		return nil, err
 	}
@@ -548,7 +535,7 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 	}
 	detail := fmt.Sprintf("the batch this job was in was interrupted and could not be finished (%s); an operator gave it up: these files may hold part of it: %s",
 		cmp.Or(summary.Stuck, "no reason recorded"), strings.Join(files, ", "))
-	outs, err := j.pendingOutcomes(in)
+	outs, err := j.PendingOutcomes(in)
 	if err != nil {
 		return nil, err
 	}
@@ -558,7 +545,7 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 			out.Status, out.Reason, out.Detail, out.At = queue.StatusRejected, queue.ReasonAbandoned, detail, now
 		}
 	}
-	if err := j.abandon(outs); err != nil {
+	if err := j.Abandon(outs); err != nil {
 		return nil, fmt.Errorf("abandon interrupted batch: %w", err)
 	}
 	return summary, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -691,7 +692,7 @@ func TestSessionEpochAndJournal(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"log": "jajbjcjd"}, readFiles(t, store))
 
-	ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+	ro, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ro.Close() })
 	epoch, lastSeq, err := ro.Meta()
@@ -718,20 +719,20 @@ func TestOpenSessionErrors(t *testing.T) {
 		insecure bool // refused by the rules of .scribe, before the lock is taken
 	}{
 		{"journal is a folder", func(tb testing.TB, store string) {
-			require.NoError(tb, os.MkdirAll(writer.JournalPath(store), 0o700))
+			require.NoError(tb, os.MkdirAll(journal.Path(store), 0o700))
 		}, true},
 		{"journal is a symlink", func(tb testing.TB, store string) {
 			require.NoError(tb, os.MkdirAll(filepath.Join(store, queue.MetaDir), 0o700))
-			require.NoError(tb, os.Symlink(filepath.Join(store, "elsewhere.db"), writer.JournalPath(store)))
+			require.NoError(tb, os.Symlink(filepath.Join(store, "elsewhere.db"), journal.Path(store)))
 		}, true},
 		{"journal is group-writable", func(tb testing.TB, store string) {
 			require.NoError(tb, os.MkdirAll(filepath.Join(store, queue.MetaDir), 0o700))
-			require.NoError(tb, os.WriteFile(writer.JournalPath(store), nil, 0o600))
-			require.NoError(tb, os.Chmod(writer.JournalPath(store), 0o660))
+			require.NoError(tb, os.WriteFile(journal.Path(store), nil, 0o600))
+			require.NoError(tb, os.Chmod(journal.Path(store), 0o660))
 		}, true},
 		{"journal is garbage", func(tb testing.TB, store string) {
 			require.NoError(tb, os.MkdirAll(filepath.Join(store, queue.MetaDir), 0o700))
-			require.NoError(tb, os.WriteFile(writer.JournalPath(store), []byte(strings.Repeat("garbage!", 1024)), 0o600))
+			require.NoError(tb, os.WriteFile(journal.Path(store), []byte(strings.Repeat("garbage!", 1024)), 0o600))
 		}, false},
 	}
 	for _, tt := range tests {
@@ -787,7 +788,7 @@ func TestApplyAliasesAndOwnFiles(t *testing.T) {
 			require.NoError(t, os.Link(filepath.Join(store, "hard"), filepath.Join(store, "hard2")))
 			lockFile := filepath.Join(store, ".index.lock")
 			s := openSession(t, store, writer.SessionOptions{LockPath: lockFile})
-			require.NoError(t, os.Link(writer.JournalPath(store), filepath.Join(store, "journal-link")))
+			require.NoError(t, os.Link(journal.Path(store), filepath.Join(store, "journal-link")))
 			lockInode := inode(t, lockFile)
 			before := readFiles(t, store)
 

@@ -63,7 +63,7 @@ func applyBatch(tb testing.TB, store string, jobs ...*queue.Job) []queue.Reason 
 	}
 	res, err := s.Apply(entries)
 	require.NoError(tb, err, "a batch failed to materialise: the store would be wedged")
-	pending, err := s.st.journal.pendingIntent()
+	pending, err := s.st.journal.Pending()
 	require.NoError(tb, err)
 	require.Nil(tb, pending)
 	reasons := make([]queue.Reason, len(res))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -22,10 +23,10 @@ func interruptBatch(tb testing.TB, store string) uint64 {
 	tb.Helper()
 	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
 	require.NoError(tb, err)
-	in := &intent{Epoch: s.Epoch(), Changes: recoverChanges, LastSeq: 1, Outcomes: []*queue.Outcome{
+	in := &journal.Intent{Epoch: s.Epoch(), Changes: recoverChanges, LastSeq: 1, Outcomes: []*queue.Outcome{
 		{V: queue.Version, ID: "j1", Status: queue.StatusApplied, Epoch: s.Epoch(), Seq: 1, Mode: queue.ModeDaemon, At: time.Now().UTC()},
 	}}
-	require.NoError(tb, s.st.journal.writeIntent(in))
+	require.NoError(tb, s.st.journal.WriteIntent(in))
 	epoch := s.Epoch()
 	require.NoError(tb, s.Close())
 	return epoch
@@ -75,7 +76,7 @@ func TestTakeFinishesInterruptedBatch(t *testing.T) {
 			s, err := OpenSession(store, SessionOptions{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close() })
-			pending, err := s.st.journal.pendingIntent()
+			pending, err := s.st.journal.Pending()
 			require.NoError(t, err)
 			assert.Nil(t, pending, "the batch is finished")
 			if !tt.kept {
@@ -109,7 +110,7 @@ func TestTakeClosesJournal(t *testing.T) {
 	h, err := Take(context.Background(), store, HoldOptions{Command: "library user"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Unlock() })
-	j, err := openJournal(JournalPath(store))
+	j, err := journal.Open(journal.Path(store))
 	require.NoError(t, err, "the journal is free")
 	epoch, _, err := j.Meta()
 	require.NoError(t, err)
@@ -130,9 +131,9 @@ func TestTakeStuck(t *testing.T) {
 	require.NoError(t, err)
 	// A change whose parent is a file: the redo cannot create it.
 	putFiles(t, store, map[string]string{"f": "a file"})
-	bad := &intent{Epoch: s.Epoch(), Changes: []fileChange{{Path: "f/x", Kind: changeWrite, Data: []byte("x")}},
+	bad := &journal.Intent{Epoch: s.Epoch(), Changes: []journal.Change{{Path: "f/x", Kind: journal.ChangeWrite, Data: []byte("x")}},
 		Outcomes: []*queue.Outcome{{V: queue.Version, ID: "j", Status: queue.StatusApplied}}}
-	require.NoError(t, s.st.journal.writeIntent(bad))
+	require.NoError(t, s.st.journal.WriteIntent(bad))
 	require.NoError(t, s.Close())
 
 	h, err := Take(context.Background(), store, HoldOptions{})

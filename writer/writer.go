@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -1053,7 +1054,7 @@ func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []Ent
 // batch stays in hand, unacked. It returns false if ctx ended, or if the
 // writer's claim on the store is lost: then it stops (Err).
 func (w *Writer) retryAfterFault(ctx context.Context, err error, attempt int, batch []jetstream.Msg, lastLog *time.Time) bool {
-	if errors.Is(err, ErrClaimLost) || errors.Is(err, ErrFenced) {
+	if errors.Is(err, ErrClaimLost) || errors.Is(err, journal.ErrFenced) {
 		// Another daemon is the store's writer now: the jobs in hand are
 		// its to apply.
 		w.log.Error("the store's claim is lost: this writer stops without committing the jobs in hand", "err", err, "jobs", len(batch))
@@ -1137,7 +1138,7 @@ func (w *Writer) answer(batch []jetstream.Msg, entries []Entry, results []Result
 // queue could still redeliver: those at or after the stream's first
 // remaining sequence.
 func (w *Writer) maybePrune(ctx context.Context) {
-	if time.Since(w.lastPrune) < pruneEvery || w.session == nil {
+	if time.Since(w.lastPrune) < journal.PruneEvery || w.session == nil {
 		return
 	}
 	w.lastPrune = time.Now()
@@ -1160,11 +1161,11 @@ func (w *Writer) maybePrune(ctx context.Context) {
 // a session does); a failure here is only logged, and the next batch
 // tries again.
 func (w *Writer) finishInterrupted() {
-	j, err := OpenJournalReadOnly(JournalPath(w.store), 500*time.Millisecond)
+	j, err := journal.OpenReadOnly(journal.Path(w.store), 500*time.Millisecond)
 	if err != nil {
 		return // no journal yet, or held by a writer, which finishes it
 	}
-	in, err := j.pendingIntent()
+	in, err := j.Pending()
 	_ = j.Close()
 	if err != nil || in == nil {
 		return
@@ -1183,7 +1184,7 @@ func (w *Writer) finishInterrupted() {
 func (w *Writer) sessionOptions() SessionOptions {
 	o := SessionOptions{
 		LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command,
-		MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, DefaultRetention), Logger: w.log,
+		MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, journal.DefaultRetention), Logger: w.log,
 	}
 	if w.cfg.Claim != nil { // not a nil *Claim in the interface
 		o.Fence = w.cfg.Claim
@@ -1219,7 +1220,7 @@ func (w *Writer) stopFor(err error) {
 func (w *Writer) Done() <-chan struct{} { return w.done }
 
 // Err is why the writer stopped on its own: its claim on the store lost
-// to another daemon (ErrClaimLost, ErrFenced); nil otherwise.
+// to another daemon (ErrClaimLost, journal.ErrFenced); nil otherwise.
 func (w *Writer) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -1295,7 +1296,7 @@ const (
 func (w *Writer) guardPoison(entries []Entry) error {
 	j := w.session.Journal()
 	seq := entries[0].Seq
-	attempts, err := j.attempts(seq)
+	attempts, err := j.Attempts(seq)
 	if err != nil {
 		return err
 	}
@@ -1306,7 +1307,7 @@ func (w *Writer) guardPoison(entries []Entry) error {
 		}
 		return nil
 	}
-	return j.setAttempts(seq, attempts+1)
+	return j.SetAttempts(seq, attempts+1)
 }
 
 // setFault records the I/O fault the writer is retrying on ("" when
@@ -1334,13 +1335,13 @@ func (w *Writer) release() {
 // withJournal runs fn on the store's journal: the writer's session's when
 // it holds the store, else a read-only open (which fails after a moment
 // while a direct writer has it). fn gets nil if there is no journal yet.
-func (w *Writer) withJournal(fn func(*Journal) error) error {
+func (w *Writer) withJournal(fn func(*journal.Journal) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.session != nil {
 		return fn(w.session.Journal())
 	}
-	ro, err := OpenJournalReadOnly(JournalPath(w.store), 500*time.Millisecond)
+	ro, err := journal.OpenReadOnly(journal.Path(w.store), 500*time.Millisecond)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fn(nil) // nothing was ever applied to this store
 	}
@@ -1354,7 +1355,7 @@ func (w *Writer) withJournal(fn func(*Journal) error) error {
 // Lookup returns the recorded outcome of a job.
 func (w *Writer) Lookup(id string) queue.Lookup {
 	var l queue.Lookup
-	err := w.withJournal(func(j *Journal) error {
+	err := w.withJournal(func(j *journal.Journal) error {
 		if j == nil {
 			return nil
 		}
@@ -1371,7 +1372,7 @@ func (w *Writer) Lookup(id string) queue.Lookup {
 // DeadLetters returns the most recent dead letters (at most 100).
 func (w *Writer) DeadLetters() (queue.DeadLetters, error) {
 	var d queue.DeadLetters
-	err := w.withJournal(func(j *Journal) error {
+	err := w.withJournal(func(j *journal.Journal) error {
 		if j == nil {
 			return nil
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // startJetStream starts a single-node JetStream server without a listener
@@ -260,7 +261,7 @@ func TestWriterFinishesInterruptedBatchAtStart(t *testing.T) {
 	store, storeID := writerStore(t)
 	job := &queue.Job{V: queue.Version, ID: "last", Store: storeID, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log", Data: []byte("x\n")}}}
 	require.NoError(t, writer.ApplyThenDie(store, job, false))
-	ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+	ro, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 	require.NoError(t, err)
 	o, err := ro.Outcome("last")
 	require.NoError(t, err)

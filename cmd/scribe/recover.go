@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // RecoverCommand finishes, or gives up, a batch an earlier holder of the
@@ -16,7 +18,7 @@ type RecoverCommand struct{ *Main }
 // recoverResult is what `recover --json` prints.
 type recoverResult struct {
 	// Interrupted is the batch found, or nil if there was none.
-	Interrupted *writer.Interrupted `json:"interrupted"`
+	Interrupted *queue.Interrupted `json:"interrupted"`
 	// Done is "finished", "abandoned" or "nothing".
 	Done  string `json:"done,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -99,8 +101,8 @@ func (c *RecoverCommand) Run(ctx context.Context, args []string) error {
 // interrupted reads the batch an earlier holder was interrupted in, if
 // any, from the journal without the store lock (nil if none, or if the
 // journal cannot be read now).
-func interrupted(store string) *writer.Interrupted {
-	j, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+func interrupted(store string) *queue.Interrupted {
+	j, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 	if err != nil {
 		return nil
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -70,7 +71,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	maxJobs := fs.Int64("max-jobs", queue.DefaultMaxJobs, "most `jobs` queued per store")
 	maxJobBytes := fs.Int("max-job-bytes", queue.MaxJobBytes, fmt.Sprintf("largest encoded `job` taken, up to %d (JetStream stores messages of up to 32 MiB); clients learn it from daemon.json", queue.MaxJobBytesLimit))
 	maxBytes := fs.Int64("max-bytes", queue.DefaultMaxBytes, "most `bytes` queued per store, reserved on disk up front (JetStream lets all streams reserve 75% of the free space)")
-	retention := fs.Duration("retention", writer.DefaultRetention, "keep job outcomes this `long` (a resubmitted ID older than this would apply again)")
+	retention := fs.Duration("retention", journal.DefaultRetention, "keep job outcomes this `long` (a resubmitted ID older than this would apply again)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
 	logFormat := fs.String("log-format", "text", "log `format` on stderr: text or json (one JSON object a line)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, such as :9464 (on 127.0.0.1; non-loopback hosts are warned about), or on a Unix socket only the daemon's user can connect to, unix:PATH (its folder must be the user's, writable by no one else); off when empty")

@@ -11,6 +11,7 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -310,7 +311,7 @@ func (st *storeStatus) fromReport(r *queue.StatusReport) {
 	if j := r.Journal; j != nil {
 		st.Journal = journalJSON{Path: j.Path, Bytes: j.Bytes, Outcomes: j.Outcomes, Applied: j.Applied, Rejected: j.Rejected, Epoch: j.Epoch, LastSeq: j.LastSeq, Error: optional(j.Error)}
 	} else { // a daemon that does not report its journal
-		st.Journal = journalJSON{Path: writer.JournalPath(r.Store), Error: ptr("the daemon does not report its journal")}
+		st.Journal = journalJSON{Path: journal.Path(r.Store), Error: ptr("the daemon does not report its journal")}
 	}
 }
 
@@ -320,7 +321,7 @@ func (st *storeStatus) fromReport(r *queue.StatusReport) {
 // the rules of .scribe is the error.
 func readJournal(path string) (journalJSON, *queue.Interrupted, error) {
 	jj := journalJSON{Path: path}
-	j, err := writer.OpenJournalReadOnly(path, time.Second)
+	j, err := journal.OpenReadOnly(path, time.Second)
 	if errors.Is(err, fs.ErrNotExist) {
 		return jj, nil, nil // nothing was ever applied to this store
 	}

@@ -1,4 +1,4 @@
-package writer
+package journal
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 // letters with them; a look-up of a pruned ID says the journal was pruned
 // instead of plainly "unknown"; recent outcomes stay.
 func TestJournalPrune(t *testing.T) {
-	j, err := openJournal(filepath.Join(t.TempDir(), "journal.db"))
+	j, err := Open(filepath.Join(t.TempDir(), "journal.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = j.Close() })
 
@@ -34,22 +34,22 @@ func TestJournalPrune(t *testing.T) {
 	// the floor): it must stay, or a redelivery would apply it again.
 	outs = append(outs, &queue.Outcome{ID: "old-queued", Status: queue.StatusApplied, At: old, Seq: 50})
 	dead := []queue.DeadLetter{{Seq: 1, At: old}, {Seq: 2, At: recent}}
-	require.NoError(t, j.commit(outs, dead, 50))
+	require.NoError(t, j.Commit(outs, dead, 50))
 
 	cutoff := now.Add(-DefaultRetention)
-	n, err := j.prune(cutoff, 49, DefaultRetention)
+	n, err := j.Prune(cutoff, 49, DefaultRetention)
 	require.NoError(t, err)
 	assert.Equal(t, pruneLimit, n, "one prune is bounded")
-	n, err = j.prune(cutoff, 49, DefaultRetention)
+	n, err = j.Prune(cutoff, 49, DefaultRetention)
 	require.NoError(t, err)
 	assert.Equal(t, 5, n, "the next one carries on")
-	n, err = j.prune(cutoff, 49, DefaultRetention)
+	n, err = j.Prune(cutoff, 49, DefaultRetention)
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	l, err := j.Lookup("old-queued")
 	require.NoError(t, err)
 	assert.True(t, l.Found, "an outcome the queue could redeliver is kept")
-	last, retention, err := j.pruneState()
+	last, retention, err := j.PruneState()
 	require.NoError(t, err)
 	assert.WithinDuration(t, time.Now(), last, time.Minute)
 	assert.Equal(t, DefaultRetention, retention)
@@ -79,11 +79,11 @@ func TestJournalPrune(t *testing.T) {
 // A journal that has never lost an outcome to pruning does not say that
 // unknown IDs may have been pruned.
 func TestPruneWithNothingToPrune(t *testing.T) {
-	j, err := openJournal(filepath.Join(t.TempDir(), "journal.db"))
+	j, err := Open(filepath.Join(t.TempDir(), "journal.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = j.Close() })
-	require.NoError(t, j.commit([]*queue.Outcome{{ID: "a", Status: queue.StatusApplied, At: time.Now()}}, nil, 0))
-	n, err := j.prune(time.Now().Add(-time.Hour), 0, time.Hour)
+	require.NoError(t, j.Commit([]*queue.Outcome{{ID: "a", Status: queue.StatusApplied, At: time.Now()}}, nil, 0))
+	n, err := j.Prune(time.Now().Add(-time.Hour), 0, time.Hour)
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	l, err := j.Lookup("unknown")

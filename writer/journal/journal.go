@@ -1,7 +1,8 @@
-package writer
+package journal
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -33,7 +34,7 @@ var (
 	keyAttempt     = []byte("attempt")       // seq (8) + attempts (8) of the job being tried one at a time
 	keyIntent      = []byte("batch")
 	keyIntentGen   = []byte("gen")     // in bucketIntent: the standing intent's generation (meta keeps the last one)
-	keyIntentToken = []byte("token")   // in bucketIntent: the standing intent's intentToken, which the settled mark names once it is carried out
+	keyIntentToken = []byte("token")   // in bucketIntent: the standing intent's Token, which the settled mark names once it is carried out
 	keyTally       = []byte("tally")   // applied (8) + rejected (8): how many outcomes of each the outcomes bucket holds
 	prefixData     = []byte("data/")   // in bucketIntent: data/<i> → the raw data of the intent's i-th change
 	keyStuck       = []byte("stuck")   // why the last redo of the intent failed, while it stands
@@ -46,9 +47,9 @@ var (
 // status reader for an instant.
 const journalTimeout = 2 * time.Second
 
-// JournalPath is a store's journal: <store>/.scribe/journal.db
+// Path is a store's journal: <store>/.scribe/journal.db
 // (queue.Layout.Journal).
-func JournalPath(store string) string {
+func Path(store string) string {
 	return queue.Layout{Root: store}.Journal()
 }
 
@@ -70,18 +71,18 @@ type Journal struct {
 	// process (settle), or as the settled mark said when the journal was
 	// opened (no other process writes the journal while it is open). nil:
 	// none. Any other intent is provisional.
-	settled atomic.Pointer[intentToken]
+	settled atomic.Pointer[Token]
 	// mark is the settled mark, open for writing; nil for a read-only
 	// journal, or when the mark could not be opened (settle then drops
 	// the intent in a transaction instead).
 	mark *os.File
 	// fence is the claim this process's writer commits under, if its
-	// store's queue is shared by several daemons (SessionOptions.Fence).
+	// store's queue is shared by several daemons (SetFence).
 	fence atomic.Pointer[Fence]
 }
 
 // Fence is a daemon writer's claim on a store whose queue several daemons
-// can reach (a *Claim). Every journal transaction that decides jobs (a
+// can reach (a *claim.Claim). Every journal transaction that decides jobs (a
 // batch's outcomes and intent, an exec run's start and end) checks it and
 // the journal's fence token in the same transaction: a writer whose claim
 // is lost or unrenewed, or older than one the journal was written under,
@@ -96,8 +97,12 @@ type Fence interface {
 	Check() error
 }
 
-// setFence makes the journal's deciding transactions check f (nil: none).
-func (j *Journal) setFence(f Fence) {
+// ErrFenced means the journal was written under a later claim than this
+// writer's (see Fence): another daemon is the store's writer now.
+var ErrFenced = errors.New("the journal was written by a later claim holder")
+
+// SetFence makes the journal's deciding transactions check f (nil: none).
+func (j *Journal) SetFence(f Fence) {
 	if f == nil {
 		j.fence.Store(nil)
 		return
@@ -126,9 +131,9 @@ func (j *Journal) checkFence(tx *bolt.Tx) error {
 	return nil
 }
 
-// openJournal opens (creating) a journal for writing, held to the rules
-// of .scribe (queue.OpenPrivate). Callers must hold the store lock.
-func openJournal(path string) (*Journal, error) {
+// Open opens (creating) a journal for writing, held to the rules of
+// .scribe (queue.OpenPrivate). Callers must hold the store lock.
+func Open(path string) (*Journal, error) {
 	_, statErr := os.Lstat(path)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: journalTimeout, OpenFile: queue.OpenPrivate})
 	if errors.Is(err, queue.ErrInsecure) {
@@ -174,12 +179,12 @@ func (j *Journal) loadMark(write bool) {
 	}
 }
 
-// OpenJournalReadOnly opens a journal for look-ups without the store lock.
+// OpenReadOnly opens a journal for look-ups without the store lock.
 // It fails after a short timeout while a writer has the journal open.
 // The journal and its store's .scribe are held to the rules of .scribe
 // (queue.Layout.Check, queue.OpenPrivate): a journal another user could
 // have written is an *InsecureError, and nothing of it is read.
-func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
+func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	meta := filepath.Dir(path)
 	check := queue.CheckPrivatePath(meta, true)
 	if filepath.Base(meta) == queue.MetaDir {
@@ -224,9 +229,9 @@ func (j *Journal) Close() error {
 	return j.db.Close()
 }
 
-// nextEpoch raises the epoch counter and returns the new value. It is
+// NextEpoch raises the epoch counter and returns the new value. It is
 // called once per acquisition of the store lock.
-func (j *Journal) nextEpoch() (uint64, error) {
+func (j *Journal) NextEpoch() (uint64, error) {
 	var epoch uint64
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
@@ -305,12 +310,13 @@ func (j *Journal) Lookup(id string) (queue.Lookup, error) {
 	return queue.Lookup{PrunedBefore: pruned}, err
 }
 
-// record commits a decided batch in one transaction: its outcomes,
+// Record commits a decided batch in one transaction: its outcomes,
 // dead letters and last sequence and, if it changes files, its intent
 // (in), the data kept raw beside it. It drops the intent of the batch
 // before, which must be carried out. It returns the intent's token, for
-// settle once its files are on disk.
-func (j *Journal) record(in *intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (token intentToken, err error) {
+// Settle once its files are on disk. Until then the outcomes are
+// provisional: look-ups do not show them.
+func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (token Token, err error) {
 	var header []byte
 	if in != nil {
 		if token, err = newIntentToken(); err != nil {
@@ -318,7 +324,7 @@ func (j *Journal) record(in *intent, outs []*queue.Outcome, dead []queue.DeadLet
 		}
 		h := *in
 		h.Outcomes = nil
-		h.Changes = make([]fileChange, len(in.Changes))
+		h.Changes = make([]Change, len(in.Changes))
 		for i, c := range in.Changes {
 			c.Data = nil // kept raw, under data/<i>
 			h.Changes[i] = c
@@ -380,13 +386,13 @@ func (j *Journal) record(in *intent, outs []*queue.Outcome, dead []queue.DeadLet
 	return token, err
 }
 
-// settle records that the files of the intent of token t are on disk: its
+// Settle records that the files of the intent of token t are on disk: its
 // outcomes stand, for this process at once and, through the settled mark,
 // for every process that opens the journal from then on, even if this
 // one is killed the next instant. Without a mark to write it drops the
 // intent instead, in a synced transaction. If neither works, the intent
-// stays provisional (the error says why), and the next Apply redoes it.
-func (j *Journal) settle(t intentToken) error {
+// stays provisional (the error says why), and the next holder redoes it.
+func (j *Journal) Settle(t Token) error {
 	if j.mark != nil {
 		err := writeMark(j.mark, t)
 		if err == nil {
@@ -409,10 +415,11 @@ func (j *Journal) settle(t intentToken) error {
 	return nil
 }
 
-// writeIntent records a batch as record does, with in.Outcomes as its
-// outcomes: what a holder that dies before writing any file leaves.
-func (j *Journal) writeIntent(in *intent) error {
-	_, err := j.record(in, in.Outcomes, nil, in.LastSeq)
+// WriteIntent records a batch as Record does, with in.Outcomes as its
+// outcomes, and settles nothing: what a holder that dies before writing
+// any file leaves. For tests of recovery.
+func (j *Journal) WriteIntent(in *Intent) error {
+	_, err := j.Record(in, in.Outcomes, nil, in.LastSeq)
 	return err
 }
 
@@ -450,10 +457,10 @@ func dropIntent(tx *bolt.Tx) error {
 	return err
 }
 
-// pendingIntent returns the intent of a batch that may not be on disk
+// Pending returns the intent of a batch that may not be on disk
 // (interrupted, or failed half way), or nil.
-func (j *Journal) pendingIntent() (*intent, error) {
-	var in *intent
+func (j *Journal) Pending() (*Intent, error) {
+	var in *Intent
 	err := j.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketIntent)
 		if b == nil {
@@ -463,7 +470,7 @@ func (j *Journal) pendingIntent() (*intent, error) {
 		if v == nil || j.carriedOut(tx) {
 			return nil
 		}
-		in = new(intent)
+		in = new(Intent)
 		if err := json.Unmarshal(v, in); err != nil {
 			return err
 		}
@@ -477,10 +484,10 @@ func (j *Journal) pendingIntent() (*intent, error) {
 	return in, err
 }
 
-// pendingOutcomes returns the provisional outcomes of the standing intent
+// PendingOutcomes returns the provisional outcomes of the standing intent
 // in: those recorded with it and, from a journal of an earlier version,
 // those it carries itself.
-func (j *Journal) pendingOutcomes(in *intent) ([]*queue.Outcome, error) {
+func (j *Journal) PendingOutcomes(in *Intent) ([]*queue.Outcome, error) {
 	outs := in.Outcomes
 	err := j.db.View(func(tx *bolt.Tx) error {
 		recorded := tx.Bucket(bucketOutcomes)
@@ -496,8 +503,9 @@ func (j *Journal) pendingOutcomes(in *intent) ([]*queue.Outcome, error) {
 	return outs, err
 }
 
-// setStuck records why the pending intent could not be carried out.
-func (j *Journal) setStuck(why string) error {
+// SetStuck records why the pending intent could not be carried out, for
+// Interrupted, until it is.
+func (j *Journal) SetStuck(why string) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketIntent).Put(keyStuck, []byte(why))
 	})
@@ -505,17 +513,13 @@ func (j *Journal) setStuck(why string) error {
 
 // Interrupted describes the batch a holder was interrupted in, if any:
 // how many jobs and files it has and, if carrying it out failed since,
-// why. It is nil when no batch is pending. (It is queue.Interrupted, which
-// status reports carry.)
-type Interrupted = queue.Interrupted
-
-// Interrupted returns the pending batch, or nil.
-func (j *Journal) Interrupted() (*Interrupted, error) {
-	in, err := j.pendingIntent()
+// why (SetStuck). It is nil when no batch is pending.
+func (j *Journal) Interrupted() (*queue.Interrupted, error) {
+	in, err := j.Pending()
 	if err != nil || in == nil {
 		return nil, err
 	}
-	out := &Interrupted{Jobs: len(in.Outcomes), Files: len(in.Changes)}
+	out := &queue.Interrupted{Jobs: len(in.Outcomes), Files: len(in.Changes)}
 	err = j.db.View(func(tx *bolt.Tx) error {
 		out.Jobs += tx.Bucket(bucketPending).Stats().KeyN
 		out.Stuck = string(tx.Bucket(bucketIntent).Get(keyStuck))
@@ -524,10 +528,10 @@ func (j *Journal) Interrupted() (*Interrupted, error) {
 	return out, err
 }
 
-// commit records outcomes, dead letters and the last sequence, and drops
+// Commit records outcomes, dead letters and the last sequence, and drops
 // the standing intent (settled, or carried out by a redo), all in one
 // transaction. Outcomes already recorded are never overwritten.
-func (j *Journal) commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) error {
+func (j *Journal) Commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
 		if err := j.checkFence(tx); err != nil {
 			return err
@@ -542,9 +546,9 @@ func (j *Journal) commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq
 	})
 }
 
-// abandon replaces the outcomes of the standing intent with outs (its
-// jobs, rejected: see Abandon) and drops it.
-func (j *Journal) abandon(outs []*queue.Outcome) error {
+// Abandon replaces the outcomes of the standing intent with outs (its
+// jobs, rejected: writer.Abandon) and drops it.
+func (j *Journal) Abandon(outs []*queue.Outcome) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
 		if err := dropIntent(tx); err != nil {
 			return err
@@ -645,72 +649,11 @@ func recordOutcomes(tx *bolt.Tx, outs []*queue.Outcome, lastSeq uint64) error {
 	return m.Delete(keyAttempt)
 }
 
-// runRecord is an exec run in progress: written before its command starts,
-// replaced by the outcomes when it ends. Found by a later holder (of
-// another epoch), it means the writer died, or lost the store, while the
-// command ran (see shared.recoverRun).
-type runRecord struct {
-	Epoch     uint64    `json:"epoch"`
-	Command   string    `json:"command"`
-	RerunSafe bool      `json:"rerun_safe"`
-	Started   time.Time `json:"started"`
-	// Outcomes are the run's jobs' outcomes as prepared: the job that
-	// runs first, then those that joined it.
-	Outcomes []*queue.Outcome `json:"outcomes"`
-	LastSeq  uint64           `json:"last_seq"`
-}
-
-// setRunning records the run about to start.
-func (j *Journal) setRunning(r *runRecord) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return j.db.Update(func(tx *bolt.Tx) error {
-		if err := j.checkFence(tx); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketIntent).Put(keyRunning, b)
-	})
-}
-
-// running returns the run in progress, or nil.
-func (j *Journal) running() (*runRecord, error) {
-	var r *runRecord
-	err := j.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketIntent)
-		if b == nil {
-			return nil
-		}
-		if v := b.Get(keyRunning); v != nil {
-			r = new(runRecord)
-			return json.Unmarshal(v, r)
-		}
-		return nil
-	})
-	return r, err
-}
-
-// endRun drops the run record and, in the same transaction, records the
-// run's outcomes (none when the run does not count: deferred, or to be
-// run again).
-func (j *Journal) endRun(outs []*queue.Outcome, lastSeq uint64) error {
-	return j.db.Update(func(tx *bolt.Tx) error {
-		if len(outs) > 0 {
-			if err := j.checkFence(tx); err != nil {
-				return err
-			}
-			if err := recordOutcomes(tx, outs, lastSeq); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bucketIntent).Delete(keyRunning)
-	})
-}
-
-// attempts returns how often the job at seq has been tried without its
-// batch being committed (see Writer.guardPoison).
-func (j *Journal) attempts(seq uint64) (uint64, error) {
+// Attempts returns how often the job at seq has been tried without its
+// batch being committed: a daemon's writer applies its first jobs one at
+// a time, each attempt recorded (SetAttempts), and rejects one that
+// killed it too often.
+func (j *Journal) Attempts(seq uint64) (uint64, error) {
 	var n uint64
 	err := j.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketMeta).Get(keyAttempt)
@@ -722,8 +665,8 @@ func (j *Journal) attempts(seq uint64) (uint64, error) {
 	return n, err
 }
 
-// setAttempts records that the job at seq is being tried for the n-th time.
-func (j *Journal) setAttempts(seq, n uint64) error {
+// SetAttempts records that the job at seq is being tried for the n-th time.
+func (j *Journal) SetAttempts(seq, n uint64) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyAttempt, binary.BigEndian.AppendUint64(putUint(seq), n))
 	})
@@ -733,17 +676,43 @@ func timeKey(t time.Time, id string) []byte {
 	return append(putUint(uint64(t.UnixNano())), id...)
 }
 
-// pruneLimit bounds the outcomes one prune removes, so that a prune is
+// DefaultRetention is how long the journal keeps outcomes by default.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// PruneEvery is how often, at most, MaybePrune prunes a journal, across
+// all the processes that write it.
+const PruneEvery = time.Hour
+
+// MaybePrune prunes (Prune) the outcomes older than retention whose
+// stream sequence is at most maxSeq, if the journal was not pruned in
+// the last PruneEvery by any process, so that the journal stays bounded
+// under continuous load. retention 0 means the one it was last pruned
+// with, or DefaultRetention: a direct writer prunes with the daemon's.
+// It returns how many outcomes it removed and with what retention; a
+// prune not due removes none.
+func (j *Journal) MaybePrune(maxSeq uint64, retention time.Duration) (int, time.Duration, error) {
+	last, recorded, err := j.PruneState()
+	if err != nil || time.Since(last) < PruneEvery {
+		return 0, retention, err
+	}
+	if retention == 0 {
+		retention = cmp.Or(recorded, DefaultRetention)
+	}
+	n, err := j.Prune(time.Now().Add(-retention), maxSeq, retention)
+	return n, retention, err
+}
+
+// pruneLimit bounds the outcomes one Prune removes, so that a prune is
 // one short transaction; the next one carries on.
 const pruneLimit = 10_000
 
-// prune removes outcomes recorded before cutoff whose stream sequence is
+// Prune removes outcomes recorded before cutoff whose stream sequence is
 // at most maxSeq (at most pruneLimit of them), and dead letters likewise.
 // maxSeq keeps what the queue could still redeliver: a job whose outcome
 // is gone would be applied again. Direct writes have sequence 0. Prune
 // records when it ran, the retention it used, and, if it removed any, the
 // cutoff, so that a look-up of a pruned ID can say so.
-func (j *Journal) prune(cutoff time.Time, maxSeq uint64, retention time.Duration) (int, error) {
+func (j *Journal) Prune(cutoff time.Time, maxSeq uint64, retention time.Duration) (int, error) {
 	n := 0
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		idx, outs := tx.Bucket(bucketByTime), tx.Bucket(bucketOutcomes)
@@ -810,9 +779,9 @@ func (j *Journal) prune(cutoff time.Time, maxSeq uint64, retention time.Duration
 	return n, err
 }
 
-// pruneState returns when the journal was last pruned and with what
+// PruneState returns when the journal was last pruned and with what
 // retention (zero values if never).
-func (j *Journal) pruneState() (last time.Time, retention time.Duration, err error) {
+func (j *Journal) PruneState() (last time.Time, retention time.Duration, err error) {
 	err = j.db.View(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
 		if v := getUint(m, keyLastPrune); v != 0 {

@@ -1,4 +1,4 @@
-package writer
+package journal
 
 import (
 	"bytes"
@@ -22,13 +22,13 @@ import (
 // mark can only ever name an intent whose files were durable before it
 // was written, so losing or tearing it errs on the side of a redo.
 
-// intentToken tells one intent apart from every other, in this journal or
+// Token tells one intent apart from every other, in this journal or
 // any journal that replaces it: a mark left by one intent never settles
-// another.
-type intentToken [16]byte
+// another. Record returns it, Settle takes it.
+type Token [16]byte
 
-func newIntentToken() (intentToken, error) {
-	var t intentToken
+func newIntentToken() (Token, error) {
+	var t Token
 	_, err := rand.Read(t[:])
 	return t, err
 }
@@ -38,13 +38,13 @@ const markPrefix = "scribe settled v1 "
 
 // markBytes is the mark's content for t: always the same length, so that
 // writing it over the last one leaves nothing of it behind.
-func markBytes(t intentToken) []byte {
+func markBytes(t Token) []byte {
 	return fmt.Appendf(nil, "%s%s\n", markPrefix, hex.EncodeToString(t[:]))
 }
 
 // parseMark returns the token a mark's content names.
-func parseMark(b []byte) (intentToken, bool) {
-	var t intentToken
+func parseMark(b []byte) (Token, bool) {
+	var t Token
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	rest, ok := bytes.CutPrefix(line, []byte(markPrefix))
 	if !ok || hex.DecodedLen(len(rest)) != len(t) {
@@ -73,19 +73,19 @@ func openMark(path string, write bool) (*os.File, error) {
 
 // readMark returns the token the settled mark names, if it names one
 // this process can trust.
-func readMark(path string) (intentToken, bool) {
+func readMark(path string) (Token, bool) {
 	f, err := openMark(path, false)
 	if err != nil {
-		return intentToken{}, false
+		return Token{}, false
 	}
 	defer f.Close()
-	b := make([]byte, 2*len(markBytes(intentToken{})))
+	b := make([]byte, 2*len(markBytes(Token{})))
 	n, _ := f.ReadAt(b, 0)
 	return parseMark(b[:n])
 }
 
 // writeMark records in f that the intent of token t is carried out.
-func writeMark(f *os.File, t intentToken) error {
+func writeMark(f *os.File, t Token) error {
 	if _, err := f.WriteAt(markBytes(t), 0); err != nil {
 		return fmt.Errorf("write settled mark: %w", err)
 	}

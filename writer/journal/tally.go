@@ -1,4 +1,4 @@
-package writer
+package journal
 
 import (
 	"encoding/binary"

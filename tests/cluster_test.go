@@ -24,7 +24,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/claim"
 	"github.com/scribehq/scribe/writer/journal"
 )
 
@@ -653,7 +653,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 	}
 	e.restartNode(t, killed)
 	e.waitReplicasCurrent(t, js, stream)
-	e.waitReplicasCurrent(t, js, "KV_"+writer.ClaimBucket)
+	e.waitReplicasCurrent(t, js, "KV_"+claim.Bucket)
 	phase("the writer's node lost", func(string) int { return 2 })
 	assert.Contains(t, w.log.String(), "NATS reconnected", "the writer lost its server and reconnected to another")
 	requireAlive(t, w, "the writer")

@@ -88,17 +88,6 @@ func dieWith(s *Session, files []fileSnapshot) error {
 	return nil
 }
 
-// PauseRenewal stops a claim's renewals without releasing it, as a
-// paused or partitioned holder's stop.
-func (c *Claim) PauseRenewal() {
-	close(c.stop)
-	<-c.done
-}
-
-// RenewNow makes one renewal attempt now, as a resumed holder's next one;
-// it returns whether the claim is lost.
-func (c *Claim) RenewNow() bool { return c.renewOnce(time.Second) }
-
 // CommitUnder records a one-job batch of outcome id in the store's journal
 // under fence, as a writer's session does, and returns its error.
 func CommitUnder(store string, fence journal.Fence, id string) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/claim"
 	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -100,11 +101,11 @@ type Config struct {
 	// Claim, if set, is this daemon's claim on the store, whose queue
 	// other daemons can reach too (a NATS cluster): the writer commits
 	// nothing without it (SessionOptions.Fence), and stops once it is
-	// lost (Err says why). Take it with AcquireClaim before New, which
+	// lost (Err says why). Take it with claim.Acquire before New, which
 	// resets the store's consumer. The writer does not release it. With a
 	// claim, New creates the store's stream if it is missing and only
 	// verifies it otherwise (queue.VerifyStream).
-	Claim *Claim
+	Claim *claim.Claim
 }
 
 // QueueCheckInterval is how often the writer calls Config.CheckQueue while
@@ -1054,7 +1055,7 @@ func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []Ent
 // batch stays in hand, unacked. It returns false if ctx ended, or if the
 // writer's claim on the store is lost: then it stops (Err).
 func (w *Writer) retryAfterFault(ctx context.Context, err error, attempt int, batch []jetstream.Msg, lastLog *time.Time) bool {
-	if errors.Is(err, ErrClaimLost) || errors.Is(err, journal.ErrFenced) {
+	if errors.Is(err, claim.ErrLost) || errors.Is(err, journal.ErrFenced) {
 		// Another daemon is the store's writer now: the jobs in hand are
 		// its to apply.
 		w.log.Error("the store's claim is lost: this writer stops without committing the jobs in hand", "err", err, "jobs", len(batch))
@@ -1063,7 +1064,7 @@ func (w *Writer) retryAfterFault(ctx context.Context, err error, attempt int, ba
 		return false
 	}
 	w.setFault(err.Error())
-	if errors.Is(err, ErrStoreChanged) || errors.Is(err, ErrClaimExpired) {
+	if errors.Is(err, ErrStoreChanged) || errors.Is(err, claim.ErrExpired) {
 		// The lock file or journal is no longer the one this hold
 		// opened: another writer may hold the real one. Let go, and
 		// take the store anew through its path.
@@ -1186,7 +1187,7 @@ func (w *Writer) sessionOptions() SessionOptions {
 		LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command,
 		MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, journal.DefaultRetention), Logger: w.log,
 	}
-	if w.cfg.Claim != nil { // not a nil *Claim in the interface
+	if w.cfg.Claim != nil { // not a nil *claim.Claim in the interface
 		o.Fence = w.cfg.Claim
 	}
 	return o
@@ -1199,7 +1200,7 @@ func (w *Writer) claimLost() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopErr == nil && w.cfg.Claim != nil {
-		if err := w.cfg.Claim.Check(); errors.Is(err, ErrClaimLost) {
+		if err := w.cfg.Claim.Check(); errors.Is(err, claim.ErrLost) {
 			w.stopErr = err
 		}
 	}
@@ -1220,7 +1221,7 @@ func (w *Writer) stopFor(err error) {
 func (w *Writer) Done() <-chan struct{} { return w.done }
 
 // Err is why the writer stopped on its own: its claim on the store lost
-// to another daemon (ErrClaimLost, journal.ErrFenced); nil otherwise.
+// to another daemon (claim.ErrLost, journal.ErrFenced); nil otherwise.
 func (w *Writer) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/claim"
 	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -84,7 +85,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	nf.registerConn(fs)
 	natsConfig := fs.String("nats-config", "", "run a NATS node of a cluster in this process, from a nats-server config `file` (cluster, accounts, TLS, jetstream store_dir), and queue through it; without --store the process is only a node (docs/cluster.md)")
 	replicas := fs.Int("replicas", 1, "with --nats-url or --nats-config: how many servers keep each store's queue, 1 or 3 (3 survives the loss of one)")
-	claimTTL := fs.Duration("claim-ttl", writer.DefaultClaimTTL, "with --nats-url or --nats-config: a writer's claim on a store lasts this `long` unrenewed; a standby daemon takes the store over this long after its writer stops (all daemons of a store must agree)")
+	claimTTL := fs.Duration("claim-ttl", claim.DefaultTTL, "with --nats-url or --nats-config: a writer's claim on a store lasts this `long` unrenewed; a standby daemon takes the store over this long after its writer stops (all daemons of a store must agree)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

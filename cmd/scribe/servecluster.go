@@ -17,6 +17,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/claim"
 )
 
 // clusterServe is what serve needs to serve stores whose queues are on a
@@ -37,7 +38,7 @@ type clusterServe struct {
 }
 
 // serveCluster serves stores through a shared NATS server. Each store's
-// writer first takes the store's claim (writer.AcquireClaim): while
+// writer first takes the store's claim (claim.Acquire): while
 // another daemon holds it, this one stands by, and takes over when that
 // one stops or stops renewing. Then it takes the store's daemon lock,
 // waiting while a former holder on this host leaves, moves the jobs the
@@ -88,7 +89,7 @@ func (cs *clusterServe) run(ctx context.Context, stores []storeSpec) error {
 	}
 
 	d := &served{log: log}
-	claims := make([]*writer.Claim, len(stores))
+	claims := make([]*claim.Claim, len(stores))
 	defer func() { // last: a standby takes over once this daemon is gone
 		for _, c := range claims {
 			if c != nil {
@@ -165,14 +166,14 @@ func (cs *clusterServe) run(ctx context.Context, stores []storeSpec) error {
 
 // serveStore takes one store's claim, daemon lock and queued jobs, and
 // starts its writer and announces it.
-func (cs *clusterServe) serveStore(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, spec storeSpec) (*servedStore, *writer.Claim, error) {
+func (cs *clusterServe) serveStore(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, spec storeSpec) (*servedStore, *claim.Claim, error) {
 	real, err := queue.ResolveStore(spec.path)
 	if err != nil {
 		return nil, nil, err
 	}
 	id := queue.StoreID(real)
 	log := cs.log.With("store", real, "store_id", id)
-	claim, err := writer.AcquireClaim(ctx, js, id, writer.ClaimConfig{
+	claim, err := claim.Acquire(ctx, js, id, claim.Config{
 		TTL: cs.claimTTL, Replicas: cs.limits.Replicas, Logger: log,
 		Holder: "scribe serve --store " + shellQuote(real),
 	})

@@ -1,4 +1,4 @@
-package writer
+package claim
 
 import (
 	"context"
@@ -18,33 +18,33 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// ClaimBucket is the JetStream key-value bucket that holds, per store ID,
+// Bucket is the JetStream key-value bucket that holds, per store ID,
 // the claim of the one writer that may apply the store's jobs when its
 // queue is on a NATS server that several daemons reach (a cluster).
-const ClaimBucket = "scribe_claims"
+const Bucket = "scribe_claims"
 
-// DefaultClaimTTL is how long a claim lasts without renewal: a standby
+// DefaultTTL is how long a claim lasts without renewal: a standby
 // takes a store over this long after its holder stopped renewing.
-const DefaultClaimTTL = 5 * time.Second
+const DefaultTTL = 5 * time.Second
 
 // Claim errors.
 var (
-	// ErrClaimLost means another daemon took the store's claim: this
-	// writer must stop, and commits nothing more.
-	ErrClaimLost = errors.New("the store's claim was taken by another daemon")
-	// ErrClaimExpired means the claim was not renewed in time (the NATS
+	// ErrLost means another daemon took the store's claim: this writer
+	// must stop, and commits nothing more.
+	ErrLost = errors.New("the store's claim was taken by another daemon")
+	// ErrExpired means the claim was not renewed in time (the NATS
 	// server was unreachable, or the process was paused): until a renewal
 	// succeeds, another daemon may have taken it, so nothing is committed.
-	ErrClaimExpired = errors.New("the store's claim has not been renewed in time")
+	ErrExpired = errors.New("the store's claim has not been renewed in time")
 )
 
-// ClaimConfig configures AcquireClaim.
-type ClaimConfig struct {
+// Config configures Acquire.
+type Config struct {
 	// TTL is how long the claim lasts without renewal; 0 means
-	// DefaultClaimTTL. Every daemon of a store must use the same.
+	// DefaultTTL. Every daemon of a store must use the same.
 	TTL time.Duration
 	// Replicas is the number of copies of the claim bucket a cluster
-	// keeps, when AcquireClaim creates it; 0 means 1.
+	// keeps, when Acquire creates it; 0 means 1.
 	Replicas int
 	// Holder describes this daemon to the others' logs.
 	Holder string
@@ -68,7 +68,7 @@ func (v claimValue) String() string {
 }
 
 // Claim is a daemon's exclusive right to apply one store's jobs, held in
-// ClaimBucket under the store's ID and renewed by compare-and-set on the
+// Bucket under the store's ID and renewed by compare-and-set on the
 // entry's revision. A standby that sees the entry's revision unchanged for
 // the TTL (measured on its own clock from when it first saw it) takes it
 // over by compare-and-set on that revision; the holder considers its claim
@@ -80,7 +80,7 @@ func (v claimValue) String() string {
 // every later claim has a larger one. The writer checks the claim (Check)
 // and the token in the journal transaction that commits each batch, so a
 // writer that lost its claim, however long it was paused, commits nothing
-// after a later holder did (see SessionOptions.Fence).
+// after a later holder did: a Claim is a journal.Fence.
 type Claim struct {
 	kv    jetstream.KeyValue
 	key   string
@@ -105,26 +105,29 @@ type Claim struct {
 // takes.
 func claimMargin(ttl time.Duration) time.Duration { return ttl / 5 }
 
-// AcquireClaim takes the claim of store storeID, creating ClaimBucket if
-// it is missing. While another daemon holds it, AcquireClaim waits as a
+// Acquire takes the claim of store storeID, creating Bucket if it is
+// missing. While another daemon holds it, Acquire waits as a
 // standby until that claim is released or expires, logging who holds it;
 // it returns when the claim is this daemon's, or ctx ends. The claim is
 // renewed in the background until Release.
-func AcquireClaim(ctx context.Context, js jetstream.JetStream, storeID string, cfg ClaimConfig) (*Claim, error) {
+func Acquire(ctx context.Context, js jetstream.JetStream, storeID string, cfg Config) (*Claim, error) {
 	if cfg.TTL <= 0 {
-		cfg.TTL = DefaultClaimTTL
+		cfg.TTL = DefaultTTL
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	poll := min(max(cfg.TTL/5, 10*time.Millisecond), time.Second)
 	kv, err := claimBucket(ctx, js, max(cfg.Replicas, 1))
-	for attempt := 0; err != nil; attempt++ {
+	for err != nil {
 		if !queue.Transient(err) {
 			return nil, err
 		}
 		cfg.Logger.Info("the claim bucket is not available yet; retrying", "err", err)
-		if !sleep(ctx, backoff(attempt)) {
+		select {
+		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-time.After(poll):
 		}
 		kv, err = claimBucket(ctx, js, max(cfg.Replicas, 1))
 	}
@@ -138,7 +141,6 @@ func AcquireClaim(ctx context.Context, js jetstream.JetStream, storeID string, c
 	}
 	c := &Claim{kv: kv, key: storeID, ttl: cfg.TTL, value: value, nonce: v.Nonce, log: cfg.Logger,
 		lostCh: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	poll := min(max(cfg.TTL/5, 10*time.Millisecond), time.Second)
 	var seenRev uint64
 	var seenAt time.Time
 	var lastHolder string
@@ -185,20 +187,20 @@ func AcquireClaim(ctx context.Context, js jetstream.JetStream, storeID string, c
 	}
 }
 
-// claimBucket opens ClaimBucket, creating it if it is missing.
+// claimBucket opens Bucket, creating it if it is missing.
 func claimBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, ClaimBucket)
+	kv, err := js.KeyValue(ctx, Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: ClaimBucket, Description: "scribe: the daemon that applies each store's jobs",
+			Bucket: Bucket, Description: "scribe: the daemon that applies each store's jobs",
 			History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, ClaimBucket)
+			kv, err = js.KeyValue(ctx, Bucket)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open claim bucket %s: %w", ClaimBucket, err)
+		return nil, fmt.Errorf("open claim bucket %s: %w", Bucket, err)
 	}
 	return kv, nil
 }
@@ -228,8 +230,8 @@ func (c *Claim) Token() uint64 { return c.token }
 // TTL is how long the claim lasts without renewal.
 func (c *Claim) TTL() time.Duration { return c.ttl }
 
-// Check returns nil while the claim certainly holds: ErrClaimLost once
-// another daemon took it, ErrClaimExpired while it is not renewed in time.
+// Check returns nil while the claim certainly holds: ErrLost once
+// another daemon took it, ErrExpired while it is not renewed in time.
 func (c *Claim) Check() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -237,7 +239,7 @@ func (c *Claim) Check() error {
 		return c.lost
 	}
 	if !time.Now().Before(c.validUntil) {
-		return fmt.Errorf("%w (valid until %s ago)", ErrClaimExpired, time.Since(c.validUntil).Round(time.Millisecond))
+		return fmt.Errorf("%w (valid until %s ago)", ErrExpired, time.Since(c.validUntil).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -306,7 +308,7 @@ func (c *Claim) renewOnce(timeout time.Duration) bool {
 		holder = describeClaim(e.Value())
 	}
 	c.mu.Lock()
-	c.lost = fmt.Errorf("%w: %s holds it now", ErrClaimLost, holder)
+	c.lost = fmt.Errorf("%w: %s holds it now", ErrLost, holder)
 	c.mu.Unlock()
 	close(c.lostCh)
 	c.log.Error("lost the store's claim to another daemon; this writer stops", "store_id", c.key, "holder", holder)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/internal/fault"
 	"github.com/scribehq/scribe/writer/journal"
 )
 
@@ -137,7 +138,7 @@ func (ov *overlay) applyJob(job *queue.Job) (err error) {
 }
 
 func (ov *overlay) applyOp(op queue.Op) error {
-	opHook(op.Path)
+	fault.Op(op.Path)
 	st, err := ov.state(op.Path)
 	if err != nil {
 		return err

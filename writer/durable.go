@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scribehq/scribe/writer/internal/fault"
 	"github.com/scribehq/scribe/writer/journal"
 )
 
@@ -71,7 +72,7 @@ func materialize(t *tree, changes []journal.Change, redo bool) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", c.Kind, c.Path, err)
 		}
-		crashPoint("file")
+		fault.Crash("file")
 		// A rename, a removal or a new name changes the folder; an append
 		// to a file that was there changes only the file, synced above.
 		if c.Kind != journal.ChangeAppend || c.New {

@@ -1,25 +1,23 @@
 package writer
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/exec"
+	"github.com/scribehq/scribe/writer/internal/fault"
 	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -49,7 +47,7 @@ type DeferError struct{ Why string }
 func (e *DeferError) Error() string { return "deferred: " + e.Why }
 
 // notStarted is finishExec's error for a run whose command could not be
-// started for a fault of the daemon's (runResult.fault): its run record
+// started for a fault of the daemon's (exec.Result.Fault): its run record
 // is dropped, and the job is tried again after the fault.
 type notStarted struct{ err error }
 
@@ -58,49 +56,19 @@ func (e *notStarted) Unwrap() error { return e.err }
 
 // execPlan is an exec job the writer is to run, and the jobs that joined it.
 type execPlan struct {
-	cmd     *Command
-	job     *queue.Job
-	args    []string // the command's fixed arguments, then the job's
-	dir     string   // absolute working directory
-	timeout time.Duration
+	cmd *exec.Command
+	job *queue.Job
+	run *exec.Run
 	// outs are the outcomes to record, as prepared: the job's own first,
 	// then those of the jobs that joined it.
 	outs    []*queue.Outcome
 	lastSeq uint64
-	// output is where the command's stdout and stderr go, made by
-	// startExec for the run it records and closed once the run is over.
-	output [2]*spool
-}
-
-// openOutput makes the run's output spools, each keeping what the
-// command's max_output allows. Failing is a fault of the daemon's own
-// files (the job is retried), never the job's outcome.
-func (p *execPlan) openOutput(dir string) error {
-	for i := range p.output {
-		sp, err := newSpool(dir, newCapture(p.cmd.maxOutput()))
-		if err != nil {
-			p.closeOutput()
-			return err
-		}
-		p.output[i] = sp
-	}
-	return nil
-}
-
-// closeOutput closes the run's output spools, if they are open.
-func (p *execPlan) closeOutput() {
-	for i, sp := range p.output {
-		if sp != nil {
-			sp.close()
-			p.output[i] = nil
-		}
-	}
 }
 
 // planExec decides an exec job up to its run. A duplicate, an ID
 // conflict or a rejection is decided and recorded now, and returned as
 // the Result with a nil plan; else the plan to run.
-func (s *Session) planExec(e Entry, cmds map[string]*Command) (Result, *execPlan, error) {
+func (s *Session) planExec(e Entry, cmds map[string]*exec.Command) (Result, *execPlan, error) {
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -155,7 +123,7 @@ func (s *Session) outcome(e Entry, digest string) *queue.Outcome {
 // one decision: the job that runs (planExec) and every job that would
 // join its run (join) pass it, so that no job is told the outcome of a
 // run it could not have had alone.
-func (s *Session) checkExec(e Entry, cmds map[string]*Command) (*execPlan, error) {
+func (s *Session) checkExec(e Entry, cmds map[string]*exec.Command) (*execPlan, error) {
 	if e.Err != nil {
 		return nil, e.Err
 	}
@@ -171,31 +139,15 @@ func (s *Session) checkExec(e Entry, cmds map[string]*Command) (*execPlan, error
 	if cmd == nil {
 		return nil, queue.Reject(queue.ReasonNotAllowed, "no command %q on this daemon's exec allowlist", op.Name)
 	}
-	if a, ok := cmd.allowed(op.Args); !ok {
-		return nil, queue.Reject(queue.ReasonNotAllowed, "command %s does not allow the argument %q", cmd.Name, truncateArg(a))
-	}
-	timeout := cmd.Timeout
-	if op.Timeout > 0 {
-		if op.Timeout > cmd.Timeout {
-			return nil, queue.Reject(queue.ReasonNotAllowed, "timeout %s is longer than command %s allows (%s)", op.Timeout, cmd.Name, cmd.Timeout)
-		}
-		timeout = op.Timeout
+	timeout, err := cmd.Admit(op)
+	if err != nil {
+		return nil, err
 	}
 	dir, err := s.execDir(cmp.Or(op.Dir, cmd.Dir))
 	if err != nil {
 		return nil, err
 	}
-	return &execPlan{
-		cmd: cmd, job: job, args: append(slices.Clip(cmd.Args), op.Args...), dir: dir,
-		timeout: timeout, lastSeq: e.Seq,
-	}, nil
-}
-
-func truncateArg(a string) string {
-	if len(a) > 80 {
-		return a[:80] + "…"
-	}
-	return a
+	return &execPlan{cmd: cmd, job: job, run: exec.NewRun(cmd, op.Args, dir, timeout), lastSeq: e.Seq}, nil
 }
 
 // execDir resolves a working directory relative to the store: it must be
@@ -231,14 +183,15 @@ func unwrapPath(err error) error {
 // with the plan's coalescing key that checkExec, deciding it as its own
 // job, lets run (so one the allowlist or the store refuses is left to be
 // rejected in its own turn), whose run would be the plan's exactly
-// (sameRun), whose ID has no outcome yet and is not in the run already.
+// (exec.Run.Same), whose ID has no outcome yet and is not in the run
+// already.
 // A job it does not join keeps its place in the queue.
-func (s *Session) join(plan *execPlan, e Entry, cmds map[string]*Command) (bool, error) {
+func (s *Session) join(plan *execPlan, e Entry, cmds map[string]*exec.Command) (bool, error) {
 	if plan.job.Coalesce == "" || e.Err != nil || e.Job.Coalesce != plan.job.Coalesce {
 		return false, nil
 	}
 	alone, err := s.checkExec(e, cmds)
-	if err != nil || !plan.sameRun(alone) {
+	if err != nil || !plan.run.Same(alone.run) {
 		return false, nil // rejected, or run on its own, in its turn
 	}
 	if slices.ContainsFunc(plan.outs, func(o *queue.Outcome) bool { return o.ID == e.Job.ID }) {
@@ -257,15 +210,6 @@ func (s *Session) join(plan *execPlan, e Entry, cmds map[string]*Command) (bool,
 	return true, nil
 }
 
-// sameRun reports whether plan q would run exactly what p runs: the same
-// command (its program, fixed arguments, environment and limits), the
-// same full argument list, the same working directory, symlinks
-// resolved, and the same timeout. Only then may a job of q's stand in
-// for p's run and be told its outcome.
-func (p *execPlan) sameRun(q *execPlan) bool {
-	return p.cmd == q.cmd && slices.Equal(p.args, q.args) && p.dir == q.dir && p.timeout == q.timeout
-}
-
 // startExec checks that the command's own lock is free (else the job is
 // deferred: a *DeferError), makes the run's output spools and records the
 // run before it starts. Any other error is a fault to retry after: what
@@ -277,10 +221,10 @@ func (s *Session) startExec(plan *execPlan) error {
 	if err := st.verify(); err != nil {
 		return err
 	}
-	if why := lockBusy(plan.cmd.LockFile); why != "" {
+	if why := plan.cmd.LockBusy(); why != "" {
 		return &DeferError{Why: why}
 	}
-	if err := plan.openOutput(queue.Layout{Root: s.store}.Meta()); err != nil {
+	if err := plan.run.OpenOutput(queue.Layout{Root: s.store}.Meta()); err != nil {
 		return fmt.Errorf("job %s: %w", plan.job.ID, err)
 	}
 	err := st.journal.StartRun(&journal.Run{
@@ -288,7 +232,7 @@ func (s *Session) startExec(plan *execPlan) error {
 		Started: time.Now().UTC(), Outcomes: plan.outs, LastSeq: plan.lastSeq,
 	})
 	if err != nil {
-		plan.closeOutput()
+		plan.run.CloseOutput()
 		return fmt.Errorf("job %s: record its run: %w", plan.job.ID, err)
 	}
 	return nil
@@ -297,58 +241,37 @@ func (s *Session) startExec(plan *execPlan) error {
 // finishExec records a run's outcomes. A run whose command exited with a
 // busy exit code is not an outcome: its record is dropped and the job
 // deferred (a *DeferError).
-func (s *Session) finishExec(plan *execPlan, r *runResult) ([]Result, error) {
+func (s *Session) finishExec(plan *execPlan, r *exec.Result) ([]Result, error) {
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err := st.verify(); err != nil {
 		return nil, err
 	}
-	if r.fault != nil {
+	if r.Fault != nil {
 		// Nothing ran: the record goes, and the job is tried again.
 		if err := st.journal.EndRun(nil, 0); err != nil {
 			return nil, err
 		}
-		return nil, &notStarted{err: fmt.Errorf("job %s: start command %s: %w", plan.job.ID, plan.cmd.Name, r.fault)}
+		return nil, &notStarted{err: fmt.Errorf("job %s: start command %s: %w", plan.job.ID, plan.cmd.Name, r.Fault)}
 	}
-	if slices.Contains(plan.cmd.BusyExitCodes, r.exit) {
+	if why, busy := r.Busy(); busy {
 		if err := st.journal.EndRun(nil, 0); err != nil {
 			return nil, err
 		}
-		return nil, &DeferError{Why: fmt.Sprintf("command %s exited %d, one of its busy exit codes%s", plan.cmd.Name, r.exit, lastLine(r.stderr.String()))}
+		return nil, &DeferError{Why: why}
 	}
-	status, reason, detail := r.judge(plan)
+	status, reason, detail := r.Judge()
 	res := make([]Result, len(plan.outs))
 	now := time.Now().UTC()
 	for i, o := range plan.outs {
-		o.Status, o.Reason, o.Detail, o.At, o.Exec = status, reason, detail, now, r.result(plan.cmd)
+		o.Status, o.Reason, o.Detail, o.At, o.Exec = status, reason, detail, now, r.Outcome()
 		res[i] = Result{Outcome: o}
 	}
 	if err := st.journal.EndRun(plan.outs, plan.lastSeq); err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	return res, nil
-}
-
-// lockBusy says why a command's own lock file is busy, or "" if it is
-// free (or there is none), as lock.Holders tells it, without reading the
-// file: it is the tool's, not scribe's.
-func lockBusy(path string) string {
-	if path == "" {
-		return ""
-	}
-	held, pids := lock.Holders(path)
-	switch {
-	case !held:
-		return ""
-	case pids == nil:
-		return fmt.Sprintf("its lock %s is held by another process", path)
-	}
-	s := make([]string, len(pids))
-	for i, p := range pids {
-		s[i] = strconv.Itoa(p)
-	}
-	return fmt.Sprintf("its lock %s is held by pid %s", path, strings.Join(s, ", "))
 }
 
 // recoverRun settles a run record left by a holder of another epoch: the
@@ -381,327 +304,6 @@ func (st *shared) recoverRun() error {
 	return nil
 }
 
-// runResult is what a command's run did.
-type runResult struct {
-	exit     int // -1 if it died of a signal or never started
-	signal   syscall.Signal
-	timedOut bool
-	stopped  bool // stop closed while it ran: it was killed for that
-	startErr error
-	// fault is why the command could not be started for want of a
-	// resource of the daemon's own (descriptors, memory, processes): it
-	// did not run, and its job is retried, not decided.
-	fault   error
-	stdout  *capture
-	stderr  *capture
-	started time.Time
-	took    time.Duration
-}
-
-// resourceFault reports whether err, from starting a command, says that
-// the daemon ran short of something of its own, which comes back, rather
-// than that the command cannot be run.
-func resourceFault(err error) bool {
-	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EAGAIN, unix.ENOSPC, unix.EIO} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-// judge turns a finished run into the outcome's status, reason and detail.
-func (r *runResult) judge(plan *execPlan) (queue.Status, queue.Reason, string) {
-	name := plan.cmd.Name
-	switch {
-	case r.startErr != nil:
-		return queue.StatusRejected, queue.ReasonExecFailed, fmt.Sprintf("command %s could not start: %v", name, r.startErr)
-	case r.timedOut:
-		return queue.StatusRejected, queue.ReasonTimeout, fmt.Sprintf("command %s overran its timeout of %s; its process group was sent SIGTERM, then SIGKILL after %s", name, plan.timeout, plan.cmd.grace())
-	case r.signal != 0:
-		return queue.StatusRejected, queue.ReasonExecFailed, fmt.Sprintf("command %s was killed by %s%s", name, unix.SignalName(r.signal), lastLine(r.stderr.String()))
-	case r.exit != 0:
-		return queue.StatusRejected, queue.ReasonExecFailed, fmt.Sprintf("command %s exited %d%s", name, r.exit, lastLine(r.stderr.String()))
-	}
-	return queue.StatusApplied, "", ""
-}
-
-// result is the run as the outcome shows it.
-func (r *runResult) result(cmd *Command) *queue.ExecResult {
-	x := &queue.ExecResult{
-		Command: cmd.Name, ExitCode: r.exit, Started: r.started.UTC(), DurationMS: r.took.Milliseconds(),
-		Stdout: r.stdout.String(), Stderr: r.stderr.String(), StdoutCut: r.stdout.cut(), StderrCut: r.stderr.cut(),
-	}
-	if r.signal != 0 {
-		x.Signal = unix.SignalName(r.signal)
-	}
-	return x
-}
-
-// lastLine is ": " and the last non-empty line of a command's stderr, for a
-// rejection's detail, or "".
-func lastLine(s string) string {
-	s = strings.TrimRight(s, "\n\r\t ")
-	if s == "" {
-		return ""
-	}
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return ": " + truncateArg(s)
-}
-
-func (c *Command) grace() time.Duration {
-	if c.Grace > 0 {
-		return c.Grace
-	}
-	return DefaultCommandGrace
-}
-
-func (c *Command) maxOutput() int {
-	if c.MaxOutput > 0 {
-		return c.MaxOutput
-	}
-	return DefaultMaxOutput
-}
-
-// spoolEvery is how often the output of a running command is read, and
-// spoolHurry how soon again after a read of at least spoolBusy bytes: a
-// command that writes fast is kept up with, so that what it wrote and
-// was not read yet (in memory, or on disk) stays small.
-const (
-	spoolEvery = 50 * time.Millisecond
-	spoolHurry = time.Millisecond
-	spoolBusy  = 1 << 20
-	spoolChunk = 16 << 20
-)
-
-// runCommand runs a plan's command with hold, the store lock, handed down
-// as descriptor 3, in its own process group, its output into the plan's
-// spools (which it closes), and waits for it: until it exits, its timeout
-// (SIGTERM to the group, SIGKILL after the grace period) or stop closes
-// (the same, for a daemon that is stopping). Once the command is over,
-// whatever it left in its group is killed. started is called with the
-// command's pid once it runs.
-func runCommand(stop <-chan struct{}, plan *execPlan, hold *lock.Hold, store string, started func(pid int)) *runResult {
-	defer plan.closeOutput()
-	cmd := plan.cmd
-	spools := plan.output
-	r := &runResult{exit: -1, stdout: spools[0].c, stderr: spools[1].c, started: time.Now()}
-	c := exec.Command(cmd.Program, plan.args...)
-	c.Dir = plan.dir
-	c.ExtraFiles = []*os.File{hold.File()}
-	c.Env = commandEnv(os.Environ(), cmd.Env)
-	c.Env = append(c.Env, "SCRIBE_STORE="+store, "SCRIBE_JOB_ID="+plan.job.ID, "SCRIBE_COMMAND="+cmd.Name)
-	c.Env = append(c.Env, hold.ChildEnv(3)...)
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Output goes to files, not pipes: a command that outlives a killed
-	// daemon must not die of SIGPIPE at its next line of output.
-	c.Stdout, c.Stderr = spools[0].f, spools[1].f
-	keepInheritedFromChildren()
-	if err := c.Start(); err != nil {
-		if resourceFault(err) {
-			r.fault = err
-		} else {
-			r.startErr = err
-		}
-		return r
-	}
-	pgid := c.Process.Pid
-	started(pgid)
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
-	timeout := time.NewTimer(plan.timeout)
-	defer timeout.Stop()
-	tick := time.NewTimer(spoolEvery)
-	defer tick.Stop()
-	var werr error
-	for waiting := true; waiting; {
-		select {
-		case werr = <-exited:
-			waiting = false
-		case <-tick.C:
-			next := spoolEvery
-			if spools[0].drain()+spools[1].drain() >= spoolBusy {
-				next = spoolHurry
-			}
-			tick.Reset(next)
-		case <-timeout.C:
-			r.timedOut = true
-			werr = killGroup(pgid, cmd.grace(), exited)
-			waiting = false
-		case <-stop:
-			r.stopped = true
-			werr = killGroup(pgid, cmd.grace(), exited)
-			waiting = false
-		}
-	}
-	r.took = time.Since(r.started)
-	_ = unix.Kill(-pgid, unix.SIGKILL) // what the command left behind in its group
-	for _, sp := range spools {
-		// What is left, bounded: a process that escaped the group may
-		// hold the file and go on writing.
-		for i := 0; i < 64 && sp.drain() > 0; i++ {
-		}
-	}
-	var ee *exec.ExitError
-	switch {
-	case werr == nil:
-		r.exit = 0
-	case errors.As(werr, &ee):
-		ws, _ := ee.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			r.signal = ws.Signal()
-		} else {
-			r.exit = ws.ExitStatus()
-		}
-	default:
-		r.startErr = werr
-	}
-	return r
-}
-
-// spool is a file a command writes its output to (spoolFile: a memfd on
-// Linux, else an unlinked file): it goes when the last process that has
-// it open does, is drained into a capture as it grows, and what was
-// drained is punched out, so that what the command writes takes no more
-// room than what was not drained yet (where the file can punch holes).
-type spool struct {
-	f   *os.File
-	off int64
-	c   *capture
-	buf []byte
-}
-
-// makeSpoolFile is spoolFile; tests make it fail.
-var makeSpoolFile = spoolFile
-
-func newSpool(dir string, c *capture) (*spool, error) {
-	f, err := makeSpoolFile(dir)
-	if err != nil {
-		return nil, err
-	}
-	return &spool{f: f, c: c, buf: make([]byte, 64<<10)}, nil
-}
-
-// diskSpool makes an unlinked file in dir for a command's output.
-func diskSpool(dir string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, "exec-*.out")
-	if err != nil {
-		return nil, fmt.Errorf("command output: %w", err)
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("command output: %w", err)
-	}
-	return f, nil
-}
-
-// drain reads what the command wrote since the last drain, at most
-// spoolChunk bytes, punches it out, and returns how many bytes that was.
-// Once the capture has its start, what lies before the last bytes it
-// keeps of the end is not read at all, only counted: a command that
-// writes faster than the daemon reads costs neither time nor room.
-func (s *spool) drain() int64 {
-	from := s.off
-	if s.c.headFull() {
-		if fi, err := s.f.Stat(); err == nil {
-			if skip := fi.Size() - int64(s.c.tailMax()) - s.off; skip > 0 {
-				s.c.skip(skip)
-				s.off += skip
-			}
-		}
-	}
-	for s.off-from < spoolChunk {
-		n, err := s.f.ReadAt(s.buf, s.off)
-		_, _ = s.c.Write(s.buf[:n])
-		s.off += int64(n)
-		if err != nil || n == 0 {
-			break
-		}
-	}
-	if s.off > from {
-		punchHole(s.f, from, s.off-from)
-	}
-	return s.off - from
-}
-
-func (s *spool) close() { s.f.Close() }
-
-// killGroup sends SIGTERM to a process group and, if its leader has not
-// exited after grace, SIGKILL; it returns the leader's exit.
-func killGroup(pgid int, grace time.Duration, exited <-chan error) error {
-	_ = unix.Kill(-pgid, unix.SIGTERM)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case err := <-exited:
-		return err
-	case <-t.C:
-	}
-	_ = unix.Kill(-pgid, unix.SIGKILL)
-	return <-exited
-}
-
-// capture keeps the start and the end of a stream, max bytes in all, and
-// counts what it cut from the middle: memory stays flat whatever the
-// command writes.
-type capture struct {
-	head  []byte
-	tail  []byte // a ring once full; next is where the oldest byte is
-	next  int
-	max   int
-	total int64
-}
-
-func newCapture(max int) *capture { return &capture{max: max} }
-
-func (c *capture) Write(p []byte) (int, error) {
-	n := len(p)
-	c.total += int64(n)
-	if room := c.max/2 - len(c.head); room > 0 {
-		k := min(room, len(p))
-		c.head = append(c.head, p[:k]...)
-		p = p[k:]
-	}
-	tailMax := c.max - c.max/2
-	for len(p) > 0 && tailMax > 0 {
-		if len(c.tail) < tailMax {
-			k := min(tailMax-len(c.tail), len(p))
-			c.tail = append(c.tail, p[:k]...)
-			p = p[k:]
-			continue
-		}
-		k := copy(c.tail[c.next:], p)
-		c.next = (c.next + k) % tailMax
-		p = p[k:]
-	}
-	return n, nil
-}
-
-func (c *capture) headFull() bool { return len(c.head) >= c.max/2 }
-
-func (c *capture) tailMax() int { return c.max - c.max/2 }
-
-// skip counts n bytes written after the head and not read: they and the
-// end kept so far are cut, since what comes after them is the new end.
-func (c *capture) skip(n int64) {
-	c.total += n
-	c.tail, c.next = c.tail[:0], 0
-}
-
-// String is what was kept, in order, as valid UTF-8.
-func (c *capture) String() string {
-	var b bytes.Buffer
-	b.Write(c.head)
-	b.Write(c.tail[c.next:])
-	b.Write(c.tail[:c.next])
-	return strings.ToValidUTF8(b.String(), "\uFFFD")
-}
-
-// cut is how many bytes were dropped from the middle.
-func (c *capture) cut() int64 { return c.total - int64(len(c.head)+len(c.tail)) }
-
 // running is the exec run in progress, for the status report.
 type running struct {
 	plan  *execPlan
@@ -715,39 +317,6 @@ func (r *running) String() string {
 		joined = " (and " + strconv.Itoa(n) + " jobs that joined it)"
 	}
 	return fmt.Sprintf("job %s%s: command %s, pid %d, for %s", r.plan.job.ID, joined, r.plan.cmd.Name, r.pid, time.Since(r.since).Round(time.Millisecond))
-}
-
-// checkCommands checks the allowlist and indexes it by name. A command's
-// own lock may not be the store lock: the command would find it held by
-// its own daemon.
-func checkCommands(cmds []Command, storeLock string) (map[string]*Command, error) {
-	byName := make(map[string]*Command, len(cmds))
-	for i := range cmds {
-		c := cmds[i]
-		if err := c.Check(); err != nil {
-			return nil, fmt.Errorf("exec command %s: %w", c.Name, err)
-		}
-		if byName[c.Name] != nil {
-			return nil, fmt.Errorf("exec command %s is listed twice", c.Name)
-		}
-		if c.LockFile != "" && sameFile(c.LockFile, storeLock) {
-			return nil, fmt.Errorf("exec command %s: its lock_file %s is the store lock; the command would find it held by its own daemon: keep the tool's lock and the store lock apart (docs/exec.md)", c.Name, c.LockFile)
-		}
-		c.Args, c.AllowArgs, c.BusyExitCodes, c.Env = slices.Clone(c.Args), slices.Clone(c.AllowArgs), slices.Clone(c.BusyExitCodes), slices.Clone(c.Env)
-		byName[c.Name] = &c
-	}
-	return byName, nil
-}
-
-// sameFile reports whether two paths name one file: the same path, or the
-// same device and inode.
-func sameFile(a, b string) bool {
-	if filepath.Clean(a) == filepath.Clean(b) {
-		return true
-	}
-	fa, errA := os.Stat(a)
-	fb, errB := os.Stat(b)
-	return errA == nil && errB == nil && os.SameFile(fa, fb)
 }
 
 // Deferral backoff: an exec job whose command is busy is tried again after
@@ -766,7 +335,7 @@ const (
 // it was stopped, and the next holder of the store settles its run
 // record).
 func (w *Writer) processExec(ctx context.Context, lead item) bool {
-	crashPoint("fetched")
+	fault.Crash("fetched")
 	var joined []item // the jobs that joined the lead, kept across deferrals
 	defer w.setDeferred("")
 	var lastFaultLog, deferredSince, lastDeferLog time.Time
@@ -820,7 +389,7 @@ func (w *Writer) processExec(ctx context.Context, lead item) bool {
 		if !ok {
 			return false
 		}
-		crashPoint("ran")
+		fault.Crash("ran")
 		for {
 			if err := w.acquire(ctx, msgs); err != nil {
 				return false
@@ -852,9 +421,9 @@ func (w *Writer) processExec(ctx context.Context, lead item) bool {
 			}
 			w.setFault("")
 			w.count(results)
-			crashPoint("commit")
+			fault.Crash("commit")
 			w.answer(msgs, entries, results)
-			crashPoint("published")
+			fault.Crash("published")
 			return true
 		}
 	}
@@ -952,12 +521,12 @@ func (w *Writer) setDeferred(why string) {
 // open it, and the messages kept from redelivery while it runs; then it
 // opens the session again, under the same hold. It returns false if ctx
 // ended, leaving the run record for the next holder.
-func (w *Writer) runHeld(ctx context.Context, plan *execPlan, msgs []jetstream.Msg) (*runResult, bool) {
+func (w *Writer) runHeld(ctx context.Context, plan *execPlan, msgs []jetstream.Msg) (*exec.Result, bool) {
 	// A nested hold keeps the flock while the session, and with it the
 	// journal, is closed.
 	hold, err := lock.Acquire(ctx, w.store, lock.Options{LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command})
 	if err != nil {
-		plan.closeOutput()
+		plan.run.CloseOutput()
 		w.log.Error("keep the store for a command", "err", err)
 		return nil, false
 	}
@@ -981,7 +550,8 @@ func (w *Writer) runHeld(ctx context.Context, plan *execPlan, msgs []jetstream.M
 		}
 	}()
 	w.log.Debug("running command", "id", plan.job.ID, "command", plan.cmd.Name, "jobs", len(plan.outs))
-	r := runCommand(ctx.Done(), plan, hold, w.store, func(pid int) {
+	env := []string{"SCRIBE_STORE=" + w.store, "SCRIBE_JOB_ID=" + plan.job.ID}
+	r := plan.run.Exec(ctx.Done(), hold, env, func(pid int) {
 		w.mu.Lock()
 		w.running = &running{plan: plan, pid: pid, since: since}
 		w.mu.Unlock()
@@ -989,8 +559,8 @@ func (w *Writer) runHeld(ctx context.Context, plan *execPlan, msgs []jetstream.M
 	w.mu.Lock()
 	w.running = nil
 	w.mu.Unlock()
-	w.observeRun(plan, r)
-	if r.stopped {
+	w.observer().ExecRan(plan.cmd.Name, r.Ended(), r.Took)
+	if r.Stopped {
 		return nil, false
 	}
 	// Take the journal back before the nested hold goes: the run record

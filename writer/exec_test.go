@@ -17,12 +17,13 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/exec"
 )
 
 // shCommand is an allowlisted command that runs a shell script; the job's
 // arguments are the script's $1, $2…
-func shCommand(name, script string) writer.Command {
-	return writer.Command{Name: name, Program: "/bin/sh", Args: []string{"-c", script, name}, AllowArgs: []string{".*"}, Timeout: 10 * time.Second}
+func shCommand(name, script string) exec.Command {
+	return exec.Command{Name: name, Program: "/bin/sh", Args: []string{"-c", script, name}, AllowArgs: []string{".*"}, Timeout: 10 * time.Second}
 }
 
 // execJob is the wire form of an exec job.
@@ -35,7 +36,7 @@ func execJob(t *testing.T, storeID, id, name, coalesce string, args ...string) [
 }
 
 // startExecWriter starts a writer on a fresh store with the given commands.
-func startExecWriter(t *testing.T, cmds ...writer.Command) (*writer.Writer, jetstream.JetStream, string, string) {
+func startExecWriter(t *testing.T, cmds ...exec.Command) (*writer.Writer, jetstream.JetStream, string, string) {
 	t.Helper()
 	nc, js := startJetStream(t)
 	store, id := writerStore(t)
@@ -52,7 +53,7 @@ func TestExecRuns(t *testing.T) {
 	w, js, store, id := startExecWriter(t,
 		shCommand("note", `printf '%s|%s|%s|%s|%s\n' "$1" "$SCRIBE_JOB_ID" "$SCRIBE_EPOCH" "$SCRIBE_STORE" "$(pwd)" >> ran.txt; echo out; echo err >&2`),
 		shCommand("fail", `echo first >&2; echo "it broke" >&2; exit 3`),
-		writer.Command{Name: "strict", Program: "/bin/sh", Args: []string{"-c", "true"}, AllowArgs: []string{"--wing=[a-z]+"}, Timeout: time.Second},
+		exec.Command{Name: "strict", Program: "/bin/sh", Args: []string{"-c", "true"}, AllowArgs: []string{"--wing=[a-z]+"}, Timeout: time.Second},
 	)
 	publishJob(t, js, id, "j1", execJob(t, id, "j1", "note", "", `a 'b' $HOME;`))
 	o := outcomeOf(t, w, "j1")
@@ -209,8 +210,8 @@ func TestExecCoalesces(t *testing.T) {
 func TestExecChildJoinsTheHold(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	cmd := writer.Command{Name: "child", Program: exe, Args: []string{"-test.run=^TestExecChildHelper$"}, Timeout: 20 * time.Second,
-		Env: []string{"SCRIBE_EXEC_CHILD=1"}}
+	cmd := exec.Command{Name: "child", Program: exe, Args: []string{"-test.run=^TestExecChildHelper$"}, Timeout: 20 * time.Second,
+		Env: []string{"TEST_EXEC_CHILD=1"}}
 	w, js, store, id := startExecWriter(t, cmd)
 	publishJob(t, js, id, "c1", execJob(t, id, "c1", "child", ""))
 	o := outcomeOf(t, w, "c1")
@@ -225,7 +226,7 @@ func TestExecChildJoinsTheHold(t *testing.T) {
 
 // TestExecChildHelper is the child of TestExecChildJoinsTheHold.
 func TestExecChildHelper(t *testing.T) {
-	if os.Getenv("SCRIBE_EXEC_CHILD") == "" {
+	if os.Getenv("TEST_EXEC_CHILD") == "" {
 		t.Skip("run by TestExecChildJoinsTheHold")
 	}
 	store := os.Getenv("SCRIBE_STORE")
@@ -257,24 +258,4 @@ func TestExecSpoolFaultDefers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ran\n", string(b), "ran once")
 	assert.Eventually(t, func() bool { return w.Report(t.Context()).Fault == "" }, 5*time.Second, 5*time.Millisecond, "the fault clears")
-}
-
-// TestExecStartFaults: a command that cannot be started for want of the
-// daemon's own resources is a fault to retry after; one that cannot be
-// run at all (gone, not executable) is the job's outcome.
-func TestExecStartFaults(t *testing.T) {
-	for _, tt := range []struct {
-		err   error
-		fault bool
-	}{
-		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.EMFILE}, true},
-		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.EAGAIN}, true},
-		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.ENOMEM}, true},
-		{&os.PathError{Op: "open", Path: os.DevNull, Err: syscall.ENFILE}, true},
-		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.ENOENT}, false},
-		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.EACCES}, false},
-		{&os.PathError{Op: "fork/exec", Path: "/bin/x", Err: syscall.ENOEXEC}, false},
-	} {
-		assert.Equal(t, tt.fault, writer.ResourceFault(tt.err), "%v", tt.err)
-	}
 }

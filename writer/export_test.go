@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/internal/fault"
 	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -105,17 +106,16 @@ func CommitUnder(store string, fence journal.Fence, id string) error {
 // a daemon out of descriptors would see; restore undoes it.
 func FailSpools(n int, err error) (restore func()) {
 	var mu sync.Mutex
-	orig := makeSpoolFile
-	makeSpoolFile = func(dir string) (*os.File, error) {
+	fault.SpoolFault = func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if n > 0 {
 			n--
-			return nil, fmt.Errorf("command output: memfd_create: %w", err)
+			return fmt.Errorf("command output: memfd_create: %w", err)
 		}
-		return orig(dir)
+		return nil
 	}
-	return func() { makeSpoolFile = orig }
+	return func() { fault.SpoolFault = nil }
 }
 
 // RecordUnfitted records o in the store's journal as a version that did
@@ -153,6 +153,3 @@ func RecordUnfitted(store string, o *queue.Outcome) error {
 		return tx.Bucket([]byte("by_time")).Put(append(at, o.ID...), nil)
 	})
 }
-
-// ResourceFault is resourceFault.
-var ResourceFault = resourceFault

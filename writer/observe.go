@@ -1,7 +1,6 @@
 package writer
 
 import (
-	"slices"
 	"time"
 
 	"github.com/scribehq/scribe/queue"
@@ -41,21 +40,10 @@ type Observer interface {
 	// was held, or it exited with one of its busy exit codes.
 	Deferred(command string)
 	// ExecRan says that an exec job's command ran and how it ended
-	// (ExecOK, ExecFailed, ExecKilled, ExecTimeout, ExecBusy,
-	// ExecStartFailed, ExecStopped), and for how long.
+	// (exec.OK, exec.Failed, exec.Killed, exec.TimedOut, exec.Busy,
+	// exec.StartFailed, exec.Stopped), and for how long.
 	ExecRan(command, result string, took time.Duration)
 }
-
-// How an exec command's run ended, for Observer.ExecRan.
-const (
-	ExecOK          = "ok"           // exited 0
-	ExecFailed      = "failed"       // exited non-zero, not a busy exit code
-	ExecBusy        = "busy"         // exited with a busy exit code: the job is deferred
-	ExecKilled      = "killed"       // died of a signal it was not sent for a timeout
-	ExecTimeout     = "timeout"      // overran its timeout and was killed
-	ExecStartFailed = "start_failed" // could not be started
-	ExecStopped     = "stopped"      // killed because the daemon is stopping
-)
 
 // NopObserver observes nothing. It is the Observer of a Writer whose
 // Config has none; embed it to implement part of Observer.
@@ -140,24 +128,4 @@ func (w *Writer) observeOutcome(e Entry, r Result) {
 	}
 	w.observer().Outcome(o, submitted, r.Duplicate)
 	w.log.Debug("job outcome", "id", o.ID, "status", o.Status, "reason", o.Reason, "seq", e.Seq, "duplicate", r.Duplicate)
-}
-
-// observeRun tells the observer how an exec command's run ended.
-func (w *Writer) observeRun(plan *execPlan, r *runResult) {
-	result := ExecOK
-	switch {
-	case r.stopped:
-		result = ExecStopped
-	case r.startErr != nil, r.fault != nil:
-		result = ExecStartFailed
-	case r.timedOut:
-		result = ExecTimeout
-	case r.signal != 0:
-		result = ExecKilled
-	case slices.Contains(plan.cmd.BusyExitCodes, r.exit):
-		result = ExecBusy
-	case r.exit != 0:
-		result = ExecFailed
-	}
-	w.observer().ExecRan(plan.cmd.Name, result, r.took)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/exec"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -164,7 +165,7 @@ func TestObserverExec(t *testing.T) {
 	rec := &recorder{}
 	w := startWriter(t, store, nc, func(c *writer.Config) {
 		c.Observer = rec
-		c.Commands = []writer.Command{shCommand("ok", "true"), shCommand("fail", "exit 3"), busy}
+		c.Commands = []exec.Command{shCommand("ok", "true"), shCommand("fail", "exit 3"), busy}
 	})
 
 	publishJob(t, js, id, "ok1", execJob(t, id, "ok1", "ok", ""))

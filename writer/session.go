@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/internal/fault"
 	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -434,11 +435,11 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	if in == nil {
 		return results, nil
 	}
-	crashPoint("intent")
+	fault.Crash("intent")
 	if err := materialize(t, changes, false); err != nil {
 		return nil, err
 	}
-	crashPoint("files")
+	fault.Crash("files")
 	if err := s.st.verify(); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,8 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer/claim"
+	"github.com/scribehq/scribe/writer/exec"
+	"github.com/scribehq/scribe/writer/internal/fault"
 	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -84,9 +86,9 @@ type Config struct {
 	// deletes them. Leave it false on a server that stores share.
 	OwnServer bool
 	// Commands is the exec allowlist: the commands exec jobs may run, by
-	// name. Each must pass Command.Check. Without it, exec jobs are
+	// name. Each must pass exec.Index. Without it, exec jobs are
 	// rejected queue.ReasonNotAllowed.
-	Commands []Command
+	Commands []exec.Command
 	// CheckQueue, if set, is called every QueueCheckInterval to find and
 	// repair a fault of the queue's server that its clients cannot see,
 	// such as a stream's lasting write error after the disk filled up
@@ -132,7 +134,7 @@ type Writer struct {
 	// exec run puts back jobs that joined it. Only run touches them.
 	ahead    []item
 	taken    uint64
-	commands map[string]*Command
+	commands map[string]*exec.Command
 	svc      micro.Service
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -254,7 +256,7 @@ func New(ctx context.Context, cfg Config) (*Writer, error) {
 		return nil, err
 	}
 	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now(), cautious: cautiousJobs}
-	if w.commands, err = checkCommands(cfg.Commands, lockPathOf(real, cfg.LockPath)); err != nil {
+	if w.commands, err = exec.Index(cfg.Commands, lockPathOf(real, cfg.LockPath), queue.Layout{Root: real}.Meta()); err != nil {
 		return nil, err
 	}
 	if w.js, err = jetstream.New(cfg.Conn); err != nil {
@@ -836,7 +838,7 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 	if w.cfg.Claim != nil && w.cfg.Claim.Check() != nil {
 		return // a writer that may have lost the store leaves the queue alone
 	}
-	crashPoint("ack")
+	fault.Crash("ack")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	w.lastPurge = time.Now()
@@ -845,7 +847,7 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 		w.purgeTimer = time.NewTimer(purgeEvery)
 		return
 	}
-	crashPoint("acked")
+	fault.Crash("acked")
 	w.purged = floor
 }
 
@@ -949,7 +951,7 @@ func (w *Writer) Idle() time.Duration {
 // false if ctx ended while it was waiting for the store, leaving the batch
 // unacked in the queue.
 func (w *Writer) process(ctx context.Context, items []item) bool {
-	crashPoint("fetched")
+	fault.Crash("fetched")
 	batch, entries := split(items)
 	if w.session != nil && lock.Demanded(w.store) {
 		// A direct writer is waiting: the batch in hand can wait for it.
@@ -963,9 +965,9 @@ func (w *Writer) process(ctx context.Context, items []item) bool {
 	if !ok {
 		return false
 	}
-	crashPoint("commit")
+	fault.Crash("commit")
 	w.answer(batch, entries, results)
-	crashPoint("published")
+	fault.Crash("published")
 	w.maybePrune(ctx)
 	return true
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scribehq/scribe/writer/exec"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -114,9 +115,9 @@ func TestConfigDocExample(t *testing.T) {
 		assert.Contains(t, string(doc), "| `"+k.name+"` |", "docs/config.md's table lacks %s", k.name)
 	}
 	require.NotEmpty(t, c.Commands, "the example has no [exec.NAME] table")
-	for _, k := range execKeys {
-		assert.Contains(t, c.Lines, "exec."+c.Commands[0].Name+"."+k.name, "the example's command does not set %s", k.name)
-		assert.Contains(t, string(doc), "| `"+k.name+"` |", "docs/config.md's exec table lacks %s", k.name)
+	for _, k := range exec.Keys() {
+		assert.Contains(t, c.Lines, "exec."+c.Commands[0].Name+"."+k, "the example's command does not set %s", k)
+		assert.Contains(t, string(doc), "| `"+k+"` |", "docs/config.md's exec table lacks %s", k)
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/scribehq/scribe/writer/exec"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -128,7 +130,7 @@ func newMetrics() *metrics {
 
 // started records the daemon's start, for the store it serves and the
 // allowlisted commands it may run.
-func (m *metrics) started(at time.Time, version, store string, commands []writer.Command) {
+func (m *metrics) started(at time.Time, version, store string, commands []exec.Command) {
 	m.starts.Inc()
 	m.startTime.Set(float64(at.UnixNano()) / 1e9)
 	m.info.WithLabelValues(version, store, queue.StoreID(store)).Set(1)

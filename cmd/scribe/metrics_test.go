@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/exec"
 )
 
 func TestMetricsAddr(t *testing.T) {
@@ -82,7 +82,7 @@ func series(t *testing.T, f *dto.MetricFamily, labels map[string]string) *dto.Me
 func TestMetricsObserve(t *testing.T) {
 	m := newMetrics()
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	m.started(start, "1.2.3", "/s", []writer.Command{{Name: "reindex"}})
+	m.started(start, "1.2.3", "/s", []exec.Command{{Name: "reindex"}})
 	at := time.Now().UTC()
 	applied := &queue.Outcome{ID: "a", Status: queue.StatusApplied, At: at}
 	m.Outcome(applied, at.Add(-1500*time.Millisecond), false)
@@ -97,8 +97,8 @@ func TestMetricsObserve(t *testing.T) {
 	m.LockHeld(3 * time.Second)
 	m.Deferred("reindex")
 	m.Deferred("reindex")
-	m.ExecRan("reindex", writer.ExecBusy, time.Second)
-	m.ExecRan("reindex", writer.ExecOK, 2*time.Second)
+	m.ExecRan("reindex", exec.Busy, time.Second)
+	m.ExecRan("reindex", exec.OK, 2*time.Second)
 
 	f := families(t, m)
 	assert.Equal(t, 3.0, series(t, f["scribe_jobs_total"], map[string]string{"status": "applied", "reason": ""}).GetCounter().GetValue())
@@ -129,7 +129,7 @@ func TestMetricsObserve(t *testing.T) {
 // as 0, not as missing series.
 func TestMetricsStartAtZero(t *testing.T) {
 	m := newMetrics()
-	m.started(time.Now(), "v", "/s", []writer.Command{{Name: "a"}, {Name: "b"}})
+	m.started(time.Now(), "v", "/s", []exec.Command{{Name: "a"}, {Name: "b"}})
 	f := families(t, m)
 	assert.Equal(t, 0.0, series(t, f["scribe_jobs_total"], map[string]string{"status": "applied", "reason": ""}).GetCounter().GetValue())
 	for _, c := range []string{"a", "b"} {

@@ -22,6 +22,7 @@ import (
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 	"github.com/scribehq/scribe/writer/claim"
+	"github.com/scribehq/scribe/writer/exec"
 	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -57,7 +58,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	// Every daemon starts here, by hand, under a supervisor or on demand:
 	// it keeps nothing its starter had open but 0-2, or a hook's caller
 	// reading the hook's output to EOF would wait for the daemon to exit.
-	inherited := writer.CloseInherited()
+	inherited := exec.CloseInherited()
 	fs := c.newFlagSet("serve", "--store DIR [--store DIR…] [flags]")
 	var storeArgs storeList
 	fs.Var(&storeArgs, "store", "store `folder`; give it once per store to serve several stores with one daemon (default $SCRIBE_STORE)")
@@ -174,7 +175,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 			return err // else the writer would wait for ever for a lock it cannot take
 		}
 	}
-	var commands []writer.Command // the exec allowlist: none without a file
+	var commands []exec.Command // the exec allowlist: none without a file
 	if cfg != nil {
 		commands = cfg.Commands
 	}
@@ -429,7 +430,7 @@ func printStores(w io.Writer, stores []storeSpec) {
 func checkOwnConfigs(stores []storeSpec, cfg *Config, log *slog.Logger) error {
 	for _, st := range stores {
 		path := configPath(st.path)
-		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) || (cfg != nil && sameFile(path, cfg.Path)) {
+		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) || (cfg != nil && lock.SameFile(path, cfg.Path)) {
 			continue
 		}
 		own, err := ReadConfig(path)
@@ -439,7 +440,7 @@ func checkOwnConfigs(stores []storeSpec, cfg *Config, log *slog.Logger) error {
 		if own.LockFile != nil {
 			mine, _ := discovery.ResolveLockFile(st.path, st.lockFile)
 			theirs, _ := discovery.ResolveLockFile(st.path, *own.LockFile)
-			if st.lockFile == "" || !(mine == theirs || sameFile(mine, theirs)) {
+			if st.lockFile == "" || !(mine == theirs || lock.SameFile(mine, theirs)) {
 				return fmt.Errorf("store %s: its config file %s sets lock_file %s, which a daemon of several stores does not read: set it in the store's [[store]] table of --config (docs/config.md#several-stores)",
 					st.path, path, *own.LockFile)
 			}
@@ -678,7 +679,7 @@ func (d *served) closeLocks() error {
 // watchMetrics registers what the metrics say of the stores. With
 // several stores the scribe_* metrics are the daemon's, summed over its
 // stores; scribe_daemon_info has a series per store.
-func (d *served) watchMetrics(met *metrics, commands []writer.Command) {
+func (d *served) watchMetrics(met *metrics, commands []exec.Command) {
 	first := d.stores[0]
 	met.started(first.d.Started, Version, first.path, commands)
 	if len(d.stores) == 1 {

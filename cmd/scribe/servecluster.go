@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scribehq/scribe/writer/exec"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -32,7 +34,7 @@ type clusterServe struct {
 	idle       time.Duration // the idle release, for discovery
 	metrics    *metricsServer
 	met        *metrics
-	commands   []writer.Command
+	commands   []exec.Command
 	log        *slog.Logger
 	ready      *notifier
 }

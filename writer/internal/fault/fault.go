@@ -1,6 +1,6 @@
 //go:build scribefault
 
-package writer
+package fault
 
 import (
 	"os"
@@ -34,7 +34,7 @@ const (
 
 // envPauseAt: SCRIBE_PAUSE_AT=<step>:<duration>[,<step>:<duration>…]
 // makes the process stand still that long each time it reaches one of
-// those steps (PausePoint), so that a test can hit a window that is
+// those steps (Pause), so that a test can hit a window that is
 // otherwise microseconds wide. The steps: dialled (a client has
 // connected to the daemon it discovered, before it sends anything),
 // withdrawn (serve, idle, has withdrawn its discovery files, before it
@@ -70,15 +70,15 @@ func parsePauseAt(s string) map[string]time.Duration {
 	return m
 }
 
-// PausePoint stands still at step for as long as SCRIBE_PAUSE_AT says.
-func PausePoint(step string) {
+// Pause stands still at step for as long as SCRIBE_PAUSE_AT says.
+func Pause(step string) {
 	if d := pauses[step]; d > 0 {
 		time.Sleep(d)
 	}
 }
 
-// opHook runs the op-level fault hooks.
-func opHook(path string) {
+// Op runs the op-level fault hooks on an op of path.
+func Op(path string) {
 	switch {
 	case panicOn != "" && path == panicOn:
 		panic(envPanicOn + ": " + path)
@@ -88,9 +88,9 @@ func opHook(path string) {
 	}
 }
 
-// crashPoint dies hard at the configured step, as SIGKILL would at that
+// Crash dies hard at the configured step, as SIGKILL would at that
 // instant: no deferred function runs, nothing is flushed.
-func crashPoint(step string) {
+func Crash(step string) {
 	if crashStep != step || crashCount.Add(1) != crashN {
 		return
 	}

@@ -1,4 +1,4 @@
-package writer
+package exec
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package writer
+package exec
 
 import (
 	"os"
@@ -37,9 +37,9 @@ func commandEnv(environ, env []string) []string {
 // hands a child only the files it is given, but every descriptor without
 // the flag goes along too.
 func inheritedFDs() []int {
-	names, err := readDirNames("/proc/self/fd")
+	names, err := dirNames("/proc/self/fd")
 	if err != nil {
-		names, err = readDirNames("/dev/fd")
+		names, err = dirNames("/dev/fd")
 	}
 	var fds []int
 	if err != nil { // no listing: try every number a descriptor may have
@@ -93,11 +93,12 @@ func keepInheritedFromChildren() {
 	}
 }
 
-func readDirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
+// dirNames lists the names in dir.
+func dirNames(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
 	}
-	defer f.Close()
-	return f.Readdirnames(-1)
+	return names, err
 }

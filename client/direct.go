@@ -55,8 +55,8 @@ func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte) (*queue.Ou
 			return nil, fmt.Errorf("%s: %w (%s)", d.store, ErrStranded, st.Why)
 		}
 	}
-	s, err := writer.OpenSessionWait(ctx, d.store, d.wait, writer.SessionOptions{
-		LockPath: d.lockPath, Mode: queue.ModeDirect, Command: d.command, Logger: d.log,
+	s, err := writer.Open(ctx, d.store, writer.Options{
+		LockPath: d.lockPath, Mode: queue.ModeDirect, Command: d.command, Wait: d.wait, Logger: d.log,
 	})
 	if err != nil {
 		return nil, busyError(err)

@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 // hold holds store's lock as a direct writer named "nightly-import",
 // says "held", and lets go when its stdin closes.
 func hold(store string) int {
-	s, err := writer.OpenSession(store, writer.SessionOptions{Mode: queue.ModeDirect, Command: "nightly-import"})
+	s, err := writer.Open(context.Background(), store, writer.Options{Mode: queue.ModeDirect, Command: "nightly-import"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -27,7 +27,7 @@ func runHelper(spec string) int {
 	case "panic": // panic:<store> — panic while holding the store, recover, then idle
 		func() {
 			defer func() { _ = recover() }()
-			h, err := writer.Take(context.Background(), arg, writer.HoldOptions{Command: "panicking helper"})
+			h, err := writer.Take(context.Background(), arg, writer.Options{Command: "panicking helper"})
 			if err != nil {
 				return
 			}
@@ -55,7 +55,7 @@ func helperRace(store, trace string, n int) int {
 	pid := os.Getpid()
 	lockPath := lock.DefaultPath(store)
 	for i := 0; i < n; {
-		h, err := writer.Take(context.Background(), store, writer.HoldOptions{Command: "race helper"})
+		h, err := writer.Take(context.Background(), store, writer.Options{Command: "race helper"})
 		if errors.Is(err, lock.ErrLocked) {
 			continue // contention is the point: try again at once
 		}

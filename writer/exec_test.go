@@ -1,6 +1,7 @@
 package writer_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -230,7 +231,7 @@ func TestExecChildHelper(t *testing.T) {
 		t.Skip("run by TestExecChildJoinsTheHold")
 	}
 	store := os.Getenv("SCRIBE_STORE")
-	s, err := writer.OpenSession(store, writer.SessionOptions{})
+	s, err := writer.Open(context.Background(), store, writer.Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	res, err := s.Apply([]writer.Entry{{Job: &queue.Job{V: queue.Version, ID: "child-write", Store: queue.StoreID(store),

@@ -33,7 +33,7 @@ func WithLock(store string, o lock.Options, fn func(*lock.Hold) error) error {
 // earlier, with the files on disk but the mark not yet written: the
 // outcome stays provisional until a holder redoes the batch.
 func ApplyThenDie(store string, job *queue.Job, marked bool) error {
-	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func dieWith(s *Session, files []fileSnapshot) error {
 // CommitUnder records a one-job batch of outcome id in the store's journal
 // under fence, as a writer's session does, and returns its error.
 func CommitUnder(store string, fence journal.Fence, id string) error {
-	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon, Fence: fence})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, Fence: fence})
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func FailSpools(n int, err error) (restore func()) {
 // the journal's outcomes bucket and its by_time index under the store
 // lock.
 func RecordUnfitted(store string, o *queue.Outcome) error {
-	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package writer_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -75,7 +76,7 @@ func TestStatusAnswersFitOutcomesRecordedTooLarge(t *testing.T) {
 // outcome that fits, the one recorded, which says what it left out.
 func TestRecordedOutcomeFits(t *testing.T) {
 	store, id := writerStore(t)
-	s, err := writer.OpenSession(store, writer.SessionOptions{Mode: queue.ModeDirect})
+	s, err := writer.Open(context.Background(), store, writer.Options{Mode: queue.ModeDirect})
 	require.NoError(t, err)
 	defer s.Close()
 	meta := map[string]string{}

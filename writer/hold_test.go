@@ -37,13 +37,13 @@ func viaTryLock(tb testing.TB, store string) func() error {
 
 func viaSession(tb testing.TB, store string) func() error {
 	tb.Helper()
-	s, err := writer.OpenSession(store, writer.SessionOptions{})
+	s, err := writer.Open(context.Background(), store, writer.Options{})
 	require.NoError(tb, err)
 	return s.Close
 }
 
-// doneCtx is a context that has already ended: a Lock or OpenSessionWait
-// that succeeds with it did not wait.
+// doneCtx is a context that has already ended: a lock.Acquire or an
+// Open with a wait that succeeds with it did not wait.
 func doneCtx() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -59,7 +59,7 @@ func viaLock(tb testing.TB, store string) func() error {
 
 func viaSessionWait(tb testing.TB, store string) func() error {
 	tb.Helper()
-	s, err := writer.OpenSessionWait(doneCtx(), store, time.Minute, writer.SessionOptions{})
+	s, err := writer.Open(doneCtx(), store, writer.Options{Wait: time.Minute})
 	require.NoError(tb, err)
 	return s.Close
 }
@@ -86,7 +86,7 @@ func TestReentrant(t *testing.T) {
 		{"session inside TryLock", []acquire{viaTryLock, viaSession}},
 		{"TryLock inside a session", []acquire{viaSession, viaTryLock}},
 		{"two sessions", []acquire{viaSession, viaSession}},
-		{"Lock and OpenSessionWait inside a hold", []acquire{viaTryLock, viaLock, viaSessionWait}},
+		{"Acquire and Open with a wait inside a hold", []acquire{viaTryLock, viaLock, viaSessionWait}},
 		{"through a symlinked store", []acquire{viaSession, viaSymlink}},
 	}
 	for _, tt := range tests {
@@ -142,7 +142,7 @@ func TestReentrantGoroutines(t *testing.T) {
 				got <- held{release: h.Unlock}
 				return
 			}
-			s, err := writer.OpenSession(store, writer.SessionOptions{})
+			s, err := writer.Open(context.Background(), store, writer.Options{})
 			if err != nil {
 				got <- held{err: err}
 				return
@@ -226,10 +226,10 @@ func TestEpochOncePerAcquisition(t *testing.T) {
 	for acquisition := uint64(1); acquisition <= 2; acquisition++ {
 		h, err := lock.Acquire(context.Background(), store, lock.Options{})
 		require.NoError(t, err)
-		s1, err := writer.OpenSession(store, writer.SessionOptions{})
+		s1, err := writer.Open(context.Background(), store, writer.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, acquisition, s1.Epoch())
-		s2, err := writer.OpenSessionWait(context.Background(), store, time.Minute, writer.SessionOptions{})
+		s2, err := writer.Open(context.Background(), store, writer.Options{Wait: time.Minute})
 		require.NoError(t, err)
 		assert.Equal(t, acquisition, s2.Epoch(), "a nested session shares the epoch")
 		assert.Same(t, s1.Journal(), s2.Journal(), "and the journal")
@@ -238,7 +238,7 @@ func TestEpochOncePerAcquisition(t *testing.T) {
 
 		// The sessions are gone, the hold is not: still the same acquisition.
 		assert.Equal(t, acquisition, journalEpoch())
-		s3, err := writer.OpenSession(store, writer.SessionOptions{})
+		s3, err := writer.Open(context.Background(), store, writer.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, acquisition, s3.Epoch())
 		id, err := lock.ReadHolder(h.Path())
@@ -256,8 +256,8 @@ func TestNestedSessionsTakeTurns(t *testing.T) {
 	const perSession = 100
 	store := newStore(t)
 	sessions := []*writer.Session{
-		openSession(t, store, writer.SessionOptions{}),
-		openSession(t, store, writer.SessionOptions{}),
+		openSession(t, store, writer.Options{}),
+		openSession(t, store, writer.Options{}),
 	}
 	var wg sync.WaitGroup
 	var want []string
@@ -297,7 +297,7 @@ func TestInheritedHold(t *testing.T) {
 	h := tryLock(t, store, lock.Options{Command: "scribe lock"})
 	// As `scribe lock` does: the epoch of this acquisition, then the
 	// journal closed for the child.
-	s, err := writer.OpenSession(store, writer.SessionOptions{})
+	s, err := writer.Open(context.Background(), store, writer.Options{})
 	require.NoError(t, err)
 	epoch := s.Epoch()
 	require.NoError(t, s.Close())
@@ -351,7 +351,7 @@ func TestInheritedHold(t *testing.T) {
 // (and is refused, naming the parent), while a direct writer joins.
 func TestDaemonNeverJoinsInheritedHold(t *testing.T) {
 	store := newStore(t)
-	h, err := writer.Take(context.Background(), store, writer.HoldOptions{Command: "scribe lock"})
+	h, err := writer.Take(context.Background(), store, writer.Options{Command: "scribe lock"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Unlock() })
 	inherit := []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3)...), withSession()}
@@ -399,7 +399,7 @@ func TestInheritedHoldRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			require.NoError(t, openSession(t, store, writer.SessionOptions{}).Close()) // a journal for a case to open
+			require.NoError(t, openSession(t, store, writer.Options{}).Close()) // a journal for a case to open
 			h := tryLock(t, store, lock.Options{Command: "parent"})
 			before, err := os.ReadFile(h.Path())
 			require.NoError(t, err)

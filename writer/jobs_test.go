@@ -2,6 +2,7 @@ package writer_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -260,7 +261,7 @@ func holdWithFlock1(t *testing.T, path string) int {
 // time and count; Info counts them.
 func TestJournalRecent(t *testing.T) {
 	store, sid := writerStore(t)
-	s, err := writer.OpenSession(store, writer.SessionOptions{Command: "test"})
+	s, err := writer.Open(context.Background(), store, writer.Options{Command: "test"})
 	require.NoError(t, err)
 	defer s.Close()
 	job := func(id, ifMatch string) writer.Entry {

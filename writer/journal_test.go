@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func resolve(t testing.TB, store string) string {
 // redone the intent, and an interrupted batch is reported.
 func TestProvisionalOutcomesStayHiddenUntilRedone(t *testing.T) {
 	store := tempStore(t, map[string]string{"log": "base\n"})
-	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
 	require.NoError(t, err)
 	at := time.Now().UTC()
 	in := &journal.Intent{Epoch: s.Epoch(), LastSeq: 4,
@@ -55,7 +56,7 @@ func TestProvisionalOutcomesStayHiddenUntilRedone(t *testing.T) {
 	assert.Equal(t, 1, intr.Files)
 	require.NoError(t, ro.Close())
 
-	s2, err := OpenSession(store, SessionOptions{})
+	s2, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	defer s2.Close()
 	assert.Equal(t, map[string]string{"log": "base\nnew\n"}, storeFiles(t, store))
@@ -73,7 +74,7 @@ func TestProvisionalOutcomesStayHiddenUntilRedone(t *testing.T) {
 // and base64 data, is redone and its outcomes recorded.
 func TestRedoIntentOfEarlierVersion(t *testing.T) {
 	store := tempStore(t, nil)
-	s, err := OpenSession(store, SessionOptions{})
+	s, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	old := []byte(`{"epoch":1,"changes":[{"path":"f","kind":"write","data":"aGVsbG8=","new":true}],` +
 		`"outcomes":[{"v":1,"id":"o","status":"applied","epoch":1,"mode":"daemon","at":"2026-11-30T10:00:00Z"}],"last_seq":9}`)
@@ -85,7 +86,7 @@ func TestRedoIntentOfEarlierVersion(t *testing.T) {
 	}))
 	require.NoError(t, db.Close())
 
-	s2, err := OpenSession(store, SessionOptions{})
+	s2, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	defer s2.Close()
 	assert.Equal(t, map[string]string{"f": "hello"}, storeFiles(t, store))

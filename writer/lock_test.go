@@ -313,8 +313,8 @@ func TestTryLockNotLockFile(t *testing.T) {
 			_, err = os.Lstat(filepath.Join(filepath.Dir(path), "nowhere"))
 			assert.ErrorIs(t, err, os.ErrNotExist, "a dangling link's target is not created")
 
-			// OpenSession refuses it the same way.
-			_, err = writer.OpenSession(store, writer.SessionOptions{LockPath: path})
+			// Open refuses it the same way.
+			_, err = writer.Open(context.Background(), store, writer.Options{LockPath: path})
 			assert.ErrorIs(t, err, lock.ErrNotLockFile)
 		})
 	}
@@ -332,7 +332,7 @@ func TestLockFileIsKept(t *testing.T) {
 			require.NoError(tb, l.Unlock())
 		}, false},
 		{"session", func(tb testing.TB, store, path string) {
-			s, err := writer.OpenSession(store, writer.SessionOptions{LockPath: path})
+			s, err := writer.Open(context.Background(), store, writer.Options{LockPath: path})
 			require.NoError(tb, err)
 			require.NoError(tb, s.Close())
 		}, false},
@@ -344,7 +344,7 @@ func TestLockFileIsKept(t *testing.T) {
 		{"nested", func(tb testing.TB, store, path string) {
 			a, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path, Command: "outer"})
 			require.NoError(tb, err)
-			s, err := writer.OpenSession(store, writer.SessionOptions{LockPath: path})
+			s, err := writer.Open(context.Background(), store, writer.Options{LockPath: path})
 			require.NoError(tb, err)
 			b, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
 			require.NoError(tb, err)
@@ -395,7 +395,7 @@ func TestLockFileIsKept(t *testing.T) {
 
 func TestDefaultLockPath(t *testing.T) {
 	store := newStore(t)
-	s := openSession(t, store, writer.SessionOptions{})
+	s := openSession(t, store, writer.Options{})
 	want := filepath.Join(store, ".scribe", "lock")
 	assert.Equal(t, want, lock.DefaultPath(store))
 	h, err := lock.ReadHolder(want)
@@ -412,7 +412,7 @@ func TestDefaultLockPath(t *testing.T) {
 	assert.Equal(t, s.Epoch(), other.Epoch)
 }
 
-// lockResult is what a Lock or OpenSessionWait running in a goroutine got.
+// lockResult is what a lock.Acquire or Open with a wait running in a goroutine got.
 type lockResult[T any] struct {
 	v   T
 	err error
@@ -527,14 +527,14 @@ func TestDemandedWithoutWaiter(t *testing.T) {
 	assert.False(t, lock.Demanded(store), "held, but nobody waits")
 }
 
-func TestOpenSessionWait(t *testing.T) {
+func TestOpenWaits(t *testing.T) {
 	store := newStore(t)
 	holder := holdInChild(t, store, lock.Options{Mode: queue.ModeDaemon}, withSession())
 	require.Equal(t, uint64(1), holder.Report.Epoch)
 
 	got := make(chan lockResult[*writer.Session], 1)
 	go func() {
-		s, err := writer.OpenSessionWait(context.Background(), store, time.Minute, writer.SessionOptions{})
+		s, err := writer.Open(context.Background(), store, writer.Options{Wait: time.Minute})
 		got <- lockResult[*writer.Session]{s, err}
 	}()
 	require.Eventually(t, func() bool { return lock.Demanded(store) }, helperTimeout, time.Millisecond,
@@ -553,7 +553,7 @@ func TestOpenSessionWait(t *testing.T) {
 	assert.Equal(t, uint64(2), h.Epoch)
 }
 
-func TestOpenSessionWaitGivesUp(t *testing.T) {
+func TestOpenWaitGivesUp(t *testing.T) {
 	tests := []struct {
 		name    string
 		wait    time.Duration
@@ -577,7 +577,7 @@ func TestOpenSessionWaitGivesUp(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
 				t.Cleanup(cancel)
 			}
-			s, err := writer.OpenSessionWait(ctx, store, tt.wait, writer.SessionOptions{})
+			s, err := writer.Open(ctx, store, writer.Options{Wait: tt.wait})
 			elapsed := time.Since(start)
 			assert.Nil(t, s)
 			assert.ErrorIs(t, err, lock.ErrLocked)

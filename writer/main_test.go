@@ -85,7 +85,7 @@ func runHelper(mode string) int {
 	}
 	store := os.Getenv(envStore)
 	o := lock.Options{LockPath: os.Getenv(envLock), Mode: queue.Mode(os.Getenv(envMode)), Command: os.Getenv(envCommand)}
-	so := writer.SessionOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command}
+	so := writer.Options{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command}
 	withSession := os.Getenv(envSession) == "1"
 	cycles, _ := strconv.Atoi(os.Getenv(envCycles))
 	for range cycles {
@@ -94,7 +94,7 @@ func runHelper(mode string) int {
 			return fail(fmt.Errorf("cycle: %w", err))
 		}
 		if withSession {
-			s, err := writer.OpenSession(store, so)
+			s, err := writer.Open(context.Background(), store, so)
 			if err != nil {
 				return fail(fmt.Errorf("cycle: %w", err))
 			}
@@ -121,7 +121,7 @@ func runHelper(mode string) int {
 	}
 	rep.CloseOnExec = flags&unix.FD_CLOEXEC != 0
 	if withSession {
-		s, err := writer.OpenSession(store, so)
+		s, err := writer.Open(context.Background(), store, so)
 		if err != nil {
 			return fail(err)
 		}

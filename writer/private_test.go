@@ -22,15 +22,15 @@ import (
 // recorded.
 func TestDirectEntrancesRefuseInsecureMeta(t *testing.T) {
 	entrances := map[string]func(store string) error{
-		"OpenSession": func(store string) error {
-			s, err := writer.OpenSession(store, writer.SessionOptions{})
+		"Open": func(store string) error {
+			s, err := writer.Open(context.Background(), store, writer.Options{})
 			if s != nil {
 				s.Close()
 			}
 			return err
 		},
 		"Take": func(store string) error {
-			h, err := writer.Take(context.Background(), store, writer.HoldOptions{Wait: time.Second})
+			h, err := writer.Take(context.Background(), store, writer.Options{Wait: time.Second})
 			if h != nil {
 				h.Unlock()
 			}
@@ -74,7 +74,7 @@ func TestDirectEntrancesRefuseInsecureMeta(t *testing.T) {
 		for ename, enter := range entrances {
 			t.Run(sname+"/"+ename, func(t *testing.T) {
 				store := newStore(t)
-				s := openSession(t, store, writer.SessionOptions{})
+				s := openSession(t, store, writer.Options{})
 				require.NoError(t, s.Close())
 				l := queue.Layout{Root: store}
 				target := filepath.Join(filepath.Dir(store), "target")

@@ -126,7 +126,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := tempStore(t, recoverBefore)
-			s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+			s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
 			require.NoError(t, err)
 			at := time.Now().UTC().Truncate(time.Second) // recent: older outcomes are pruned
 			in := &journal.Intent{
@@ -147,7 +147,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 			crashEpoch := s.Epoch()
 			require.NoError(t, s.Close()) // the "crash": outcomes never committed
 
-			s2, err := OpenSession(store, SessionOptions{})
+			s2, err := Open(context.Background(), store, Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s2.Close() })
 			assert.Equal(t, crashEpoch+1, s2.Epoch())
@@ -185,7 +185,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 			require.NoError(t, s2.Close())
 
 			// And reopening again redoes nothing.
-			s3, err := OpenSession(store, SessionOptions{})
+			s3, err := Open(context.Background(), store, Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s3.Close() })
 			assert.Equal(t, want, storeFiles(t, store))
@@ -196,7 +196,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 // A redo must never overwrite an outcome the journal already has.
 func TestCommitKeepsRecordedOutcome(t *testing.T) {
 	store := tempStore(t, nil)
-	s, err := OpenSession(store, SessionOptions{})
+	s, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	first := &queue.Outcome{V: queue.Version, ID: "j", Status: queue.StatusApplied, Epoch: 1}
@@ -260,11 +260,11 @@ func TestMaterializeErrors(t *testing.T) {
 	}
 }
 
-// A batch whose redo fails leaves OpenSession failing cleanly: an error,
+// A batch whose redo fails leaves Open failing cleanly: an error,
 // not a panic, the store lock released, the intent kept for a later try.
 func TestRecoverFailureReleasesLock(t *testing.T) {
 	store := tempStore(t, map[string]string{"f": "file"})
-	s, err := OpenSession(store, SessionOptions{})
+	s, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	bad := &journal.Intent{Epoch: s.Epoch(), Changes: []journal.Change{
 		{Path: "ok", Kind: journal.ChangeWrite, Data: []byte("x"), Mode: 0o644},
@@ -274,7 +274,7 @@ func TestRecoverFailureReleasesLock(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	for range 2 {
-		s, err = OpenSession(store, SessionOptions{})
+		s, err = Open(context.Background(), store, Options{})
 		require.Error(t, err)
 		assert.Nil(t, s)
 		assert.ErrorIs(t, err, ErrStuck)
@@ -315,7 +315,7 @@ func registered(store string) bool {
 // the journal, Apply's own changes are exactly the intent's.
 func TestApplyRecordsIntent(t *testing.T) {
 	store := tempStore(t, map[string]string{"log": "ab", "old": "x"})
-	s, err := OpenSession(store, SessionOptions{})
+	s, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 

@@ -28,9 +28,9 @@ func TestSessionRegistry(t *testing.T) {
 	assert.Nil(t, registryEntry(l), "a bare hold has no entry")
 	assert.Zero(t, l.Epoch(), "nothing raised an epoch yet")
 
-	s1, err := OpenSession(store, SessionOptions{})
+	s1, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
-	s2, err := OpenSession(store, SessionOptions{})
+	s2, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	assert.Same(t, s1.held, s2.held, "nested sessions share one entry")
 	assert.Same(t, s1.st, s2.st, "and one journal and tree")
@@ -44,14 +44,14 @@ func TestSessionRegistry(t *testing.T) {
 	assert.Nil(t, registryEntry(l), "the last session closes the journal, and the entry goes")
 	assert.Equal(t, epoch, l.Epoch(), "the epoch outlives the sessions while the hold stands")
 
-	s3, err := OpenSession(store, SessionOptions{})
+	s3, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, epoch, s3.Epoch(), "a later session under the same hold keeps its epoch")
 	require.NoError(t, s3.Close())
 	require.NoError(t, l.Unlock())
 	assert.Equal(t, epoch, l.Epoch(), "a released hold still names its epoch")
 
-	s4, err := OpenSession(store, SessionOptions{})
+	s4, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, epoch+1, s4.Epoch(), "a new hold raises a new epoch")
 	require.NoError(t, s4.Close())

@@ -22,18 +22,24 @@ import (
 // through put, append or merge.
 const DefaultMaxFileBytes = 1 << 30
 
-// SessionOptions configures OpenSession.
-type SessionOptions struct {
-	// LockPath is the store lock file; empty means DefaultLockPath. Set it
-	// to share the lock an existing tool already takes.
+// Options configures Open and Take: which store lock to take, who takes
+// it, how long to wait for it, and how a Session applies jobs.
+type Options struct {
+	// LockPath is the store lock file; empty means lock.DefaultPath. Set
+	// it to share the lock an existing tool already takes.
 	LockPath string
 	// Mode is queue.ModeDaemon or queue.ModeDirect, recorded in the
 	// holder identity and in outcomes. Empty means queue.ModeDirect. A
-	// session in queue.ModeDaemon never joins a hold handed down by a
-	// parent process (see lock.Hold).
+	// hold in queue.ModeDaemon never joins a hold handed down by a parent
+	// process (see lock.Hold).
 	Mode queue.Mode
 	// Command describes the holder for other processes' error messages.
 	Command string
+	// Wait is how long to wait for a busy store; 0 means not at all: a
+	// busy store returns a *lock.LockedError at once (fail fast). The
+	// context bounds the wait too. While it waits it leaves the demand
+	// mark a daemon's writer lets go for between batches.
+	Wait time.Duration
 	// MaxFileBytes limits the size of a file after an op; 0 means
 	// DefaultMaxFileBytes.
 	MaxFileBytes int64
@@ -47,6 +53,25 @@ type SessionOptions struct {
 	// Fence, if set, is the daemon's claim on the store (a *claim.Claim):
 	// the journal commits nothing once it fails (see journal.Fence).
 	Fence journal.Fence
+}
+
+// defaults fills in o's defaults.
+func (o Options) defaults() Options {
+	if o.Mode == "" {
+		o.Mode = queue.ModeDirect
+	}
+	if o.MaxFileBytes == 0 {
+		o.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+// lockOptions are the options of o's hold of the store lock.
+func (o Options) lockOptions() lock.Options {
+	return lock.Options{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command, Wait: o.Wait}
 }
 
 // Session is a held store: its lock, its journal and an os.Root on its
@@ -133,24 +158,19 @@ type shared struct {
 	epoch uint64
 }
 
-// OpenSession takes the store lock without waiting (a busy store returns a
-// *LockedError), opens the journal, raises the epoch and finishes any batch
-// an earlier holder was interrupted in.
-func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
+// Open holds a store for a caller that applies jobs to it: it takes the
+// store lock, fail-fast unless o.Wait is set (a busy store returns a
+// *lock.LockedError naming the holder; errors.Is(err, lock.ErrLocked)),
+// opens the journal, raises the epoch and finishes any batch an earlier
+// holder was interrupted in. If that batch cannot be finished, Open fails
+// with its *StuckError and holds nothing. Close the Session to let go.
+func Open(ctx context.Context, store string, o Options) (_ *Session, err error) {
 	real, err := queue.ResolveStore(store)
 	if err != nil {
 		return nil, err
 	}
-	if o.Mode == "" {
-		o.Mode = queue.ModeDirect
-	}
-	if o.MaxFileBytes == 0 {
-		o.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	l, err := lock.Acquire(context.Background(), real, lock.Options{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
+	o = o.defaults()
+	l, err := lock.Acquire(ctx, real, o.lockOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -484,35 +504,21 @@ func (s *Session) Close() error {
 	return errors.Join(errs...)
 }
 
-// OpenSessionWait is OpenSession that waits up to wait (0: not at all)
-// for a busy store, as Lock does: with a demand mark the daemon honours,
-// never breaking the lock.
-func OpenSessionWait(ctx context.Context, store string, wait time.Duration, o SessionOptions) (*Session, error) {
-	if wait <= 0 {
-		return OpenSession(store, o)
-	}
-	l, err := lock.Acquire(ctx, store, lock.Options{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command, Wait: wait})
-	if err != nil {
-		return nil, err
-	}
-	defer l.Unlock() // the session keeps its own, nested hold
-	return OpenSession(store, o)
-}
-
 // Abandon gives up the batch an earlier holder was interrupted in when it
 // cannot be finished (a *StuckError): the operator's way out. It takes the
-// store lock without waiting, records each of the batch's jobs as rejected
+// store lock, records each of the batch's jobs as rejected
 // with ReasonAbandoned, naming the files that may hold part of the batch,
 // and drops the intent, so that the store takes writes again. It returns
 // the batch it gave up, or nil if there was none. Nothing on disk is
 // changed or rolled back: the files stay as the interrupted attempts left
-// them.
-func Abandon(store string, o SessionOptions) (*queue.Interrupted, error) {
+// them. It takes the lock as a direct writer, as Open does (o.Wait).
+func Abandon(ctx context.Context, store string, o Options) (*queue.Interrupted, error) {
 	real, err := queue.ResolveStore(store)
 	if err != nil {
 		return nil, err
 	}
-	l, err := lock.Acquire(context.Background(), real, lock.Options{LockPath: o.LockPath, Mode: queue.ModeDirect, Command: o.Command})
+	o.Mode = queue.ModeDirect
+	l, err := lock.Acquire(ctx, real, o.lockOptions())
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,7 +57,7 @@ func intentStands(t testing.TB, store string) (bool, int) {
 // it. The next holder does not redo it, and drops it.
 func TestSettledMarkShowsOutcomesToOtherProcesses(t *testing.T) {
 	store := tempStore(t, map[string]string{"log": "base\n"})
-	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
 	require.NoError(t, err)
 	_, err = s.Apply([]Entry{appendJob(t, store, "a", "log", "one\n"), appendJob(t, store, "b", "new", "two\n")})
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func TestSettledMarkShowsOutcomesToOtherProcesses(t *testing.T) {
 	// Another program changes a file of the batch: a redo would put the
 	// batch's bytes back; the next holder must not redo what is done.
 	require.NoError(t, os.WriteFile(filepath.Join(store, "new"), []byte("edited\n"), 0o644))
-	s2, err := OpenSession(store, SessionOptions{})
+	s2, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s2.Close())
 	assert.Equal(t, map[string]string{"log": "base\none\n", "new": "edited\n"}, storeFiles(t, store))

@@ -21,7 +21,7 @@ import (
 // outcomes never committed. It returns the epoch of that holder.
 func interruptBatch(tb testing.TB, store string) uint64 {
 	tb.Helper()
-	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
 	require.NoError(tb, err)
 	in := &journal.Intent{Epoch: s.Epoch(), Changes: recoverChanges, LastSeq: 1, Outcomes: []*queue.Outcome{
 		{V: queue.Version, ID: "j1", Status: queue.StatusApplied, Epoch: s.Epoch(), Seq: 1, Mode: queue.ModeDaemon, At: time.Now().UTC()},
@@ -45,10 +45,10 @@ func TestTakeFinishesInterruptedBatch(t *testing.T) {
 		kept bool
 	}{
 		{"Take", func(tb testing.TB, store string) (*lock.Hold, error) {
-			return Take(context.Background(), store, HoldOptions{Command: "library user"})
+			return Take(context.Background(), store, Options{Command: "library user"})
 		}, true},
 		{"Take waiting", func(tb testing.TB, store string) (*lock.Hold, error) {
-			return Take(context.Background(), store, HoldOptions{Command: "library user", Wait: time.Minute})
+			return Take(context.Background(), store, Options{Command: "library user", Wait: time.Minute})
 		}, true},
 		{"the bare lock (lock.Acquire)", func(tb testing.TB, store string) (*lock.Hold, error) {
 			return lock.Acquire(context.Background(), store, lock.Options{Command: "library user"})
@@ -73,7 +73,7 @@ func TestTakeFinishesInterruptedBatch(t *testing.T) {
 			userLog := readStoreFile(t, store, "log")
 			require.NoError(t, h.Unlock())
 
-			s, err := OpenSession(store, SessionOptions{})
+			s, err := Open(context.Background(), store, Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close() })
 			pending, err := s.st.journal.Pending()
@@ -107,7 +107,7 @@ func readStoreFile(tb testing.TB, store, p string) string {
 // hold's epoch.
 func TestTakeClosesJournal(t *testing.T) {
 	store := tempStore(t, nil)
-	h, err := Take(context.Background(), store, HoldOptions{Command: "library user"})
+	h, err := Take(context.Background(), store, Options{Command: "library user"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Unlock() })
 	j, err := journal.Open(journal.Path(store))
@@ -127,7 +127,7 @@ func TestTakeClosesJournal(t *testing.T) {
 // nothing.
 func TestTakeStuck(t *testing.T) {
 	store := tempStore(t, nil)
-	s, err := OpenSession(store, SessionOptions{})
+	s, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	// A change whose parent is a file: the redo cannot create it.
 	putFiles(t, store, map[string]string{"f": "a file"})
@@ -136,7 +136,7 @@ func TestTakeStuck(t *testing.T) {
 	require.NoError(t, s.st.journal.WriteIntent(bad))
 	require.NoError(t, s.Close())
 
-	h, err := Take(context.Background(), store, HoldOptions{})
+	h, err := Take(context.Background(), store, Options{})
 	assert.Nil(t, h)
 	assert.ErrorIs(t, err, ErrStuck)
 	fl := flock.New(lock.DefaultPath(store))

@@ -102,7 +102,7 @@ type Config struct {
 	Observer Observer
 	// Claim, if set, is this daemon's claim on the store, whose queue
 	// other daemons can reach too (a NATS cluster): the writer commits
-	// nothing without it (SessionOptions.Fence), and stops once it is
+	// nothing without it (Options.Fence), and stops once it is
 	// lost (Err says why). Take it with claim.Acquire before New, which
 	// resets the store's consumer. The writer does not release it. With a
 	// claim, New creates the store's stream if it is missing and only
@@ -1173,7 +1173,7 @@ func (w *Writer) finishInterrupted() {
 	if err != nil || in == nil {
 		return
 	}
-	s, err := OpenSession(w.store, w.sessionOptions())
+	s, err := Open(context.Background(), w.store, w.sessionOptions())
 	if err != nil {
 		w.log.Warn("finish an interrupted batch at start; it is finished before the next batch", "err", err)
 		return
@@ -1184,8 +1184,8 @@ func (w *Writer) finishInterrupted() {
 }
 
 // sessionOptions are the options of the writer's sessions.
-func (w *Writer) sessionOptions() SessionOptions {
-	o := SessionOptions{
+func (w *Writer) sessionOptions() Options {
+	o := Options{
 		LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command,
 		MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, journal.DefaultRetention), Logger: w.log,
 	}
@@ -1244,7 +1244,7 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 		if err := w.claimLost(); err != nil {
 			return err
 		}
-		s, err := OpenSession(w.store, w.sessionOptions())
+		s, err := Open(context.Background(), w.store, w.sessionOptions())
 		if err == nil {
 			w.mu.Lock()
 			w.session, w.epoch, w.waiting = s, s.Epoch(), ""

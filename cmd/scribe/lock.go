@@ -72,7 +72,7 @@ func (c *LockCommand) Run(ctx context.Context, args []string) error {
 	// Take the store: the lock, then the epoch raised and any batch a
 	// crashed writer left finished, with the journal closed again so that
 	// CMD, or scribe commands it runs, may open it.
-	hold, err := writer.Take(ctx, *store, writer.HoldOptions{LockPath: lockPath, Command: strings.Join(argv, " "), Wait: bound})
+	hold, err := writer.Take(ctx, *store, writer.Options{LockPath: lockPath, Command: strings.Join(argv, " "), Wait: bound})
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, lock.ErrLocked) {
 			return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted while waiting for the store lock: %s did not run", argv[0])}

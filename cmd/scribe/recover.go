@@ -56,9 +56,9 @@ func (c *RecoverCommand) Run(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	opts := writer.SessionOptions{LockPath: *lockFile, Command: "scribe recover"}
+	opts := writer.Options{LockPath: *lockFile, Command: "scribe recover"}
 	if *abandon {
-		in, err := writer.Abandon(*store, opts)
+		in, err := writer.Abandon(ctx, *store, opts)
 		res.Interrupted = in
 		if err != nil {
 			return report(err)
@@ -77,7 +77,7 @@ func (c *RecoverCommand) Run(ctx context.Context, args []string) error {
 		return report(nil)
 	}
 	res.Interrupted = interrupted(*store)
-	s, err := writer.OpenSession(*store, opts) // finishes an interrupted batch first
+	s, err := writer.Open(ctx, *store, opts) // finishes an interrupted batch first
 	if err != nil {
 		return report(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 )
 
 // holdEnv makes the test binary, run again, hold a store's lock as
@@ -114,7 +115,7 @@ func startDaemonVia(t *testing.T, store string, via func(addr string) string) *e
 	srv, err := embednats.Start(ctx, lk, embednats.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn(), IdleRelease: 50 * time.Millisecond})
+	w, err := daemon.NewWriter(ctx, daemon.WriterConfig{Store: store, Conn: srv.Conn(), Settings: daemon.Settings{IdleRelease: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))
 	t.Cleanup(func() { _ = w.Close() })
@@ -154,7 +155,7 @@ func serve(store, sync string) int {
 		return 1
 	}
 	defer srv.Close()
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn()})
+	w, err := daemon.NewWriter(ctx, daemon.WriterConfig{Store: store, Conn: srv.Conn()})
 	if err == nil {
 		err = w.Start(ctx)
 	}

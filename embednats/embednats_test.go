@@ -32,7 +32,7 @@ import (
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 )
 
 // newStore makes an empty store folder and returns its real path.
@@ -237,7 +237,7 @@ func TestDaemonAndSubmitterPermissions(t *testing.T) {
 	srv, err := embednats.Start(ctx, lk, embednats.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn()})
+	w, err := daemon.NewWriter(ctx, daemon.WriterConfig{Store: store, Conn: srv.Conn()})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))
 	t.Cleanup(func() { _ = w.Close() })

@@ -2,39 +2,35 @@ package writer
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer/exec"
-	"github.com/scribehq/scribe/writer/internal/fault"
 	"github.com/scribehq/scribe/writer/journal"
-	"github.com/scribehq/scribe/writer/lock"
 )
 
 // An exec job runs a command of the daemon's allowlist in the store's
 // turn (docs/exec.md). Unlike file ops it cannot be undone or redone, so
 // it is decided in steps, each under the store lock and in the journal:
 //
-//  1. planExec checks the job against the allowlist; a rejection is
-//     recorded like any other.
-//  2. startExec probes the command's own lock (deferring the job while it
+//  1. PlanExec checks the job against the allowlist; a rejection is
+//     recorded like any other. Join adds the queued jobs that may stand in
+//     for its run (coalescing).
+//  2. StartExec probes the command's own lock (deferring the job while it
 //     is held) and records a run record: from here on, a holder of a later
 //     epoch that finds it knows the writer died while the command ran.
 //  3. The writer lets the journal go, keeping the store lock, and runs the
-//     command with the lock handed down as `scribe lock` hands it, so that
-//     scribe commands it runs join the hold and may write.
-//  4. finishExec records the outcomes and drops the run record in one
+//     command (ExecPlan.Run) with the lock handed down as `scribe lock`
+//     hands it, so that scribe commands it runs join the hold and may
+//     write.
+//  4. FinishExec records the outcomes and drops the run record in one
 //     transaction, or, when the command said it was busy, drops the record
 //     alone and defers the job.
 
@@ -46,16 +42,19 @@ type DeferError struct{ Why string }
 
 func (e *DeferError) Error() string { return "deferred: " + e.Why }
 
-// notStarted is finishExec's error for a run whose command could not be
-// started for a fault of the daemon's (exec.Result.Fault): its run record
-// is dropped, and the job is tried again after the fault.
-type notStarted struct{ err error }
+// NotStartedError is FinishExec's error for a run whose command could not
+// be started for a fault of the daemon's own (exec.Result.Fault): its run
+// record is dropped, and the job is to be planned again after the fault.
+type NotStartedError struct{ Err error }
 
-func (e *notStarted) Error() string { return e.err.Error() }
-func (e *notStarted) Unwrap() error { return e.err }
+func (e *NotStartedError) Error() string { return e.Err.Error() }
 
-// execPlan is an exec job the writer is to run, and the jobs that joined it.
-type execPlan struct {
+// Unwrap returns the fault.
+func (e *NotStartedError) Unwrap() error { return e.Err }
+
+// ExecPlan is an exec job a daemon's writer is to run, and the jobs that
+// joined it (Join).
+type ExecPlan struct {
 	cmd *exec.Command
 	job *queue.Job
 	run *exec.Run
@@ -65,10 +64,31 @@ type execPlan struct {
 	lastSeq uint64
 }
 
-// planExec decides an exec job up to its run. A duplicate, an ID
-// conflict or a rejection is decided and recorded now, and returned as
-// the Result with a nil plan; else the plan to run.
-func (s *Session) planExec(e Entry, cmds map[string]*exec.Command) (Result, *execPlan, error) {
+// Job is the exec job whose run the plan is.
+func (p *ExecPlan) Job() *queue.Job { return p.job }
+
+// Command is the allowlisted command it runs.
+func (p *ExecPlan) Command() *exec.Command { return p.cmd }
+
+// Run is its run: what the writer executes, with the store lock held
+// (exec.Run.Exec).
+func (p *ExecPlan) Run() *exec.Run { return p.run }
+
+// Jobs are the IDs of the jobs the run decides: the job's own first, then
+// those that joined it.
+func (p *ExecPlan) Jobs() []string {
+	ids := make([]string, len(p.outs))
+	for i, o := range p.outs {
+		ids[i] = o.ID
+	}
+	return ids
+}
+
+// PlanExec decides an exec job up to its run, against the allowlist cmds
+// (exec.Index). A duplicate, an ID conflict or a rejection is decided and
+// recorded now, and returned as the Result with a nil plan; else the plan
+// to run. An error is a fault to retry after.
+func (s *Session) PlanExec(e Entry, cmds map[string]*exec.Command) (Result, *ExecPlan, error) {
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -120,10 +140,10 @@ func (s *Session) outcome(e Entry, digest string) *queue.Outcome {
 // the store: a command it names, arguments it allows, a timeout no longer
 // than its own, and a working directory that is a folder inside the store.
 // The error is a *queue.RejectError for a job that may not run. It is the
-// one decision: the job that runs (planExec) and every job that would
-// join its run (join) pass it, so that no job is told the outcome of a
+// one decision: the job that runs (PlanExec) and every job that would
+// join its run (Join) pass it, so that no job is told the outcome of a
 // run it could not have had alone.
-func (s *Session) checkExec(e Entry, cmds map[string]*exec.Command) (*execPlan, error) {
+func (s *Session) checkExec(e Entry, cmds map[string]*exec.Command) (*ExecPlan, error) {
 	if e.Err != nil {
 		return nil, e.Err
 	}
@@ -147,7 +167,7 @@ func (s *Session) checkExec(e Entry, cmds map[string]*exec.Command) (*execPlan, 
 	if err != nil {
 		return nil, err
 	}
-	return &execPlan{cmd: cmd, job: job, run: exec.NewRun(cmd, op.Args, dir, timeout), lastSeq: e.Seq}, nil
+	return &ExecPlan{cmd: cmd, job: job, run: exec.NewRun(cmd, op.Args, dir, timeout), lastSeq: e.Seq}, nil
 }
 
 // execDir resolves a working directory relative to the store: it must be
@@ -179,14 +199,14 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// join adds entry e to the plan's run if it may stand in for it: a job
+// Join adds entry e to the plan's run if it may stand in for it: a job
 // with the plan's coalescing key that checkExec, deciding it as its own
 // job, lets run (so one the allowlist or the store refuses is left to be
 // rejected in its own turn), whose run would be the plan's exactly
 // (exec.Run.Same), whose ID has no outcome yet and is not in the run
 // already.
 // A job it does not join keeps its place in the queue.
-func (s *Session) join(plan *execPlan, e Entry, cmds map[string]*exec.Command) (bool, error) {
+func (s *Session) Join(plan *ExecPlan, e Entry, cmds map[string]*exec.Command) (bool, error) {
 	if plan.job.Coalesce == "" || e.Err != nil || e.Job.Coalesce != plan.job.Coalesce {
 		return false, nil
 	}
@@ -210,11 +230,11 @@ func (s *Session) join(plan *execPlan, e Entry, cmds map[string]*exec.Command) (
 	return true, nil
 }
 
-// startExec checks that the command's own lock is free (else the job is
+// StartExec checks that the command's own lock is free (else the job is
 // deferred: a *DeferError), makes the run's output spools and records the
 // run before it starts. Any other error is a fault to retry after: what
 // failed is the daemon's, not the job's, and nothing ran.
-func (s *Session) startExec(plan *execPlan) error {
+func (s *Session) StartExec(plan *ExecPlan) error {
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -238,10 +258,11 @@ func (s *Session) startExec(plan *execPlan) error {
 	return nil
 }
 
-// finishExec records a run's outcomes. A run whose command exited with a
-// busy exit code is not an outcome: its record is dropped and the job
-// deferred (a *DeferError).
-func (s *Session) finishExec(plan *execPlan, r *exec.Result) ([]Result, error) {
+// FinishExec records a run's outcomes and returns them. A run whose
+// command exited with a busy exit code is not an outcome: its record is
+// dropped and the job deferred (a *DeferError); one that could not start
+// for a fault of the daemon's is a *NotStartedError.
+func (s *Session) FinishExec(plan *ExecPlan, r *exec.Result) ([]Result, error) {
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -253,7 +274,7 @@ func (s *Session) finishExec(plan *execPlan, r *exec.Result) ([]Result, error) {
 		if err := st.journal.EndRun(nil, 0); err != nil {
 			return nil, err
 		}
-		return nil, &notStarted{err: fmt.Errorf("job %s: start command %s: %w", plan.job.ID, plan.cmd.Name, r.Fault)}
+		return nil, &NotStartedError{Err: fmt.Errorf("job %s: start command %s: %w", plan.job.ID, plan.cmd.Name, r.Fault)}
 	}
 	if why, busy := r.Busy(); busy {
 		if err := st.journal.EndRun(nil, 0); err != nil {
@@ -302,271 +323,4 @@ func (st *shared) recoverRun() error {
 		return fmt.Errorf("record interrupted run: %w", err)
 	}
 	return nil
-}
-
-// running is the exec run in progress, for the status report.
-type running struct {
-	plan  *execPlan
-	pid   int
-	since time.Time
-}
-
-func (r *running) String() string {
-	joined := ""
-	if n := len(r.plan.outs) - 1; n > 0 {
-		joined = " (and " + strconv.Itoa(n) + " jobs that joined it)"
-	}
-	return fmt.Sprintf("job %s%s: command %s, pid %d, for %s", r.plan.job.ID, joined, r.plan.cmd.Name, r.pid, time.Since(r.since).Round(time.Millisecond))
-}
-
-// Deferral backoff: an exec job whose command is busy is tried again after
-// minDeferral, doubling to maxDeferral.
-const (
-	minDeferral = 100 * time.Millisecond
-	maxDeferral = 5 * time.Second
-)
-
-// processExec runs an exec job and those that join it, acks them and
-// publishes their outcomes. While the command's own lock is held, or the
-// command says it is busy, the job is deferred: the store is let go for
-// direct writers, the jobs behind it wait (order), and it is tried again
-// with backoff, never rejected for it. It returns false if ctx ended
-// first: the job stays unacked in the queue (if its command was running,
-// it was stopped, and the next holder of the store settles its run
-// record).
-func (w *Writer) processExec(ctx context.Context, lead item) bool {
-	fault.Crash("fetched")
-	var joined []item // the jobs that joined the lead, kept across deferrals
-	defer w.setDeferred("")
-	var lastFaultLog, deferredSince, lastDeferLog time.Time
-	deferrals := 0
-	for attempt := 0; ; {
-		items := append([]item{lead}, joined...)
-		msgs, _ := split(items)
-		if err := w.acquire(ctx, msgs); err != nil {
-			return false
-		}
-		res, plan, err := w.session.planExec(lead.e, w.commands)
-		if err != nil {
-			if !w.retryAfterFault(ctx, err, attempt, msgs, &lastFaultLog) {
-				return false
-			}
-			attempt++
-			continue
-		}
-		if plan == nil { // decided without a run
-			w.putBack(joined)
-			w.count([]Result{res})
-			w.answer(msgs[:1], []Entry{lead.e}, []Result{res})
-			return true
-		}
-		if joined, err = w.gather(plan, joined); err != nil {
-			if !w.retryAfterFault(ctx, err, attempt, msgs, &lastFaultLog) {
-				return false
-			}
-			attempt++
-			continue
-		}
-		items = append([]item{lead}, joined...)
-		msgs, entries := split(items)
-		err = w.session.startExec(plan)
-		var de *DeferError
-		if errors.As(err, &de) {
-			if !w.deferExec(ctx, plan, msgs, de, &deferrals, &deferredSince, &lastDeferLog) {
-				return false
-			}
-			continue
-		}
-		if err != nil {
-			if !w.retryAfterFault(ctx, err, attempt, msgs, &lastFaultLog) {
-				return false
-			}
-			attempt++
-			continue
-		}
-		w.setDeferred("")
-		r, ok := w.runHeld(ctx, plan, msgs)
-		if !ok {
-			return false
-		}
-		fault.Crash("ran")
-		for {
-			if err := w.acquire(ctx, msgs); err != nil {
-				return false
-			}
-			results, err := w.session.finishExec(plan, r)
-			if errors.As(err, &de) {
-				if !w.deferExec(ctx, plan, msgs, de, &deferrals, &deferredSince, &lastDeferLog) {
-					return false
-				}
-				break // plan again: more jobs may join
-			}
-			var ns *notStarted
-			if errors.As(err, &ns) {
-				if !w.retryAfterFault(ctx, ns.err, attempt, msgs, &lastFaultLog) {
-					return false
-				}
-				attempt++
-				break // plan again
-			}
-			if err != nil {
-				if !w.retryAfterFault(ctx, err, attempt, msgs, &lastFaultLog) {
-					return false
-				}
-				attempt++
-				continue
-			}
-			if w.cautious > 0 {
-				w.cautious--
-			}
-			w.setFault("")
-			w.count(results)
-			fault.Crash("commit")
-			w.answer(msgs, entries, results)
-			fault.Crash("published")
-			return true
-		}
-	}
-}
-
-// gather re-joins the jobs that joined the run before (the plan is made
-// anew on each attempt) and adds those of ahead that may join it now.
-// A job that can no longer join goes back to ahead, in its place.
-func (w *Writer) gather(plan *execPlan, joined []item) ([]item, error) {
-	var keep, back []item
-	for _, it := range joined {
-		ok, err := w.session.join(plan, it.e, w.commands)
-		if err != nil {
-			return joined, err
-		}
-		if ok {
-			keep = append(keep, it)
-		} else {
-			back = append(back, it)
-		}
-	}
-	w.putBack(back)
-	if plan.job.Coalesce == "" {
-		return keep, nil
-	}
-	w.fill()
-	rest := w.ahead[:0:0]
-	for i, it := range w.ahead {
-		ok, err := w.session.join(plan, it.e, w.commands)
-		if err != nil {
-			w.ahead = append(rest, w.ahead[i:]...)
-			return keep, err
-		}
-		if ok {
-			keep = append(keep, it)
-		} else {
-			rest = append(rest, it)
-		}
-	}
-	w.ahead = rest
-	return keep, nil
-}
-
-// putBack returns items to ahead, each in its place by the order taken.
-func (w *Writer) putBack(items []item) {
-	if len(items) == 0 {
-		return
-	}
-	w.ahead = append(w.ahead, items...)
-	slices.SortStableFunc(w.ahead, func(a, b item) int { return cmpUint(a.n, b.n) })
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// deferExec lets the store go, says why the job waits (status and, now and
-// then, the log), keeps its messages from being redelivered and waits the
-// deferral's backoff. It returns false if ctx ended.
-func (w *Writer) deferExec(ctx context.Context, plan *execPlan, msgs []jetstream.Msg, de *DeferError, n *int, since, lastLog *time.Time) bool {
-	w.release()
-	w.observer().Deferred(plan.cmd.Name)
-	if *n == 0 {
-		*since = time.Now()
-	}
-	wait := min(minDeferral<<min(*n, 10), maxDeferral)
-	*n++
-	w.setDeferred(fmt.Sprintf("job %s (command %s), waiting since %s (tries: %d): %s; next try in %s",
-		plan.job.ID, plan.cmd.Name, since.Format(time.RFC3339), *n, de.Why, wait))
-	if time.Since(*lastLog) >= w.cfg.WaitLog {
-		*lastLog = time.Now()
-		w.log.Info("exec job deferred", "id", plan.job.ID, "command", plan.cmd.Name, "why", de.Why, "times", *n)
-	}
-	for _, m := range msgs {
-		_ = m.InProgress()
-	}
-	return sleep(ctx, wait)
-}
-
-// setDeferred records why the job in hand is deferred ("" when it is not).
-func (w *Writer) setDeferred(why string) {
-	w.mu.Lock()
-	w.deferred = why
-	w.mu.Unlock()
-}
-
-// runHeld runs the plan's command with the store lock held and handed
-// down to it, the journal closed so that scribe commands it runs may
-// open it, and the messages kept from redelivery while it runs; then it
-// opens the session again, under the same hold. It returns false if ctx
-// ended, leaving the run record for the next holder.
-func (w *Writer) runHeld(ctx context.Context, plan *execPlan, msgs []jetstream.Msg) (*exec.Result, bool) {
-	// A nested hold keeps the flock while the session, and with it the
-	// journal, is closed.
-	hold, err := lock.Acquire(ctx, w.store, lock.Options{LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command})
-	if err != nil {
-		plan.run.CloseOutput()
-		w.log.Error("keep the store for a command", "err", err)
-		return nil, false
-	}
-	defer hold.Unlock()
-	w.releaseKeeping()
-	since := time.Now()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		t := time.NewTicker(queue.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				for _, m := range msgs {
-					_ = m.InProgress()
-				}
-			}
-		}
-	}()
-	w.log.Debug("running command", "id", plan.job.ID, "command", plan.cmd.Name, "jobs", len(plan.outs))
-	env := []string{"SCRIBE_STORE=" + w.store, "SCRIBE_JOB_ID=" + plan.job.ID}
-	r := plan.run.Exec(ctx.Done(), hold, env, func(pid int) {
-		w.mu.Lock()
-		w.running = &running{plan: plan, pid: pid, since: since}
-		w.mu.Unlock()
-	})
-	w.mu.Lock()
-	w.running = nil
-	w.mu.Unlock()
-	w.observer().ExecRan(plan.cmd.Name, r.Ended(), r.Took)
-	if r.Stopped {
-		return nil, false
-	}
-	// Take the journal back before the nested hold goes: the run record
-	// is this hold's only while the hold stands.
-	if err := w.acquire(ctx, msgs); err != nil {
-		return nil, false
-	}
-	return r, true
 }

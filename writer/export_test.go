@@ -2,16 +2,9 @@ package writer
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"os"
-	"sync"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer/internal/fault"
 	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -25,27 +18,6 @@ func WithLock(store string, o lock.Options, fn func(*lock.Hold) error) error {
 	}
 	defer l.Unlock()
 	return fn(l)
-}
-
-// ApplyThenDie applies job as a batch of one and lets go of the store as
-// a writer SIGKILLed right after answering would: the batch's intent left
-// standing, named by the settled mark. Unless marked, it dies a moment
-// earlier, with the files on disk but the mark not yet written: the
-// outcome stays provisional until a holder redoes the batch.
-func ApplyThenDie(store string, job *queue.Job, marked bool) error {
-	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
-	if err != nil {
-		return err
-	}
-	before := snapshot(queue.Layout{Root: s.store}.Settled())
-	if _, err := s.Apply([]Entry{{Job: job}}); err != nil {
-		return err
-	}
-	files := []fileSnapshot{snapshot(journal.Path(s.store)), snapshot(queue.Layout{Root: s.store}.Settled())}
-	if !marked {
-		files[1] = before
-	}
-	return dieWith(s, files)
 }
 
 // fileSnapshot is a file's content at an instant, or its absence.
@@ -100,56 +72,4 @@ func CommitUnder(store string, fence journal.Fence, id string) error {
 	job := &queue.Job{V: queue.Version, ID: id, Store: s.StoreID(), Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log", Data: []byte(id + "\n")}}}
 	_, err = s.Apply([]Entry{{Job: job}})
 	return err
-}
-
-// FailSpools makes the next n output spools fail to be made with err, as
-// a daemon out of descriptors would see; restore undoes it.
-func FailSpools(n int, err error) (restore func()) {
-	var mu sync.Mutex
-	fault.SpoolFault = func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if n > 0 {
-			n--
-			return fmt.Errorf("command output: memfd_create: %w", err)
-		}
-		return nil
-	}
-	return func() { fault.SpoolFault = nil }
-}
-
-// RecordUnfitted records o in the store's journal as a version that did
-// not bound outcomes would have: as it is, however large, written into
-// the journal's outcomes bucket and its by_time index under the store
-// lock.
-func RecordUnfitted(store string, o *queue.Outcome) error {
-	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
-	if err != nil {
-		return err
-	}
-	real := s.Store()
-	if err := s.Close(); err != nil {
-		return err
-	}
-	h, err := lock.Acquire(context.Background(), store, lock.Options{})
-	if err != nil {
-		return err
-	}
-	defer h.Unlock()
-	v, err := queue.EncodeOutcome(o)
-	if err != nil {
-		return err
-	}
-	db, err := bolt.Open(journal.Path(real), 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	return db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket([]byte("outcomes")).Put([]byte(o.ID), v); err != nil {
-			return err
-		}
-		at := binary.BigEndian.AppendUint64(nil, uint64(o.At.UnixNano()))
-		return tx.Bucket([]byte("by_time")).Put(append(at, o.ID...), nil)
-	})
 }

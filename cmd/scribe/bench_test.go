@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/daemon"
 )
 
 func TestPercentile(t *testing.T) {
@@ -113,15 +113,15 @@ garbage line
 // The figures bench reads come from the daemon's own registry: a renamed
 // metric fails here.
 func TestParseDaemonMetrics(t *testing.T) {
-	scrape := func(m *metrics) daemonMetrics {
+	m, handler := daemon.NewPrometheus()
+	scrape := func(daemon.Observer) daemonMetrics {
 		t.Helper()
 		rec := httptest.NewRecorder()
-		promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		dm, err := parseDaemonMetrics(rec.Body)
 		require.NoError(t, err)
 		return dm
 	}
-	m := newMetrics()
 	applied := func(n int) {
 		for range n {
 			m.Outcome(&queue.Outcome{Status: queue.StatusApplied, At: time.Now()}, time.Time{}, false)

@@ -15,9 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/scribehq/scribe/embednats"
-	"github.com/scribehq/scribe/queue/discovery"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 )
 
 // DemoCommand shows the queue at work: many writer processes against one
@@ -101,32 +99,11 @@ func (c *DemoCommand) Run(ctx context.Context, args []string) error {
 
 // startDemoDaemon serves a store in this process, as `scribe serve` would.
 func startDemoDaemon(ctx context.Context, store string) (stop func(), err error) {
-	lk, err := discovery.Take(ctx, store, nil)
+	d, err := daemon.Start(ctx, daemon.Config{Stores: []daemon.Store{{Path: store}}, Command: "scribe demo", Version: Version})
 	if err != nil {
 		return nil, err
 	}
-	srv, err := embednats.Start(ctx, lk, embednats.Config{Version: Version})
-	if err != nil {
-		lk.Close()
-		return nil, err
-	}
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn(), Command: "scribe demo", Version: Version})
-	if err == nil {
-		err = w.Start(ctx)
-	}
-	if err == nil {
-		d := srv.Discovery()
-		err = lk.Announce(&d)
-	}
-	if err != nil {
-		if w != nil {
-			w.Close()
-		}
-		srv.Close()
-		lk.Close()
-		return nil, err
-	}
-	return func() { w.Close(); lk.Withdraw(); srv.Close(); lk.Close() }, nil
+	return func() { _ = d.Close() }, nil
 }
 
 // load runs workers processes, each submitting jobs jobs one process at a

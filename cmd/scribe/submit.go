@@ -18,7 +18,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -628,7 +628,7 @@ func busyHint(store string, err error, direct bool) string {
 	}
 	// How long the daemon keeps the lock: its discovery file says, when
 	// it is the daemon that holds the lock.
-	idle := fmt.Sprintf("about %s by default", writer.DefaultIdleRelease)
+	idle := fmt.Sprintf("about %s by default", daemon.DefaultIdleRelease)
 	if real, err := queue.ResolveStore(store); err == nil {
 		if d, err := queue.ReadDiscovery(real); err == nil && d.PID == holder.PID && d.IdleReleaseMS > 0 {
 			idle = (time.Duration(d.IdleReleaseMS) * time.Millisecond).String()

@@ -1,4 +1,4 @@
-package writer_test
+package daemon_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 	"github.com/scribehq/scribe/writer/journal"
 )
 
@@ -47,13 +47,13 @@ func writerStore(t *testing.T) (string, string) {
 }
 
 // startWriter starts a writer on store, closed when the test ends.
-func startWriter(t *testing.T, store string, nc *nats.Conn, configure func(*writer.Config)) *writer.Writer {
+func startWriter(t *testing.T, store string, nc *nats.Conn, configure func(*daemon.WriterConfig)) *daemon.Writer {
 	t.Helper()
-	cfg := writer.Config{Store: store, Conn: nc, IdleRelease: 50 * time.Millisecond}
+	cfg := daemon.WriterConfig{Store: store, Conn: nc, Settings: daemon.Settings{IdleRelease: 50 * time.Millisecond}}
 	if configure != nil {
 		configure(&cfg)
 	}
-	w, err := writer.New(t.Context(), cfg)
+	w, err := daemon.NewWriter(t.Context(), cfg)
 	require.NoError(t, err)
 	require.NoError(t, w.Start(t.Context()))
 	t.Cleanup(func() { assert.NoError(t, w.Close()) })
@@ -82,7 +82,7 @@ func publishJob(t *testing.T, js jetstream.JetStream, storeID, msgID string, bod
 }
 
 // outcomeOf waits for the job's recorded outcome.
-func outcomeOf(t *testing.T, w *writer.Writer, id string) *queue.Outcome {
+func outcomeOf(t *testing.T, w *daemon.Writer, id string) *queue.Outcome {
 	t.Helper()
 	var l queue.Lookup
 	require.Eventually(t, func() bool { l = w.Lookup(id); return l.Found }, 10*time.Second, 10*time.Millisecond, "outcome of %s", id)
@@ -150,7 +150,7 @@ func TestWriterDrainsFormerStreams(t *testing.T) {
 	_, err := queue.CreateStream(t.Context(), js, "00000000000000d4", queue.Limits{MaxBytes: 1 << 20})
 	require.NoError(t, err)
 
-	w := startWriter(t, store, nc, func(c *writer.Config) { c.OwnServer = true })
+	w := startWriter(t, store, nc, func(c *daemon.WriterConfig) { c.OwnServer = true })
 	assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, "c2").Status)
 	assert.Equal(t, "older 1\nolder 2\nnewer 1\ncurrent 1\ncurrent 2\n", storeLog(t, store))
 	for _, id := range []string{"o1", "o2", "n1"} {
@@ -218,7 +218,7 @@ func TestWriterQueueCheck(t *testing.T) {
 		}
 		return false, nil
 	}
-	w := startWriter(t, store, nc, func(c *writer.Config) { c.CheckQueue = check })
+	w := startWriter(t, store, nc, func(c *daemon.WriterConfig) { c.CheckQueue = check })
 	publishJob(t, js, sid, "before", wireJob(t, sid, "before", "before"))
 	outcomeOf(t, w, "before")
 
@@ -260,7 +260,7 @@ func TestWriterRecreatesDeletedConsumer(t *testing.T) {
 func TestWriterFinishesInterruptedBatchAtStart(t *testing.T) {
 	store, storeID := writerStore(t)
 	job := &queue.Job{V: queue.Version, ID: "last", Store: storeID, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log", Data: []byte("x\n")}}}
-	require.NoError(t, writer.ApplyThenDie(store, job, false))
+	require.NoError(t, applyThenDie(store, job, false))
 	ro, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 	require.NoError(t, err)
 	o, err := ro.Outcome("last")

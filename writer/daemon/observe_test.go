@@ -1,4 +1,4 @@
-package writer_test
+package daemon_test
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 	"github.com/scribehq/scribe/writer/exec"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -38,7 +38,7 @@ type seen struct {
 	submitted time.Time
 }
 
-var _ writer.Observer = (*recorder)(nil)
+var _ daemon.Observer = (*recorder)(nil)
 
 func (r *recorder) BatchApplied(size int, took time.Duration) {
 	r.mu.Lock()
@@ -105,7 +105,7 @@ func TestObserverFileJobs(t *testing.T) {
 	nc, js := startJetStream(t)
 	store, id := writerStore(t)
 	rec := &recorder{}
-	w := startWriter(t, store, nc, func(c *writer.Config) { c.Observer = rec })
+	w := startWriter(t, store, nc, func(c *daemon.WriterConfig) { c.Observer = rec })
 
 	holder := holdInChild(t, store, lock.Options{Command: "test holder"})
 	at := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
@@ -163,7 +163,7 @@ func TestObserverExec(t *testing.T) {
 	busy := shCommand("busy", `if [ -e "$SCRIBE_STORE/busy" ]; then exit 75; fi`)
 	busy.BusyExitCodes = []int{75}
 	rec := &recorder{}
-	w := startWriter(t, store, nc, func(c *writer.Config) {
+	w := startWriter(t, store, nc, func(c *daemon.WriterConfig) {
 		c.Observer = rec
 		c.Commands = []exec.Command{shCommand("ok", "true"), shCommand("fail", "exit 3"), busy}
 	})

@@ -1,14 +1,15 @@
-package writer
+package daemon
 
 import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 )
 
-// Observer is told what a Writer does, for metrics (Config.Observer).
-// cmd/scribe implements it with Prometheus; the writer itself links no
-// metrics library, since package client links it.
+// Observer is told what a Writer does, for metrics (WriterConfig.Observer).
+// A Daemon feeds Prometheus's metrics with it (Config.Metrics,
+// NewPrometheus).
 //
 // The writer calls it from its own goroutine, between the steps of a
 // batch: each method must return at once, and must be safe to call while
@@ -17,7 +18,7 @@ import (
 // methods are added.
 type Observer interface {
 	// BatchApplied says that a batch of size file jobs was applied and
-	// its outcomes recorded: took is how long Session.Apply took, files
+	// its outcomes recorded: took is how long writer.Session.Apply took, files
 	// and journal fsynced. Duplicates and rejections count in size; exec
 	// jobs, which run alone, are not batches (ExecRan).
 	BatchApplied(size int, took time.Duration)
@@ -46,7 +47,7 @@ type Observer interface {
 }
 
 // NopObserver observes nothing. It is the Observer of a Writer whose
-// Config has none; embed it to implement part of Observer.
+// WriterConfig has none; embed it to implement part of Observer.
 type NopObserver struct{}
 
 // BatchApplied does nothing.
@@ -117,7 +118,7 @@ func (w *Writer) releaseKeeping() {
 
 // observeOutcome tells the observer, and the debug log, of a job's
 // outcome as answer publishes it.
-func (w *Writer) observeOutcome(e Entry, r Result) {
+func (w *Writer) observeOutcome(e writer.Entry, r writer.Result) {
 	o := r.Outcome
 	if o == nil {
 		return

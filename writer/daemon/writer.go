@@ -1,4 +1,4 @@
-package writer
+package daemon
 
 import (
 	"cmp"
@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer"
 	"github.com/scribehq/scribe/writer/claim"
 	"github.com/scribehq/scribe/writer/exec"
 	"github.com/scribehq/scribe/writer/internal/fault"
@@ -41,14 +42,9 @@ const (
 	MaxLinger = 2 * time.Millisecond
 )
 
-// Config configures a Writer. Store and Conn are required.
-type Config struct {
-	// Store is the store folder.
-	Store string
-	// LockPath is the store lock file; empty means DefaultLockPath.
-	LockPath string
-	// Conn is the connection the writer consumes and publishes outcomes on.
-	Conn *nats.Conn
+// Settings are how a store's writer works; every store of a Daemon shares
+// them. A zero field means its default.
+type Settings struct {
 	// BatchSize is the most jobs applied in one batch (one journal
 	// transaction). 0 means DefaultBatchSize.
 	BatchSize int
@@ -66,12 +62,25 @@ type Config struct {
 	// letting go for a waiting direct writer. 0 means DefaultHandOffGrace.
 	HandOffGrace time.Duration
 	// MaxFileBytes limits a file's size after an op; 0 means
-	// DefaultMaxFileBytes.
+	// writer.DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// Retention is how long outcomes are kept; 0 means
+	// journal.DefaultRetention.
+	Retention time.Duration
+}
+
+// WriterConfig configures a Writer. Store and Conn are required.
+type WriterConfig struct {
+	// Store is the store folder.
+	Store string
+	// LockPath is the store lock file; empty means lock.DefaultPath.
+	LockPath string
+	// Conn is the connection the writer consumes and publishes outcomes on.
+	Conn *nats.Conn
+	// Settings are how the writer works.
+	Settings
 	// Limits bounds the store's queue.
 	Limits queue.Limits
-	// Retention is how long outcomes are kept; 0 means DefaultRetention.
-	Retention time.Duration
 	// Command describes the daemon in the lock file.
 	Command string
 	// Version is reported by the status service.
@@ -86,8 +95,8 @@ type Config struct {
 	// deletes them. Leave it false on a server that stores share.
 	OwnServer bool
 	// Commands is the exec allowlist: the commands exec jobs may run, by
-	// name. Each must pass exec.Index. Without it, exec jobs are
-	// rejected queue.ReasonNotAllowed.
+	// name. It must pass exec.Index. Without it, exec jobs are rejected
+	// queue.ReasonNotAllowed.
 	Commands []exec.Command
 	// CheckQueue, if set, is called every QueueCheckInterval to find and
 	// repair a fault of the queue's server that its clients cannot see,
@@ -102,15 +111,15 @@ type Config struct {
 	Observer Observer
 	// Claim, if set, is this daemon's claim on the store, whose queue
 	// other daemons can reach too (a NATS cluster): the writer commits
-	// nothing without it (Options.Fence), and stops once it is
-	// lost (Err says why). Take it with claim.Acquire before New, which
-	// resets the store's consumer. The writer does not release it. With a
-	// claim, New creates the store's stream if it is missing and only
-	// verifies it otherwise (queue.VerifyStream).
+	// nothing without it (writer.Options.Fence), and stops once it is
+	// lost (Err says why). Take it with claim.Acquire before NewWriter,
+	// which resets the store's consumer. The writer does not release it.
+	// With a claim, NewWriter creates the store's stream if it is missing
+	// and only verifies it otherwise (queue.VerifyStream).
 	Claim *claim.Claim
 }
 
-// QueueCheckInterval is how often the writer calls Config.CheckQueue while
+// QueueCheckInterval is how often the writer calls WriterConfig.CheckQueue while
 // the queue is healthy; while it is not, the interval grows to
 // maxQueueCheckInterval.
 const QueueCheckInterval = time.Second
@@ -119,9 +128,9 @@ const maxQueueCheckInterval = 10 * time.Second
 
 // Writer owns one store for a daemon: it consumes the store's queue, holds
 // the store lock while there is work (releasing it when idle), applies jobs
-// in batches through a Session, acks them and publishes their outcomes.
+// in batches through a writer.Session, acks them and publishes their outcomes.
 type Writer struct {
-	cfg     Config
+	cfg     WriterConfig
 	store   string
 	storeID string
 	js      jetstream.JetStream
@@ -140,7 +149,7 @@ type Writer struct {
 	done     chan struct{}
 	started  time.Time
 	// reconsume asks run to consume afresh: the server's JetStream was
-	// restarted (see Config.CheckQueue), or the consumer is gone.
+	// restarted (see WriterConfig.CheckQueue), or the consumer is gone.
 	reconsume chan struct{}
 	// stopPump and pumped stop the pump and wait for it. Only run (and
 	// Start) touch them.
@@ -182,13 +191,13 @@ type Writer struct {
 	lost         bool
 
 	mu       sync.Mutex // guards the fields below
-	session  *Session
+	session  *writer.Session
 	epoch    uint64
 	applied  uint64
 	rejected uint64
 	waiting  string
 	fault    string
-	// queueFault is the fault Config.CheckQueue reports, "" if none.
+	// queueFault is the fault WriterConfig.CheckQueue reports, "" if none.
 	queueFault string
 	// former are the streams of the store's former IDs still to drain,
 	// oldest jobs first.
@@ -210,7 +219,7 @@ type Writer struct {
 // item is a message taken from the queue, decoded.
 type item struct {
 	m   jetstream.Msg
-	e   Entry
+	e   writer.Entry
 	n   uint64 // the order it was taken in
 	own bool   // of the store's own stream (not a former path's)
 }
@@ -219,17 +228,18 @@ type item struct {
 func (it item) isExec() bool { return it.e.Err == nil && it.e.Job.IsExec() }
 
 // formerStream is a stream of this store under a former path: see
-// Config.OwnServer.
+// WriterConfig.OwnServer.
 type formerStream struct {
 	id     string // the store's former ID
 	name   string
 	stream jetstream.Stream
 }
 
-// New prepares a writer for a store: it creates (or updates) the store's
-// stream and recreates its durable consumer, so that whatever a previous
-// daemon left unacked is delivered again from the start, in stream order.
-func New(ctx context.Context, cfg Config) (*Writer, error) {
+// NewWriter prepares a writer for a store: it creates (or updates) the
+// store's stream and recreates its durable consumer, so that whatever a
+// previous daemon left unacked is delivered again from the start, in
+// stream order. Start starts it.
+func NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error) {
 	real, err := queue.ResolveStore(cfg.Store)
 	if err != nil {
 		return nil, err
@@ -295,7 +305,7 @@ func New(ctx context.Context, cfg Config) (*Writer, error) {
 }
 
 // Start begins consuming: first the streams of the store's former paths,
-// if any (Config.OwnServer), then its own. Close stops it.
+// if any (WriterConfig.OwnServer), then its own. Close stops it.
 func (w *Writer) Start(ctx context.Context) error {
 	cons, err := w.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig())
 	if err != nil {
@@ -440,7 +450,7 @@ func (w *Writer) deliver(ctx context.Context, m jetstream.Msg) bool {
 }
 
 // findFormer looks for the streams of the store under former paths (see
-// Config.OwnServer): it deletes the empty ones, lifts the others' byte
+// WriterConfig.OwnServer): it deletes the empty ones, lifts the others' byte
 // reservations (no one can publish to them any more, and the store's own
 // stream needs its reservation) and lists them, oldest jobs first.
 func (w *Writer) findFormer(ctx context.Context) error {
@@ -554,7 +564,7 @@ func (w *Writer) drain(ctx context.Context, f *formerStream) error {
 	return nil
 }
 
-// watch calls Config.CheckQueue now and then, keeps the fault it reports
+// watch calls WriterConfig.CheckQueue now and then, keeps the fault it reports
 // for the status report, and asks run to consume afresh when it restarted
 // the server's JetStream.
 func (w *Writer) watch(ctx context.Context, done chan<- struct{}) {
@@ -973,18 +983,18 @@ func (w *Writer) process(ctx context.Context, items []item) bool {
 }
 
 // split returns the messages and entries of items.
-func split(items []item) ([]jetstream.Msg, []Entry) {
-	msgs, entries := make([]jetstream.Msg, len(items)), make([]Entry, len(items))
+func split(items []item) ([]jetstream.Msg, []writer.Entry) {
+	msgs, entries := make([]jetstream.Msg, len(items)), make([]writer.Entry, len(items))
 	for i, it := range items {
 		msgs[i], entries[i] = it.m, it.e
 	}
 	return msgs, entries
 }
 
-// entry decodes a message into the Entry to apply.
-func (w *Writer) entry(m jetstream.Msg) Entry {
+// entry decodes a message into the writer.Entry to apply.
+func (w *Writer) entry(m jetstream.Msg) writer.Entry {
 	job, err := queue.DecodeLimit(m.Data(), w.cfg.Limits.JobBytes())
-	e := Entry{Job: job, Err: err, Raw: m.Data()}
+	e := writer.Entry{Job: job, Err: err, Raw: m.Data()}
 	md, mdErr := m.Metadata()
 	if mdErr == nil {
 		e.Seq = md.Sequence.Stream
@@ -999,7 +1009,7 @@ func (w *Writer) entry(m jetstream.Msg) Entry {
 		return e
 	}
 	// A job queued under a former path of the store names the store by
-	// its former ID: it is this store's (see Config.OwnServer).
+	// its former ID: it is this store's (see WriterConfig.OwnServer).
 	if err == nil && mdErr == nil && md.Stream != queue.StreamName(w.storeID) {
 		if id, ok := queue.StreamStoreID(md.Stream); ok && job.Store == id {
 			job.Store = w.storeID
@@ -1011,7 +1021,7 @@ func (w *Writer) entry(m jetstream.Msg) Entry {
 // apply applies the batch under the store lock, waiting for the lock and
 // retrying through I/O faults, until it succeeds or ctx ends (false: the
 // batch stays unacked in the queue).
-func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []Entry) ([]Result, bool) {
+func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []writer.Entry) ([]writer.Result, bool) {
 	var lastFaultLog time.Time
 	guarded := false
 	for attempt := 0; ; attempt++ {
@@ -1066,7 +1076,7 @@ func (w *Writer) retryAfterFault(ctx context.Context, err error, attempt int, ba
 		return false
 	}
 	w.setFault(err.Error())
-	if errors.Is(err, ErrStoreChanged) || errors.Is(err, claim.ErrExpired) {
+	if errors.Is(err, writer.ErrStoreChanged) || errors.Is(err, claim.ErrExpired) {
 		// The lock file or journal is no longer the one this hold
 		// opened: another writer may hold the real one. Let go, and
 		// take the store anew through its path.
@@ -1085,7 +1095,7 @@ func (w *Writer) retryAfterFault(ctx context.Context, err error, attempt int, ba
 }
 
 // count adds a batch's outcomes to the status report's counters.
-func (w *Writer) count(results []Result) {
+func (w *Writer) count(results []writer.Result) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range results {
@@ -1102,7 +1112,7 @@ func (w *Writer) count(results []Result) {
 // answer marks a committed batch as done in the queue and then publishes
 // each job's outcome. The store's own stream forgets the jobs at the next
 // purge; a former path's stream is acked message by message.
-func (w *Writer) answer(batch []jetstream.Msg, entries []Entry, results []Result) {
+func (w *Writer) answer(batch []jetstream.Msg, entries []writer.Entry, results []writer.Result) {
 	// The journal has every outcome: now the queue may forget the jobs.
 	for i, m := range batch {
 		if seq := entries[i].Seq; w.isOwn(m) {
@@ -1173,7 +1183,7 @@ func (w *Writer) finishInterrupted() {
 	if err != nil || in == nil {
 		return
 	}
-	s, err := Open(context.Background(), w.store, w.sessionOptions())
+	s, err := writer.Open(context.Background(), w.store, w.sessionOptions())
 	if err != nil {
 		w.log.Warn("finish an interrupted batch at start; it is finished before the next batch", "err", err)
 		return
@@ -1184,8 +1194,8 @@ func (w *Writer) finishInterrupted() {
 }
 
 // sessionOptions are the options of the writer's sessions.
-func (w *Writer) sessionOptions() Options {
-	o := Options{
+func (w *Writer) sessionOptions() writer.Options {
+	o := writer.Options{
 		LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command,
 		MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, journal.DefaultRetention), Logger: w.log,
 	}
@@ -1244,7 +1254,7 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 		if err := w.claimLost(); err != nil {
 			return err
 		}
-		s, err := Open(context.Background(), w.store, w.sessionOptions())
+		s, err := writer.Open(context.Background(), w.store, w.sessionOptions())
 		if err == nil {
 			w.mu.Lock()
 			w.session, w.epoch, w.waiting = s, s.Epoch(), ""
@@ -1296,7 +1306,7 @@ const (
 
 // guardPoison records the attempt of a one-job batch, or turns it into a
 // rejection if it has killed the writer maxAttempts times.
-func (w *Writer) guardPoison(entries []Entry) error {
+func (w *Writer) guardPoison(entries []writer.Entry) error {
 	j := w.session.Journal()
 	seq := entries[0].Seq
 	attempts, err := j.Attempts(seq)

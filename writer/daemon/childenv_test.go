@@ -1,4 +1,4 @@
-package writer_test
+package daemon_test
 
 import (
 	"os"

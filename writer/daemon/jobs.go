@@ -1,4 +1,4 @@
-package writer
+package daemon
 
 import (
 	"context"
@@ -67,14 +67,14 @@ func (w *Writer) handState(id string) (in, waiting bool, detail string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if r := w.running; r != nil {
-		for i, o := range r.plan.outs {
-			if o.ID != id {
+		for i, job := range r.plan.Jobs() {
+			if job != id {
 				continue
 			}
 			if i == 0 {
 				return true, false, "its command runs: " + r.String()
 			}
-			return true, false, fmt.Sprintf("it joined the run of job %s, whose command runs: %s", r.plan.job.ID, r.String())
+			return true, false, fmt.Sprintf("it joined the run of job %s, whose command runs: %s", r.plan.Job().ID, r.String())
 		}
 	}
 	if !slices.ContainsFunc(w.hand, func(j handJob) bool { return j.id == id }) {
@@ -95,7 +95,7 @@ func (w *Writer) handState(id string) (in, waiting bool, detail string) {
 func (w *Writer) inFlight() int {
 	n := len(w.hand)
 	if w.running != nil {
-		n = max(n, len(w.running.plan.outs))
+		n = max(n, len(w.running.plan.Jobs()))
 	}
 	return n
 }
@@ -257,7 +257,7 @@ type queuedMsg struct {
 }
 
 // scan reads the queued messages in the order they will be applied: those
-// of the store's former streams still to drain (see Config.OwnServer),
+// of the store's former streams still to drain (see WriterConfig.OwnServer),
 // then its own stream's, oldest first, one request each (the stream is a
 // work queue: it admits no second consumer to read it with). It calls fn
 // on each until fn returns false, limit messages were read, or ctx ends;

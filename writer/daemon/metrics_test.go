@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -37,17 +37,17 @@ func TestMetricsAddr(t *testing.T) {
 			got, exposed, err := metricsAddr(tc.in)
 			if tc.bad {
 				require.Error(t, err)
-				assert.Equal(t, exitUsage, exitCode(err))
-				assert.Error(t, checkMetricsAddr(tc.in), "the config file's key takes what the flag takes")
+				assert.ErrorIs(t, err, ErrConfig)
+				assert.Error(t, CheckMetricsAddr(tc.in), "the config file's key takes what the flag takes")
 				return
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.exposed, exposed)
-			assert.NoError(t, checkMetricsAddr(tc.in))
+			assert.NoError(t, CheckMetricsAddr(tc.in))
 		})
 	}
-	assert.NoError(t, checkMetricsAddr(""), `metrics_addr = "" is no metrics`)
+	assert.NoError(t, CheckMetricsAddr(""), `metrics_addr = "" is no metrics`)
 }
 
 // families gathers the registry by metric name.

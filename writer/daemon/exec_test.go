@@ -1,4 +1,4 @@
-package writer_test
+package daemon_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 	"github.com/scribehq/scribe/writer/exec"
 )
 
@@ -37,11 +38,11 @@ func execJob(t *testing.T, storeID, id, name, coalesce string, args ...string) [
 }
 
 // startExecWriter starts a writer on a fresh store with the given commands.
-func startExecWriter(t *testing.T, cmds ...exec.Command) (*writer.Writer, jetstream.JetStream, string, string) {
+func startExecWriter(t *testing.T, cmds ...exec.Command) (*daemon.Writer, jetstream.JetStream, string, string) {
 	t.Helper()
 	nc, js := startJetStream(t)
 	store, id := writerStore(t)
-	w := startWriter(t, store, nc, func(c *writer.Config) { c.Commands = cmds })
+	w := startWriter(t, store, nc, func(c *daemon.WriterConfig) { c.Commands = cmds })
 	return w, js, store, id
 }
 
@@ -245,7 +246,7 @@ func TestExecChildHelper(t *testing.T) {
 // is recorded: the job is retried after the fault, which the status
 // report shows, and then runs once.
 func TestExecSpoolFaultDefers(t *testing.T) {
-	restore := writer.FailSpools(6, unix.EMFILE)
+	restore := failSpools(6, unix.EMFILE)
 	defer restore()
 	w, js, store, id := startExecWriter(t, shCommand("note", `echo ran >> ran.txt`))
 	publishJob(t, js, id, "n1", execJob(t, id, "n1", "note", ""))

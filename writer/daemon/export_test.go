@@ -1,4 +1,4 @@
-package writer
+package daemon
 
 // SetScanLimit lowers how many queued jobs one locate or jobs request
 // reads, until the returned func restores it. Not for use while a writer

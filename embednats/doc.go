@@ -11,9 +11,10 @@
 // external NATS server takes the same locks without this package.
 //
 // A store's queued jobs follow it from daemon to daemon: TakeOver moves
-// them from where the previous daemon kept them (discovery.QueueHome) before
-// the store's writer starts, and TakeOverInto into any JetStream, such as
-// a cluster the store moves to. Watch checks the server's health once for
+// them from where the previous daemon kept them (discovery.QueueHome)
+// into this server before the store's writer starts, and TakeOverInto
+// into any JetStream, such as a cluster the store moves to; a
+// TakeOverConfig says what moves where. Watch checks the server's health once for
 // all the writers.
 //
 // StartNode runs a node of a NATS cluster from a nats-server config file
@@ -21,9 +22,9 @@
 // and TLS, no credentials or discovery of its own; the daemon connects to
 // it as to any NATS server.
 //
-// In the layout (cmd → client, writer, embednats → queue) only cmd/scribe
-// imports it; it imports nothing of scribe's but queue (and queue/discovery).
-// Programs that submit jobs never link it.
+// In the layout (cmd → client, writer, embednats → queue) only the
+// daemon, writer/daemon, imports it; it imports nothing of scribe's but
+// queue (and queue/discovery). Programs that submit jobs never link it.
 //
 // # Caveats
 //

@@ -20,7 +20,7 @@ import (
 // ErrFormerQueue means jobs of a store wait in a queue of its former path
 // (the store was moved or renamed, which changed its ID) that a server of
 // several stores cannot drain: only a daemon of the store alone applies
-// them (writer.Config.OwnServer). The error names the folder.
+// them (daemon.WriterConfig.OwnServer). The error names the folder.
 var ErrFormerQueue = errors.New("jobs wait under a former path of the store")
 
 // QueueSource is a queue folder that may hold jobs of a store: its own

@@ -15,9 +15,12 @@
 // logs and metrics in docs/running.md.
 //
 // In the layout (cmd → client, writer, embednats → queue) it is the top:
-// it parses flags, sets up logging and signals, and maps errors to exit
-// codes (0 done, 1 rejected or failed, 2 usage, 69 no daemon, 75 busy),
-// and holds no logic a library user would need. Nothing imports it.
+// it parses flags, reads the config file, sets up logging and signals,
+// and maps errors to exit codes (0 done, 1 rejected or failed, 2 usage,
+// 69 no daemon, 75 busy). What a command does is a library's: `scribe
+// serve` turns its flags and config file into a writer/daemon Config and
+// runs that daemon, `scribe lock` takes the store through writer.Take,
+// the others call package client. Nothing imports it.
 //
 // # Caveats
 //

@@ -217,37 +217,6 @@ func isJSONObject(b []byte) bool {
 	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }
 
-// MaxMergeDepth is the deepest nesting of objects and arrays that merge
-// accepts, in the file and in the patch.
-const MaxMergeDepth = 128
-
-// jsonDepth returns how deep objects and arrays nest in b, valid JSON.
-func jsonDepth(b []byte) int {
-	depth, deepest := 0, 0
-	inString, escaped := false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
-}
-
 func (ov *overlay) checkSize(n int64) error {
 	if ov.maxFile > 0 && n > ov.maxFile {
 		return queue.Reject(queue.ReasonTooLarge, "file would be %d bytes, limit %d", n, ov.maxFile)

@@ -15,10 +15,6 @@ import (
 	"github.com/scribehq/scribe/writer/journal"
 )
 
-// tmpSuffix marks the temporary file a write goes through. Its name is
-// fixed per target: only the lock holder writes, and a redo reuses it.
-const tmpSuffix = ".scribe-tmp"
-
 // materialize carries out changes and makes them durable: each file is
 // fsynced, then each folder whose entries changed. Removals go first, so
 // that a folder may take the place of a file the batch removes. redo says

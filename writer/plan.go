@@ -294,33 +294,3 @@ func (s *Session) FinishExec(plan *ExecPlan, r *exec.Result) ([]Result, error) {
 	}
 	return res, nil
 }
-
-// recoverRun settles a run record left by a holder of another epoch: the
-// writer died, or lost the store, while the command ran, and the command
-// is over (it held the store lock through the descriptor it inherited).
-// A command safe to run again is simply forgotten, so that its job, still
-// queued, runs again; any other gets the outcome interrupted. A record of
-// this hold's own epoch is a command this hold is running (a scribe
-// command it started joined the hold): left alone.
-func (st *shared) recoverRun() error {
-	r, err := st.journal.Running()
-	if err != nil || r == nil || r.Epoch == st.epoch {
-		return err
-	}
-	if r.RerunSafe {
-		st.log.Warn("a command was interrupted; it is safe to run again, and its job will be", "command", r.Command, "started", r.Started, "epoch", r.Epoch)
-		return st.journal.EndRun(nil, 0)
-	}
-	st.log.Warn("a command was interrupted; it is not safe to run again: recording its jobs as interrupted", "command", r.Command, "started", r.Started, "epoch", r.Epoch, "jobs", len(r.Outcomes))
-	now := time.Now().UTC()
-	for _, o := range r.Outcomes {
-		o.Status, o.Reason, o.At = queue.StatusRejected, queue.ReasonInterrupted, now
-		o.Detail = fmt.Sprintf("the writer died or lost the store while command %s ran (started %s, epoch %d); it is not marked rerun_safe, so it was not run again: it may have done all, part or none of its work",
-			r.Command, r.Started.Format(time.RFC3339), r.Epoch)
-		o.Exec = &queue.ExecResult{Command: r.Command, ExitCode: -1, Started: r.Started}
-	}
-	if err := st.journal.EndRun(r.Outcomes, r.LastSeq); err != nil {
-		return fmt.Errorf("record interrupted run: %w", err)
-	}
-	return nil
-}

@@ -30,6 +30,10 @@ type tree struct {
 // fileKey is a file's identity: its device and inode.
 type fileKey struct{ dev, ino uint64 }
 
+// tmpSuffix marks the temporary file a write goes through. Its name is
+// fixed per target: only the lock holder writes, and a redo reuses it.
+const tmpSuffix = ".scribe-tmp"
+
 // errSymlink reports a symlink where a path needs a folder or a file.
 var errSymlink = errors.New("is a symlink; scribe does not follow symlinks in a store")
 

@@ -73,3 +73,11 @@ func CommitUnder(store string, fence journal.Fence, id string) error {
 	_, err = s.Apply([]Entry{{Job: job}})
 	return err
 }
+
+// writeIntent records a batch as Apply does before it writes any file,
+// with in.Outcomes as its outcomes, and settles nothing: what a holder
+// that dies right after its journal write leaves.
+func writeIntent(j *journal.Journal, in *journal.Intent) error {
+	_, err := j.Record(in, in.Outcomes, nil, in.LastSeq)
+	return err
+}

@@ -38,7 +38,7 @@ func TestProvisionalOutcomesStayHiddenUntilRedone(t *testing.T) {
 		Changes:  []journal.Change{{Path: "log", Kind: journal.ChangeAppend, Data: []byte("new\n"), Base: 5}},
 		Outcomes: []*queue.Outcome{{V: queue.Version, ID: "p", Status: queue.StatusApplied, Epoch: s.Epoch(), Seq: 4, Mode: queue.ModeDaemon, At: at}},
 	}
-	require.NoError(t, s.st.journal.WriteIntent(in))
+	require.NoError(t, writeIntent(s.st.journal, in))
 	require.NoError(t, s.Close()) // the "crash": no file written
 
 	ro, err := journal.OpenReadOnly(journal.Path(store), time.Second)

@@ -139,7 +139,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 				},
 				LastSeq: 7,
 			}
-			require.NoError(t, s.st.journal.WriteIntent(in))
+			require.NoError(t, writeIntent(s.st.journal, in))
 			putFiles(t, store, tt.crash)
 			for _, p := range tt.gone {
 				require.NoError(t, os.Remove(filepath.Join(store, p)))
@@ -270,7 +270,7 @@ func TestRecoverFailureReleasesLock(t *testing.T) {
 		{Path: "ok", Kind: journal.ChangeWrite, Data: []byte("x"), Mode: 0o644},
 		{Path: "f/x", Kind: journal.ChangeWrite, Data: []byte("x"), Mode: 0o644},
 	}}
-	require.NoError(t, s.st.journal.WriteIntent(bad))
+	require.NoError(t, writeIntent(s.st.journal, bad))
 	require.NoError(t, s.Close())
 
 	for range 2 {

@@ -26,7 +26,7 @@ func interruptBatch(tb testing.TB, store string) uint64 {
 	in := &journal.Intent{Epoch: s.Epoch(), Changes: recoverChanges, LastSeq: 1, Outcomes: []*queue.Outcome{
 		{V: queue.Version, ID: "j1", Status: queue.StatusApplied, Epoch: s.Epoch(), Seq: 1, Mode: queue.ModeDaemon, At: time.Now().UTC()},
 	}}
-	require.NoError(tb, s.st.journal.WriteIntent(in))
+	require.NoError(tb, writeIntent(s.st.journal, in))
 	epoch := s.Epoch()
 	require.NoError(tb, s.Close())
 	return epoch
@@ -133,7 +133,7 @@ func TestTakeStuck(t *testing.T) {
 	putFiles(t, store, map[string]string{"f": "a file"})
 	bad := &journal.Intent{Epoch: s.Epoch(), Changes: []journal.Change{{Path: "f/x", Kind: journal.ChangeWrite, Data: []byte("x")}},
 		Outcomes: []*queue.Outcome{{V: queue.Version, ID: "j", Status: queue.StatusApplied}}}
-	require.NoError(t, s.st.journal.WriteIntent(bad))
+	require.NoError(t, writeIntent(s.st.journal, bad))
 	require.NoError(t, s.Close())
 
 	h, err := Take(context.Background(), store, Options{})

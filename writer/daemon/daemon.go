@@ -87,7 +87,9 @@ type Queue struct {
 	// embedded queue; empty means discovery.DefaultQueueDir. A daemon of
 	// one store keeps its queue in the store.
 	Dir string
-	// Limits bounds each store's queue; Limits.Replicas is for a cluster.
+	// Limits bounds each store's queue. Limits.Replicas is for a queue
+	// on a cluster, and required there: how many servers keep each
+	// store's queue, 1 to 5 (3 survives the loss of one).
 	Limits queue.Limits
 	// Remote, once its URL is set, is a NATS server or cluster that other
 	// daemons may reach too, instead of the embedded server. A claim per
@@ -156,7 +158,7 @@ func (c *Config) check() error {
 	switch {
 	case cluster && c.ExitIdle > 0:
 		return badConfig("--exit-idle: not with --nats-url or --nats-config (a daemon of a shared queue stands by)")
-	case cluster && (c.Queue.Replicas() < 1 || c.Queue.Replicas() > 5):
+	case cluster && (c.Queue.Limits.Replicas < 1 || c.Queue.Limits.Replicas > 5):
 		return badConfig("--replicas %d: want 1 to 5", c.Queue.Limits.Replicas)
 	case cluster && c.Queue.ClaimTTL != 0 && c.Queue.ClaimTTL < 100*time.Millisecond:
 		return badConfig("--claim-ttl %v: want at least 100ms", c.Queue.ClaimTTL)
@@ -172,10 +174,6 @@ func (c *Config) check() error {
 	}
 	return nil
 }
-
-// Replicas is how many servers keep each store's queue: Limits.Replicas,
-// or 1.
-func (q Queue) Replicas() int { return max(q.Limits.Replicas, 1) }
 
 // Daemon serves one store or many: it holds each store's daemon lock,
 // runs or reaches the queue's server, moves each store's queued jobs to
@@ -494,7 +492,7 @@ func (d *Daemon) serveClusterStore(ctx context.Context, js jetstream.JetStream, 
 	id := queue.StoreID(real)
 	log := d.log.With("store", real, "store_id", id)
 	c, err := claim.Acquire(ctx, js, id, claim.Config{
-		TTL: d.cfg.Queue.ClaimTTL, Replicas: d.cfg.Queue.Replicas(), Logger: log,
+		TTL: d.cfg.Queue.ClaimTTL, Replicas: d.cfg.Queue.Limits.Replicas, Logger: log,
 		Holder: "scribe serve --store " + shellQuote(real),
 	})
 	if err != nil {
@@ -527,7 +525,7 @@ func (d *Daemon) serveClusterStore(ctx context.Context, js jetstream.JetStream, 
 	if err := st.lk.Announce(&st.d); err != nil {
 		return st, err
 	}
-	log.Info("serving", "url", d.cfg.Queue.Remote.URL, "pid", st.d.PID, "replicas", d.cfg.Queue.Replicas(), "exec_commands", len(d.cfg.Commands))
+	log.Info("serving", "url", d.cfg.Queue.Remote.URL, "pid", st.d.PID, "replicas", d.cfg.Queue.Limits.Replicas, "exec_commands", len(d.cfg.Commands))
 	return st, nil
 }
 

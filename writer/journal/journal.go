@@ -415,14 +415,6 @@ func (j *Journal) Settle(t Token) error {
 	return nil
 }
 
-// WriteIntent records a batch as Record does, with in.Outcomes as its
-// outcomes, and settles nothing: what a holder that dies before writing
-// any file leaves. For tests of recovery.
-func (j *Journal) WriteIntent(in *Intent) error {
-	_, err := j.Record(in, in.Outcomes, nil, in.LastSeq)
-	return err
-}
-
 func dataKey(i int) []byte { return strconv.AppendInt(bytes.Clone(prefixData), int64(i), 10) }
 
 // dropIntent removes the standing intent: its header, data, generation,

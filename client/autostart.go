@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // DefaultExitIdle is how long a daemon started on demand (WithAutostart)
@@ -88,11 +88,11 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 		}
 	}()
 	for attempt := 0; ; attempt++ {
-		d, err := daemon.Find(q.store)
+		d, err := discovery.Find(q.store)
 		switch {
 		case err == nil && d != nil:
 			return d, nil
-		case err != nil && !errors.Is(err, daemon.ErrStarting):
+		case err != nil && !errors.Is(err, discovery.ErrStarting):
 			return nil, err
 		case err != nil:
 			// A daemon holds the lock and is starting, ours or another's:
@@ -108,7 +108,7 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 			if !ok {
 				break
 			}
-			if d, err := daemon.Find(q.store); d != nil || err != nil {
+			if d, err := discovery.Find(q.store); d != nil || err != nil {
 				gate.release() // one took the lock while we came through the gate
 				break
 			}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/queue/discovery"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // Route says whether jobs go through the daemon.
@@ -198,14 +198,14 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	// A hold handed down is on that file too. A mismatch matters only
 	// when the client writes directly. Learning that file looks for the
 	// daemon, as the queued route does anyway: only when it is needed.
-	lockFile := sync.OnceValues(func() (string, error) { return daemon.LockFile(real, o.lockPath) })
+	lockFile := sync.OnceValues(func() (string, error) { return discovery.LockFile(real, o.lockPath) })
 	// A process handed a standing hold of the store (run by `scribe lock`,
 	// or by the daemon as an exec command) writes under it: queued, its
 	// job would wait for the holder, which may be waiting for it.
 	inherited := false
 	if o.route == RoutePrefer && holdHandedDown() {
 		lockPath, err := lockFile()
-		inherited = err == nil && writer.InheritedHold(real, lockPath)
+		inherited = err == nil && lock.InheritedHold(real, lockPath)
 	}
 	if o.remote != nil && !inherited {
 		if c.r, err = openRemote(ctx, real, c.storeID, *o.remote, o); err != nil {
@@ -364,10 +364,10 @@ func (c *Client) DeadLetters(ctx context.Context) (*queue.DeadLetters, error) {
 }
 
 // holdHandedDown reports whether this process's environment hands it a
-// hold of some store (writer.InheritedHold tells whether of this one):
+// hold of some store (lock.InheritedHold tells whether of this one):
 // without one, there is nothing to ask.
 func holdHandedDown() bool {
-	return os.Getenv(writer.EnvLockID) != "" && os.Getenv(writer.EnvLockToken) != ""
+	return os.Getenv(lock.EnvLockID) != "" && os.Getenv(lock.EnvLockToken) != ""
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -18,7 +18,7 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // journalFake plays the daemon's writer and status service on an embedded
@@ -40,7 +40,7 @@ func startFake(t *testing.T) (*journalFake, string) {
 	dir := filepath.Join(t.TempDir(), "store")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	ctx := t.Context()
-	lk, err := daemon.Take(ctx, dir, nil)
+	lk, err := discovery.Take(ctx, dir, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	srv, err := embednats.Start(ctx, lk, embednats.Config{})

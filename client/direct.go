@@ -11,6 +11,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // direct is the route without a daemon: each job takes the store lock,
@@ -54,8 +55,8 @@ func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte) (*queue.Ou
 			return nil, fmt.Errorf("%s: %w (%s)", d.store, ErrStranded, st.Why)
 		}
 	}
-	s, err := writer.OpenSessionWait(ctx, d.store, d.wait, writer.SessionOptions{
-		LockPath: d.lockPath, Mode: queue.ModeDirect, Command: d.command, Logger: d.log,
+	s, err := writer.Open(ctx, d.store, writer.Options{
+		LockPath: d.lockPath, Mode: queue.ModeDirect, Command: d.command, Wait: d.wait, Logger: d.log,
 	})
 	if err != nil {
 		return nil, busyError(err)
@@ -71,7 +72,7 @@ func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte) (*queue.Ou
 
 // lookup reads the journal itself, read-only: no lock needed.
 func (d *direct) lookup(_ context.Context, id string) (*queue.Lookup, error) {
-	j, err := writer.OpenJournalReadOnly(queue.Layout{Root: d.store}.Journal(), journalOpenTimeout)
+	j, err := journal.OpenReadOnly(queue.Layout{Root: d.store}.Journal(), journalOpenTimeout)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &queue.Lookup{}, nil
 	}

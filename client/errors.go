@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/queue/discovery"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 var (
@@ -20,9 +20,9 @@ var (
 	// ErrNoDaemon.
 	ErrExecNeedsDaemon = fmt.Errorf("%w: exec jobs run in the daemon, which has the allowlist", ErrNoDaemon)
 	// ErrBusy means a direct write found the store lock held. The error
-	// is a *BusyError naming the holder. ErrBusy is writer.ErrLocked, so
+	// is a *BusyError naming the holder. ErrBusy is lock.ErrLocked, so
 	// it matches the store lock's busy errors from anywhere in scribe.
-	ErrBusy = writer.ErrLocked
+	ErrBusy = lock.ErrLocked
 	// ErrQueueFull means the daemon's queue for the store is at its
 	// limits; the job was not queued.
 	ErrQueueFull = queue.ErrQueueFull
@@ -41,7 +41,7 @@ var (
 	// (WithLockFile) other than the one the store's live daemon takes: it
 	// would not exclude the daemon, so the client refuses to write. Give
 	// the daemon's lock file, or none to take it by itself.
-	ErrOtherLockFile = daemon.ErrOtherLockFile
+	ErrOtherLockFile = discovery.ErrOtherLockFile
 	// ErrUnverified means the server at the discovery file's address did
 	// not prove it is the daemon the file names (no TLS, or not the pinned
 	// certificate): the client sent it nothing. Open fails with it wrapped
@@ -61,7 +61,7 @@ type BusyError struct {
 	// yet).
 	Holder *queue.Holder
 
-	err error // the *writer.LockedError this reports, with its context
+	err error // the *lock.LockedError this reports, with its context
 }
 
 func (e *BusyError) Error() string {
@@ -73,7 +73,7 @@ func (e *BusyError) Error() string {
 	}
 	// The command comes from the lock file, which any program may write:
 	// quoted and cut, it cannot forge lines of output.
-	return fmt.Sprintf("store is busy: lock %s is held by %s", e.Lock, writer.DescribeHolder(e.Holder))
+	return fmt.Sprintf("store is busy: lock %s is held by %s", e.Lock, lock.DescribeHolder(e.Holder))
 }
 
 // Unwrap returns the store lock's own error.
@@ -85,7 +85,7 @@ func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 // busyError turns the store lock's busy error in err into a *BusyError,
 // and returns any other error as it is.
 func busyError(err error) error {
-	var le *writer.LockedError
+	var le *lock.LockedError
 	if !errors.As(err, &le) {
 		return err
 	}

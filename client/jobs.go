@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/queue/discovery"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // Timeouts and pauses of Locate, Wait and Jobs.
@@ -195,7 +195,7 @@ func (d *direct) jobs(_ context.Context, q queue.JobsQuery) (*queue.JobList, err
 		return nil, fmt.Errorf("%s: queued jobs can be listed only by the store's daemon: %w", d.store, ErrNoDaemon)
 	}
 	list := &queue.JobList{Outcomes: []*queue.Outcome{}}
-	j, err := writer.OpenJournalReadOnly(queue.Layout{Root: d.store}.Journal(), journalOpenTimeout)
+	j, err := journal.OpenReadOnly(queue.Layout{Root: d.store}.Journal(), journalOpenTimeout)
 	if errors.Is(err, fs.ErrNotExist) {
 		return list, nil // nothing was ever applied to this store
 	}
@@ -203,7 +203,7 @@ func (d *direct) jobs(_ context.Context, q queue.JobsQuery) (*queue.JobList, err
 		return nil, err
 	}
 	defer j.Close()
-	outs, err := j.Recent(writer.OutcomeFilter{Status: queue.Status(q.State), Since: q.Since, Limit: q.Limit})
+	outs, err := j.Recent(journal.OutcomeFilter{Status: queue.Status(q.State), Since: q.Since, Limit: q.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("list outcomes: %w", err)
 	}
@@ -225,7 +225,7 @@ func (d *direct) waitFor(ctx context.Context, id string) (*queue.Lookup, error) 
 		// it works, and tells its outcomes at once: turn to it.
 		if time.Since(lastFind) >= waitFindEvery {
 			lastFind = time.Now()
-			if found, ferr := daemon.Find(d.store); ferr == nil && found != nil {
+			if found, ferr := discovery.Find(d.store); ferr == nil && found != nil {
 				q, err := openQueued(ctx, d.store, queue.StoreID(d.store), options{connectTimeout: defaultConnectTimeout, log: d.log})
 				if err == nil && q != nil {
 					defer q.close()

@@ -14,7 +14,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // announce makes this process look like the store's daemon to clients
@@ -24,7 +24,7 @@ func announce(t *testing.T, store, lockFile string) {
 	t.Helper()
 	real, err := queue.ResolveStore(store)
 	require.NoError(t, err)
-	lk, err := daemon.Take(t.Context(), real, nil)
+	lk, err := discovery.Take(t.Context(), real, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	require.NoError(t, lk.Announce(&queue.Discovery{
@@ -40,7 +40,7 @@ func TestDirectWriteTakesTheDaemonsLockFile(t *testing.T) {
 	ctx := context.Background()
 	store := newStore(t)
 	shared := filepath.Join(t.TempDir(), "index.lock")
-	sharedReal, err := daemon.ResolveLockFile(store, shared)
+	sharedReal, err := discovery.ResolveLockFile(store, shared)
 	require.NoError(t, err)
 	announce(t, store, sharedReal)
 	flockHold(t, shared) // the daemon's hold, as far as the lock goes

@@ -15,8 +15,9 @@ import (
 
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 )
 
 // holdEnv makes the test binary, run again, hold a store's lock as
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 // hold holds store's lock as a direct writer named "nightly-import",
 // says "held", and lets go when its stdin closes.
 func hold(store string) int {
-	s, err := writer.OpenSession(store, writer.SessionOptions{Mode: queue.ModeDirect, Command: "nightly-import"})
+	s, err := writer.Open(context.Background(), store, writer.Options{Mode: queue.ModeDirect, Command: "nightly-import"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -108,13 +109,13 @@ func startDaemon(t *testing.T, store string) {
 func startDaemonVia(t *testing.T, store string, via func(addr string) string) *embednats.Server {
 	t.Helper()
 	ctx := t.Context()
-	lk, err := daemon.Take(ctx, store, nil)
+	lk, err := discovery.Take(ctx, store, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	srv, err := embednats.Start(ctx, lk, embednats.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn(), IdleRelease: 50 * time.Millisecond})
+	w, err := daemon.NewWriter(ctx, daemon.WriterConfig{Store: store, Conn: srv.Conn(), Settings: daemon.Settings{IdleRelease: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))
 	t.Cleanup(func() { _ = w.Close() })
@@ -142,7 +143,7 @@ func serve(store, sync string) int {
 		}
 		interval = d
 	}
-	lk, err := daemon.Take(ctx, store, nil)
+	lk, err := discovery.Take(ctx, store, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -154,7 +155,7 @@ func serve(store, sync string) int {
 		return 1
 	}
 	defer srv.Close()
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn()})
+	w, err := daemon.NewWriter(ctx, daemon.WriterConfig{Store: store, Conn: srv.Conn()})
 	if err == nil {
 		err = w.Start(ctx)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -189,7 +189,7 @@ func (q *queued) conn() (*nats.Conn, jetstream.JetStream) {
 }
 
 // discover returns the live daemon's discovery, or nil if none holds the
-// daemon lock (daemon.Find). A daemon that holds the lock but has not yet
+// daemon lock (discovery.Find). A daemon that holds the lock but has not yet
 // announced itself is still starting: wait for it until ctx ends.
 //
 // With autostart, a store that no daemon serves gets one: discover starts
@@ -202,8 +202,8 @@ func (q *queued) discover(ctx context.Context) (*queue.Discovery, error) {
 		return q.auto.discover(ctx, q)
 	}
 	for attempt := 0; ; attempt++ {
-		d, err := daemon.Find(q.store)
-		if !errors.Is(err, daemon.ErrStarting) {
+		d, err := discovery.Find(q.store)
+		if !errors.Is(err, discovery.ErrStarting) {
 			return d, err
 		}
 		if !sleep(ctx, backoff(attempt)) {
@@ -473,13 +473,12 @@ func (q *queued) publish(ctx context.Context, id string, data []byte) (dup bool,
 // a warning, not a debug line: a dozen tries, seconds of trying at least.
 const publishWarnAfter = 12
 
-// JetStream's error codes that say a publish was refused, not stored:
-// the job is larger than the stream takes (JSStreamMessageExceedsMaximumErr),
-// or its subject belongs to another stream (JSStreamNotMatchErr).
-const (
-	jsErrMessageTooLarge = 10054
-	jsErrStreamNotMatch  = 10060
-)
+// jsErrStreamNotMatch is JetStream's error code for a publish whose
+// subject belongs to another stream (the server's JSStreamNotMatchErr),
+// which nats.go's jetstream does not export: refused, not stored, as a
+// job larger than the stream takes is
+// (jetstream.JSErrCodeStreamMessageExceedsMaximum).
+const jsErrStreamNotMatch jetstream.ErrorCode = 10060
 
 // notQueued reports whether a publish's error says that the job was not
 // stored and that sending it again cannot change that: retrying it would
@@ -491,7 +490,7 @@ func notQueued(err error) bool {
 		errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrInvalidConnection):
 		return true
 	case errors.As(err, &apiErr):
-		return apiErr.ErrorCode == jsErrMessageTooLarge || apiErr.ErrorCode == jsErrStreamNotMatch
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum || apiErr.ErrorCode == jsErrStreamNotMatch
 	}
 	return false
 }

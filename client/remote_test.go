@@ -19,7 +19,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 )
 
 // operator is an operator's NATS server in this process, JetStream on,
@@ -94,7 +94,7 @@ func (o *operator) startWriter(store string) (stop func()) {
 	nc, err := nats.Connect(o.url(), nats.UserInfo("daemon", "daemon-pw"), nats.CustomInboxPrefix(queue.DaemonInboxPrefix),
 		nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	require.NoError(o.t, err)
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: nc, IdleRelease: 50 * time.Millisecond})
+	w, err := daemon.NewWriter(ctx, daemon.WriterConfig{Store: store, Conn: nc, Settings: daemon.Settings{IdleRelease: 50 * time.Millisecond}})
 	require.NoError(o.t, err)
 	require.NoError(o.t, w.Start(ctx))
 	stopped := false

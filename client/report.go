@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // StoreStatus is the status of a store, with or without a daemon, as
@@ -63,7 +64,7 @@ type DaemonStatus struct {
 	Epoch   uint64 `json:"epoch"`
 }
 
-// LockStatus is the store lock as the kernel tells it (writer.ProbeLock),
+// LockStatus is the store lock as the kernel tells it (lock.ProbeLock),
 // or, for a remote queue, as its daemon does.
 type LockStatus struct {
 	Path  string `json:"path"`
@@ -152,7 +153,7 @@ func (c *Client) StoreStatus(ctx context.Context) (*StoreStatus, error) {
 			st.Stranded = ptr(s.Why)
 		}
 		var err error
-		if st.Journal, st.Interrupted, err = readJournal(writer.JournalPath(c.store)); err != nil {
+		if st.Journal, st.Interrupted, err = readJournal(journal.Path(c.store)); err != nil {
 			return nil, err
 		}
 		if st.Journal.Error == nil {
@@ -186,7 +187,7 @@ func (st *StoreStatus) fromReport(r *queue.StatusReport) {
 	if j := r.Journal; j != nil {
 		st.Journal = JournalStatus{Path: j.Path, Bytes: j.Bytes, Outcomes: j.Outcomes, Applied: j.Applied, Rejected: j.Rejected, Epoch: j.Epoch, LastSeq: j.LastSeq, Error: optional(j.Error)}
 	} else { // a daemon that does not report its journal
-		st.Journal = JournalStatus{Path: writer.JournalPath(r.Store), Error: ptr("the daemon does not report its journal")}
+		st.Journal = JournalStatus{Path: journal.Path(r.Store), Error: ptr("the daemon does not report its journal")}
 	}
 }
 
@@ -196,7 +197,7 @@ func (st *StoreStatus) fromReport(r *queue.StatusReport) {
 // the rules of .scribe is the error.
 func readJournal(path string) (JournalStatus, *queue.Interrupted, error) {
 	jj := JournalStatus{Path: path}
-	j, err := writer.OpenJournalReadOnly(path, time.Second)
+	j, err := journal.OpenReadOnly(path, time.Second)
 	if errors.Is(err, fs.ErrNotExist) {
 		return jj, nil, nil // nothing was ever applied to this store
 	}
@@ -225,7 +226,7 @@ func readJournal(path string) (JournalStatus, *queue.Interrupted, error) {
 // holder's identity when the lock file names the process holding it.
 func probeLock(path string) (LockStatus, *queue.Holder) {
 	l := LockStatus{Path: path, State: LockFree}
-	held, pids, h := writer.ProbeLock(path)
+	held, pids, h := lock.ProbeLock(path)
 	if !held {
 		return l, nil
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 func newStore(t testing.TB) string {
@@ -112,7 +112,7 @@ func TestDirectBusyError(t *testing.T) {
 			_, err = c.Apply(ctx, job)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, client.ErrBusy)
-			assert.ErrorIs(t, err, writer.ErrLocked)
+			assert.ErrorIs(t, err, lock.ErrLocked)
 			var busy *client.BusyError
 			require.ErrorAs(t, err, &busy)
 			assert.Equal(t, filepath.Join(store, ".scribe", "lock"), busy.Lock)

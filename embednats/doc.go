@@ -5,15 +5,16 @@
 // listener that requires TLS (with a certificate made for this start) and
 // credentials, an in-process connection per store for the daemon's
 // writers, and the Discovery clients find it by. It runs under the
-// stores' daemon locks (queue/daemon: Take, then Start, then
+// stores' daemon locks (queue/discovery: Take, then Start, then
 // Lock.Announce the server's Discovery), which also check the .scribe
 // folders and write the discovery files: a daemon whose queue is an
 // external NATS server takes the same locks without this package.
 //
 // A store's queued jobs follow it from daemon to daemon: TakeOver moves
-// them from where the previous daemon kept them (daemon.QueueHome) before
-// the store's writer starts, and TakeOverInto into any JetStream, such as
-// a cluster the store moves to. Watch checks the server's health once for
+// them from where the previous daemon kept them (discovery.QueueHome)
+// into this server before the store's writer starts, and TakeOverInto
+// into any JetStream, such as a cluster the store moves to; a
+// TakeOverConfig says what moves where. Watch checks the server's health once for
 // all the writers.
 //
 // StartNode runs a node of a NATS cluster from a nats-server config file
@@ -21,15 +22,15 @@
 // and TLS, no credentials or discovery of its own; the daemon connects to
 // it as to any NATS server.
 //
-// In the layout (cmd → client, writer, embednats → queue) only cmd/scribe
-// imports it; it imports nothing of scribe's but queue (and queue/daemon).
-// Programs that submit jobs never link it.
+// In the layout (cmd → client, writer, embednats → queue) only the
+// daemon, writer/daemon, imports it; it imports nothing of scribe's but
+// queue (and queue/discovery). Programs that submit jobs never link it.
 //
 // # Caveats
 //
 // TLS pinning: the daemon makes a self-signed certificate at every start,
 // its private key only in memory, and puts it with its SHA-256
-// fingerprint into the Discovery, which daemon.Lock.Announce writes to
+// fingerprint into the Discovery, which discovery.Lock.Announce writes to
 // the discovery file (mode 0600, in a 0700 folder). Clients must use it
 // as their only root and check the fingerprint (queue.Discovery
 // TLSConfig), or another local user who binds the port after a restart can

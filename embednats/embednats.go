@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // Config configures Start.
@@ -88,8 +88,8 @@ const DaemonInboxPrefix = queue.DaemonInboxPrefix
 // must stay held until the server is closed: it is what makes this the
 // store's only server, and Take has checked the folder's permissions.
 // Clients learn of the server once its Discovery is announced
-// (daemon.Lock.Announce).
-func Start(ctx context.Context, lk *daemon.Lock, cfg Config) (*Server, error) {
+// (discovery.Lock.Announce).
+func Start(ctx context.Context, lk *discovery.Lock, cfg Config) (*Server, error) {
 	store := lk.Layout().Root
 	return start(ctx, cfg, startSpec{
 		queueDir: lk.Layout().Queue(), name: "scribe-" + queue.StoreID(store), certName: queue.StoreID(store),

@@ -31,8 +31,8 @@ import (
 
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/queue/discovery"
+	"github.com/scribehq/scribe/writer/daemon"
 )
 
 // newStore makes an empty store folder and returns its real path.
@@ -55,9 +55,9 @@ func start(t testing.TB, store string, cfg embednats.Config) *embednats.Server {
 }
 
 // serve is start, also returning the daemon lock.
-func serve(t testing.TB, store string, cfg embednats.Config) (*embednats.Server, *daemon.Lock) {
+func serve(t testing.TB, store string, cfg embednats.Config) (*embednats.Server, *discovery.Lock) {
 	t.Helper()
-	lk, err := daemon.Take(t.Context(), store, cfg.Logger)
+	lk, err := discovery.Take(t.Context(), store, cfg.Logger)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	srv, err := embednats.Start(t.Context(), lk, cfg)
@@ -231,13 +231,13 @@ func TestListenerIsLoopback(t *testing.T) {
 func TestDaemonAndSubmitterPermissions(t *testing.T) {
 	store := newStore(t)
 	ctx := t.Context()
-	lk, err := daemon.Take(ctx, store, nil)
+	lk, err := discovery.Take(ctx, store, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	srv, err := embednats.Start(ctx, lk, embednats.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn()})
+	w, err := daemon.NewWriter(ctx, daemon.WriterConfig{Store: store, Conn: srv.Conn()})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))
 	t.Cleanup(func() { _ = w.Close() })

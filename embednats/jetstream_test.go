@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // A restart of JetStream keeps every queued job and leaves the queue
@@ -19,7 +19,7 @@ import (
 func TestRestartJetStreamKeepsJobs(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	lk, err := daemon.Take(t.Context(), dir, nil)
+	lk, err := discovery.Take(t.Context(), dir, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	srv, err := Start(t.Context(), lk, Config{})

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // accountPrefix starts the name of a store's account on a shared server.
@@ -46,7 +46,7 @@ func accountStoreID(name string) (string, bool) {
 // keeps them, never serving them. It deletes those that are empty and
 // lists the others (Unserved), so that their jobs are reported, never
 // lost.
-func StartShared(ctx context.Context, qd *daemon.QueueDir, locks []*daemon.Lock, cfg Config) (*Server, error) {
+func StartShared(ctx context.Context, qd *discovery.QueueDir, locks []*discovery.Lock, cfg Config) (*Server, error) {
 	if len(locks) == 0 {
 		return nil, errors.New("start nats: no store to serve")
 	}

@@ -14,14 +14,14 @@ import (
 
 	"github.com/scribehq/scribe/embednats"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // shared is a server of several stores, as serve runs it.
 type shared struct {
 	srv    *embednats.Server
-	qd     *daemon.QueueDir
-	locks  []*daemon.Lock
+	qd     *discovery.QueueDir
+	locks  []*discovery.Lock
 	stores []string
 }
 
@@ -31,12 +31,12 @@ func startShared(t testing.TB, dir string, stores ...string) *shared {
 	t.Helper()
 	s := &shared{stores: stores}
 	for _, store := range stores {
-		lk, err := daemon.Take(t.Context(), store, nil)
+		lk, err := discovery.Take(t.Context(), store, nil)
 		require.NoError(t, err)
 		s.locks = append(s.locks, lk)
 	}
 	var err error
-	s.qd, err = daemon.TakeQueueDir(t.Context(), dir, stores, nil)
+	s.qd, err = discovery.TakeQueueDir(t.Context(), dir, stores, nil)
 	require.NoError(t, err)
 	s.srv, err = embednats.StartShared(t.Context(), s.qd, s.locks, embednats.Config{})
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestTakeOverBothWays(t *testing.T) {
 	id := queue.StoreID(a)
 	dir := filepath.Join(t.TempDir(), "queue")
 
-	lk, err := daemon.Take(t.Context(), a, nil)
+	lk, err := discovery.Take(t.Context(), a, nil)
 	require.NoError(t, err)
 	single, err := embednats.Start(t.Context(), lk, embednats.Config{})
 	require.NoError(t, err)
@@ -172,7 +172,7 @@ func TestTakeOverBothWays(t *testing.T) {
 	// cannot, the jobs stay where they were (and their copies here are
 	// duplicates the journal recognises).
 	refused := errors.New("cannot record")
-	_, err = s.srv.TakeOver(t.Context(), id, own, queue.Limits{MaxBytes: 1 << 20}, func() error { return refused })
+	_, err = s.srv.TakeOver(t.Context(), embednats.TakeOverConfig{StoreID: id, From: own, Limits: queue.Limits{MaxBytes: 1 << 20}, Moved: func() error { return refused }})
 	require.ErrorIs(t, err, refused)
 	has, err = own.HasQueue()
 	require.NoError(t, err)
@@ -183,14 +183,14 @@ func TestTakeOverBothWays(t *testing.T) {
 	require.NoError(t, js.DeleteStream(t.Context(), queue.StreamName(id))) // forget the copies
 
 	recorded := false
-	n, err := s.srv.TakeOver(t.Context(), id, own, queue.Limits{MaxBytes: 1 << 20}, func() error {
+	n, err := s.srv.TakeOver(t.Context(), embednats.TakeOverConfig{StoreID: id, From: own, Limits: queue.Limits{MaxBytes: 1 << 20}, Moved: func() error {
 		recorded = true
 		has, err := own.HasQueue()
 		require.NoError(t, err)
 		assert.True(t, has, "the old queue is deleted after the record moves")
 		assert.Equal(t, []string{"j1", "j2", "j3"}, queuedIDs(t, conn, queue.StreamName(id)), "every job is here before it does")
 		return nil
-	})
+	}})
 	require.NoError(t, err)
 	assert.True(t, recorded)
 	assert.Equal(t, 3, n)
@@ -199,19 +199,19 @@ func TestTakeOverBothWays(t *testing.T) {
 	assert.False(t, has, "the source's stream is gone once copied")
 	queueJobs(t, conn, id, "j4")
 	assert.Equal(t, []string{"j1", "j2", "j3", "j4"}, queuedIDs(t, conn, queue.StreamName(id)))
-	n, err = s.srv.TakeOver(t.Context(), id, own, queue.Limits{}, nil)
+	n, err = s.srv.TakeOver(t.Context(), embednats.TakeOverConfig{StoreID: id, From: own, Limits: queue.Limits{}})
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing left to take")
 	s.close()
 
-	lk, err = daemon.Take(t.Context(), a, nil)
+	lk, err = discovery.Take(t.Context(), a, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	single, err = embednats.Start(t.Context(), lk, embednats.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = single.Close() })
 	from := embednats.QueueSource{Dir: filepath.Join(dir, "jetstream"), StoreID: id, Shared: true}
-	n, err = single.TakeOver(t.Context(), id, from, queue.Limits{MaxBytes: 1 << 20}, nil)
+	n, err = single.TakeOver(t.Context(), embednats.TakeOverConfig{StoreID: id, From: from, Limits: queue.Limits{MaxBytes: 1 << 20}})
 	require.NoError(t, err)
 	assert.Equal(t, 4, n)
 	assert.Equal(t, []string{"j1", "j2", "j3", "j4"}, queuedIDs(t, single.Conn(), queue.StreamName(id)))
@@ -225,7 +225,7 @@ func TestTakeOverBothWays(t *testing.T) {
 func TestTakeOverMovedStore(t *testing.T) {
 	a, b := newStore(t), newStore(t)
 	const formerID = "0123456789abcdef"
-	lk, err := daemon.Take(t.Context(), a, nil)
+	lk, err := discovery.Take(t.Context(), a, nil)
 	require.NoError(t, err)
 	single, err := embednats.Start(t.Context(), lk, embednats.Config{})
 	require.NoError(t, err)
@@ -236,7 +236,7 @@ func TestTakeOverMovedStore(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "queue")
 	s := startShared(t, dir, a, b)
 	own := embednats.QueueSource{Dir: queue.Layout{Root: a}.Queue(), StoreID: queue.StoreID(a)}
-	n, err := s.srv.TakeOver(t.Context(), queue.StoreID(a), own, queue.Limits{}, nil)
+	n, err := s.srv.TakeOver(t.Context(), embednats.TakeOverConfig{StoreID: queue.StoreID(a), From: own, Limits: queue.Limits{}})
 	require.ErrorIs(t, err, embednats.ErrFormerQueue)
 	assert.Zero(t, n)
 	assert.Contains(t, err.Error(), "serve the store alone once")
@@ -249,14 +249,14 @@ func TestTakeOverMovedStore(t *testing.T) {
 	// if a were b moved.
 	queueJobs(t, s.srv.StoreConn(queue.StoreID(b)), queue.StoreID(b), "b1", "b2")
 	s.close()
-	lk, err = daemon.Take(t.Context(), a, nil)
+	lk, err = discovery.Take(t.Context(), a, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	single, err = embednats.Start(t.Context(), lk, embednats.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = single.Close() })
 	from := embednats.QueueSource{Dir: filepath.Join(dir, "jetstream"), StoreID: queue.StoreID(b), Shared: true}
-	n, err = single.TakeOver(t.Context(), queue.StoreID(a), from, queue.Limits{}, nil)
+	n, err = single.TakeOver(t.Context(), embednats.TakeOverConfig{StoreID: queue.StoreID(a), From: from, Limits: queue.Limits{}})
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 	assert.Equal(t, []string{"b1", "b2"}, queuedIDs(t, single.Conn(), queue.StreamName(queue.StoreID(b))),

@@ -20,14 +20,14 @@ import (
 // ErrFormerQueue means jobs of a store wait in a queue of its former path
 // (the store was moved or renamed, which changed its ID) that a server of
 // several stores cannot drain: only a daemon of the store alone applies
-// them (writer.Config.OwnServer). The error names the folder.
+// them (daemon.WriterConfig.OwnServer). The error names the folder.
 var ErrFormerQueue = errors.New("jobs wait under a former path of the store")
 
 // QueueSource is a queue folder that may hold jobs of a store: its own
-// (queue.Layout.Queue), or a shared queue folder (daemon.QueueDir).
+// (queue.Layout.Queue), or a shared queue folder (discovery.QueueDir).
 type QueueSource struct {
 	// Dir is the folder the queue's server keeps its data in:
-	// queue.Layout.Queue, or daemon.QueueDir.JetStream.
+	// queue.Layout.Queue, or discovery.QueueDir.JetStream.
 	Dir string
 	// StoreID is the store's ID in it: a moved store's is its former one.
 	StoreID string
@@ -85,50 +85,81 @@ func (src QueueSource) HasQueue() (bool, error) {
 	return len(names) > 0, err
 }
 
-// TakeOver moves the jobs queued for a store in src into this server's
+// TakeOverConfig says what TakeOver and TakeOverInto move where.
+type TakeOverConfig struct {
+	// StoreID is the store's current ID.
+	StoreID string
+	// From is the queue folder that may hold the store's jobs. The caller
+	// holds what guards it: the store's daemon lock for its own folder,
+	// the discovery.QueueDir of a shared one.
+	From QueueSource
+	// Limits are the limits of the store's queue, which is created with
+	// them if it is missing.
+	Limits queue.Limits
+	// Moved, if set, is called once every job is copied and before any is
+	// deleted from From: the caller records there that the jobs are here
+	// now.
+	Moved func() error
+	// DrainFormer says that the store's writer drains the queues of the
+	// store's former paths (daemon.WriterConfig.OwnServer): they are
+	// copied under their own names. Without it, a former path's queue that
+	// holds jobs stops the take-over with ErrFormerQueue. TakeOver sets
+	// it for a server of one store.
+	DrainFormer bool
+	// Logger receives what was moved; nil discards it (TakeOver: the
+	// server's).
+	Logger *slog.Logger
+}
+
+// TakeOver moves the jobs queued for a store in t.From into this server's
 // queue for it, in their order, before the store's writer starts: a store
 // whose daemon changed (a daemon of several stores, then of the store
 // alone, or the reverse) keeps its queue in one place, and its older jobs
-// apply first. storeID is the store's current ID, limits its queue's.
-// The caller holds what guards src: the store's daemon lock for its own
-// folder, the daemon.QueueDir of a shared one.
+// apply first.
 //
 // Each job is copied (its Nats-Msg-Id kept) and stored here before the
-// source's streams are deleted, and between the two TakeOver calls moved
-// (if not nil), so that the caller records that the jobs are here now: a
-// crash before leaves them in src, where the record still points, and the
-// next start copies them again; one after leaves them in both, the record
-// pointing here. The journal answers a second copy as a duplicate. A store
-// moved since (src.StoreID is another ID) keeps that stream name here, for
-// its writer to drain (OwnServer); a server of several stores cannot, and
-// returns ErrFormerQueue, as it does for the former paths' queues in a
-// store's own folder that hold jobs: those stay where they are.
+// source's streams are deleted, and between the two TakeOver calls
+// t.Moved, so that the caller records that the jobs are here now: a
+// crash before leaves them in the source, where the record still points,
+// and the next start copies them again; one after leaves them in both,
+// the record pointing here. The journal answers a second copy as a
+// duplicate. A store moved since (From.StoreID is another ID) keeps that
+// stream name here, for its writer to drain (DrainFormer, for a server of
+// one store); a server of several stores cannot, and returns
+// ErrFormerQueue, as it does for the former paths' queues in a store's
+// own folder that hold jobs: those stay where they are.
 //
 // It returns how many jobs it moved. A source folder without the store's
-// queue costs nothing: no server is started for it, and moved is not
+// queue costs nothing: no server is started for it, and Moved is not
 // called.
-func (s *Server) TakeOver(ctx context.Context, storeID string, src QueueSource, limits queue.Limits, moved func() error) (int, error) {
-	if has, err := src.HasQueue(); err != nil || !has {
+func (s *Server) TakeOver(ctx context.Context, t TakeOverConfig) (int, error) {
+	if has, err := t.From.HasQueue(); err != nil || !has {
 		return 0, err
 	}
-	conn := s.StoreConn(storeID)
+	conn := s.StoreConn(t.StoreID)
 	if conn == nil {
-		return 0, fmt.Errorf("take over queue: store %s is not served", storeID)
+		return 0, fmt.Errorf("take over queue: store %s is not served", t.StoreID)
 	}
 	tjs, err := jetstream.New(conn)
 	if err != nil {
 		return 0, err
 	}
-	return TakeOverInto(ctx, tjs, storeID, src, limits, moved, !s.shared, s.log)
+	t.DrainFormer = !s.shared
+	if t.Logger == nil {
+		t.Logger = s.log
+	}
+	return TakeOverInto(ctx, tjs, t)
 }
 
 // TakeOverInto is TakeOver into any JetStream: a NATS server or cluster
 // that the store's queue moves to (serve --nats-url). The store's stream
 // there must exist, configured as the writer wants (queue.VerifyStream),
-// or be free to create. With drainFormer false, the queues of the store's
-// former paths that hold jobs stop it with ErrFormerQueue, since no writer
-// there drains them.
-func TakeOverInto(ctx context.Context, tjs jetstream.JetStream, storeID string, src QueueSource, limits queue.Limits, moved func() error, drainFormer bool, log *slog.Logger) (int, error) {
+// or be free to create.
+func TakeOverInto(ctx context.Context, tjs jetstream.JetStream, t TakeOverConfig) (int, error) {
+	storeID, src, limits, moved, drainFormer, log := t.StoreID, t.From, t.Limits, t.Moved, t.DrainFormer, t.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	names, err := src.streams()
 	if err != nil || len(names) == 0 {
 		return 0, err

@@ -10,7 +10,7 @@ import (
 
 // Watch checks the server's queue (CheckQueue) for all the writers of the
 // server at once: one check per interval, however many stores it serves.
-// A writer given Watch.CheckQueue as its writer.Config.CheckQueue waits
+// A writer given Watch.CheckQueue as its daemon.WriterConfig.CheckQueue waits
 // in it for a change instead of polling: an idle daemon of 20 stores
 // wakes once per interval for the check, not 20 times.
 //
@@ -117,7 +117,7 @@ func errText(err error) string {
 }
 
 // CheckQueue returns a function for one writer's
-// writer.Config.CheckQueue, to be called by that writer alone. A call
+// daemon.WriterConfig.CheckQueue, to be called by that writer alone. A call
 // returns at once with what changed since its last (whether JetStream was
 // restarted, and the fault present); with nothing new it waits for a
 // change until ctx ends, then returns the fault present.

@@ -14,24 +14,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // startShared serves n new stores from a shared queue folder.
 func startShared(t *testing.T, n int) (*Server, []string) {
 	t.Helper()
-	var locks []*daemon.Lock
+	var locks []*discovery.Lock
 	var stores []string
 	for i := range n {
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("store%d", i))
 		require.NoError(t, os.Mkdir(dir, 0o755))
-		lk, err := daemon.Take(t.Context(), dir, nil)
+		lk, err := discovery.Take(t.Context(), dir, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = lk.Close() })
 		locks = append(locks, lk)
 		stores = append(stores, lk.Layout().Root)
 	}
-	qd, err := daemon.TakeQueueDir(t.Context(), filepath.Join(t.TempDir(), "queue"), stores, nil)
+	qd, err := discovery.TakeQueueDir(t.Context(), filepath.Join(t.TempDir(), "queue"), stores, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = qd.Close() })
 	srv, err := StartShared(t.Context(), qd, locks, Config{})

@@ -42,7 +42,7 @@ type Discovery struct {
 	// LockFile is the store lock file the daemon takes (absolute; its
 	// folder's symlinks resolved): <store>/.scribe/lock, or its
 	// --lock-file. Direct writers given no lock file take this one, so
-	// that they exclude the daemon (daemon.LockFile). Empty in the files
+	// that they exclude the daemon (discovery.LockFile). Empty in the files
 	// of daemons older than this field.
 	LockFile string `json:"lock_file,omitempty"`
 	// IdleReleaseMS is the daemon's idle-release period in milliseconds:
@@ -157,3 +157,9 @@ func ReadDiscovery(store string) (*Discovery, error) {
 	}
 	return &d, nil
 }
+
+// DefaultIdleRelease is how long a daemon keeps the store lock after its
+// last batch unless configured otherwise (Discovery.IdleReleaseMS says
+// what it was configured to): what a direct writer meets right after a
+// daemon write.
+const DefaultIdleRelease = 500 * time.Millisecond

@@ -6,9 +6,9 @@
 // that submits jobs can link it cheaply.
 //
 // In the layout (cmd → client, writer, embednats → queue) it is the
-// bottom: it imports nothing of scribe's. Its sub-package queue/daemon
+// bottom: it imports nothing of scribe's. Its sub-package queue/discovery
 // owns the daemon lock, the writing of the discovery file and the question
-// "is a daemon serving this store, and where" (daemon.Find).
+// "is a daemon serving this store, and where" (discovery.Find).
 //
 // The wire format is specified in docs/protocol.md, for clients in any
 // language; Version guards it. Decode is strict (an unknown field rejects
@@ -25,7 +25,7 @@
 // writer when the job is applied, under the store lock.
 //
 // A Discovery is to be trusted only while its daemon lock
-// (Layout.DaemonLock) is held (daemon.Find checks both), and only through
+// (Layout.DaemonLock) is held (discovery.Find checks both), and only through
 // Pinned (TLS first, with TLSConfig's pinning of the daemon's
 // certificate): a stale file names a port someone else may have bound.
 //

@@ -72,7 +72,7 @@ func (l Layout) Config() string { return l.file("config.toml") }
 func (l Layout) Stranded() string { return l.file("stranded.json") }
 
 // QueueHome is the queue-home note of a store whose queue a daemon of
-// several stores keeps elsewhere (daemon.QueueHome).
+// several stores keeps elsewhere (discovery.QueueHome).
 func (l Layout) QueueHome() string { return l.file("queue-home.json") }
 
 // roles name each entry of .scribe by what it is, for messages.

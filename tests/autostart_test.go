@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	qdaemon "github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // testExitIdle is the autostarted daemons' --exit-idle in these tests:
@@ -74,11 +74,11 @@ func serveProcs(t testing.TB, store string) []int {
 // lock to be free. Autostarted daemons are no children of the test.
 func stopAutostarted(t *testing.T, store string) {
 	t.Cleanup(func() {
-		if d, err := qdaemon.Find(store); err == nil && d != nil {
+		if d, err := discovery.Find(store); err == nil && d != nil {
 			_ = syscall.Kill(d.PID, syscall.SIGTERM)
 		}
 		assert.Eventually(t, func() bool {
-			d, err := qdaemon.Find(store)
+			d, err := discovery.Find(store)
 			return d == nil && err == nil
 		}, 30*time.Second, 10*time.Millisecond, "a daemon still serves %s", store)
 		for _, pid := range serveProcs(t, store) {
@@ -147,7 +147,7 @@ func TestAutostartConcurrentHooks(t *testing.T) {
 	// And no losers: the hooks took turns at the autostart gate, so the
 	// first one's daemon was the only one started.
 	assert.NotContains(t, readFile(t, queue.Layout{Root: store}.DaemonLog()), "already serves", "a hook started a second daemon")
-	d, err := qdaemon.Find(store)
+	d, err := discovery.Find(store)
 	require.NoError(t, err)
 	require.NotNil(t, d, "the daemon still serves (exit-idle %s)", testExitIdle)
 	assert.Equal(t, pids[0], d.PID)
@@ -158,7 +158,7 @@ func TestAutostartConcurrentHooks(t *testing.T) {
 
 	// Idle: it leaves by itself, cleanly, withdrawing its discovery.
 	require.Eventually(t, func() bool {
-		d, err := qdaemon.Find(store)
+		d, err := discovery.Find(store)
 		return d == nil && err == nil && len(serveProcs(t, store)) == 0
 	}, 30*time.Second, 20*time.Millisecond, "the daemon exits once idle")
 	log := readFile(t, queue.Layout{Root: store}.DaemonLog())
@@ -202,7 +202,7 @@ func TestAutostartAfterKill(t *testing.T) {
 	r, err := submitAuto(store, "", "--wait", "append", "log.txt", "start\n")
 	require.NoError(t, err)
 	require.Equal(t, 0, r.code, r.stderr)
-	first, err := qdaemon.Find(store)
+	first, err := discovery.Find(store)
 	require.NoError(t, err)
 	require.NotNil(t, first)
 
@@ -217,7 +217,7 @@ func TestAutostartAfterKill(t *testing.T) {
 	}
 	require.NoError(t, syscall.Kill(first.PID, syscall.SIGKILL))
 	require.Eventually(t, func() bool {
-		d, err := qdaemon.Find(store)
+		d, err := discovery.Find(store)
 		return d == nil && err == nil
 	}, 20*time.Second, 10*time.Millisecond, "the killed daemon's lock is free")
 	release()
@@ -232,7 +232,7 @@ func TestAutostartAfterKill(t *testing.T) {
 	pids := servingPIDs(t, store)
 	require.Len(t, pids, 2, "one daemon brought back")
 	assert.Equal(t, first.PID, pids[0])
-	second, err := qdaemon.Find(store)
+	second, err := discovery.Find(store)
 	require.NoError(t, err)
 	require.NotNil(t, second)
 	assert.Equal(t, pids[1], second.PID)

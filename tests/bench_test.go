@@ -360,7 +360,7 @@ func benchColdSubmit(b *testing.B, withDaemon bool) {
 // this process holds the store lock.
 func benchLockRefused(b *testing.B) {
 	store := newStore(b)
-	h, err := writer.Take(context.Background(), store, writer.HoldOptions{Command: "benchmark holder"})
+	h, err := writer.Take(context.Background(), store, writer.Options{Command: "benchmark holder"})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = h.Unlock() })
 	durs := make([]time.Duration, 0, b.N)

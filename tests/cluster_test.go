@@ -24,7 +24,8 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/claim"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // Issue 13's "must show": the queue on a NATS JetStream cluster. Every
@@ -652,7 +653,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 	}
 	e.restartNode(t, killed)
 	e.waitReplicasCurrent(t, js, stream)
-	e.waitReplicasCurrent(t, js, "KV_"+writer.ClaimBucket)
+	e.waitReplicasCurrent(t, js, "KV_"+claim.Bucket)
 	phase("the writer's node lost", func(string) int { return 2 })
 	assert.Contains(t, w.log.String(), "NATS reconnected", "the writer lost its server and reconnected to another")
 	requireAlive(t, w, "the writer")
@@ -715,10 +716,10 @@ func copyToTemp(t *testing.T, src string) string {
 // oldest first by stream sequence, and its meta.
 func journalOutcomes(t *testing.T, path string) (outs []*queue.Outcome, info queue.JournalInfo) {
 	t.Helper()
-	j, err := writer.OpenJournalReadOnly(path, 5*time.Second)
+	j, err := journal.OpenReadOnly(path, 5*time.Second)
 	require.NoError(t, err)
 	defer j.Close()
-	outs, err = j.Recent(writer.OutcomeFilter{})
+	outs, err = j.Recent(journal.OutcomeFilter{})
 	require.NoError(t, err)
 	info, err = j.Info()
 	require.NoError(t, err)
@@ -843,7 +844,7 @@ func TestClusterTwoDaemonsOneWriter(t *testing.T) {
 	assert.Equal(t, b.cmd.Process.Pid, disc.PID, "C cannot serve while B, stopped, holds the daemon lock on this host")
 	// What B has committed, as the journal file holds it while B is
 	// stopped (a copy: B holds the file's lock).
-	snap := copyToTemp(t, writer.JournalPath(e.store))
+	snap := copyToTemp(t, journal.Path(e.store))
 	snapOuts, snapInfo := journalOutcomes(t, snap)
 	require.NoError(t, b.cmd.Process.Signal(syscall.SIGCONT))
 	resumedB := time.Now()
@@ -884,7 +885,7 @@ func TestClusterTwoDaemonsOneWriter(t *testing.T) {
 	c.stop(t)
 
 	checkProducerLog(t, readFile(t, logPath), allProds)
-	outs, info := journalOutcomes(t, writer.JournalPath(e.store))
+	outs, info := journalOutcomes(t, journal.Path(e.store))
 	byID := map[string]*queue.Outcome{}
 	for _, o := range outs {
 		byID[o.ID] = o

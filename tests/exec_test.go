@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	qdaemon "github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // Exec jobs (issue 10). The commands are tests/testdata/mine.py, a
@@ -837,7 +837,7 @@ func TestExecNeedsDaemonOrAutostart(t *testing.T) {
 	r := scribe(t, "", "submit", "--store", m.store, "--exit-idle", testExitIdle, "--wait=30s", "--coalesce", "mine", "exec", "mine")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Len(t, m.lines(t, "start"), 1, "the mine ran once")
-	d, err := qdaemon.Find(m.store)
+	d, err := discovery.Find(m.store)
 	require.NoError(t, err)
 	assert.NotNil(t, d, "the submit started a daemon")
 

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // runHelper is the test binary acting as another process that uses the
@@ -26,7 +27,7 @@ func runHelper(spec string) int {
 	case "panic": // panic:<store> — panic while holding the store, recover, then idle
 		func() {
 			defer func() { _ = recover() }()
-			h, err := writer.Take(context.Background(), arg, writer.HoldOptions{Command: "panicking helper"})
+			h, err := writer.Take(context.Background(), arg, writer.Options{Command: "panicking helper"})
 			if err != nil {
 				return
 			}
@@ -52,10 +53,10 @@ func helperRace(store, trace string, n int) int {
 	}
 	defer f.Close()
 	pid := os.Getpid()
-	lockPath := writer.DefaultLockPath(store)
+	lockPath := lock.DefaultPath(store)
 	for i := 0; i < n; {
-		h, err := writer.Take(context.Background(), store, writer.HoldOptions{Command: "race helper"})
-		if errors.Is(err, writer.ErrLocked) {
+		h, err := writer.Take(context.Background(), store, writer.Options{Command: "race helper"})
+		if errors.Is(err, lock.ErrLocked) {
 			continue // contention is the point: try again at once
 		}
 		if err != nil {

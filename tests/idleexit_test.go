@@ -15,7 +15,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	qdaemon "github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // idleHooks is how many hooks TestIdleExitLeavesNoAcceptedJob fires:
@@ -85,7 +85,7 @@ func TestIdleExitLeavesNoAcceptedJob(t *testing.T) {
 		// No further hook: whatever daemon runs applies what it has,
 		// idles and leaves; then nothing is left to apply the queue.
 		require.Eventually(t, func() bool {
-			d, err := qdaemon.Find(store)
+			d, err := discovery.Find(store)
 			return d == nil && err == nil && len(serveProcs(t, store)) == 0
 		}, 30*time.Second+exitIdle+daemonPause, 20*time.Millisecond, "the last daemon leaves")
 		seen := appliedLines(t, store)
@@ -139,7 +139,7 @@ func TestIdleExitCutsOffConnectedClient(t *testing.T) {
 	o := outcomeOf(t, store, "late")
 	assert.Equal(t, queue.StatusApplied, o.Status)
 	assert.Equal(t, "late\n", readFile(t, filepath.Join(store, "log.txt")), "applied once")
-	next, err := qdaemon.Find(store)
+	next, err := discovery.Find(store)
 	require.NoError(t, err)
 	require.NotNil(t, next, "the daemon the client started")
 	assert.NotEqual(t, d.cmd.Process.Pid, next.PID)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -10,10 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The packages import one another one way only (DESIGN.md, Packages):
-// cmd → client, writer, embednats → queue, sub-packages counting as their
-// folder's. Test code may reach further (a client test starts a server),
-// but nothing, test or not, imports cmd or tests.
+// The packages import one another one way only: cmd → client, writer,
+// embednats → queue, sub-packages counting as their folder's, with one
+// cross edge declared here: writer/daemon, the daemon as a library, runs
+// the embedded queue (embednats); the rest of writer does not. Test code
+// may reach further (a client test starts a daemon), but nothing, test or
+// not, imports cmd or tests. And what hooks link stays lean: client does
+// not depend on the daemon, the embedded server or nats.go's micro (the
+// daemon's status service), directly or not.
 func TestDependenciesPointOneWay(t *testing.T) {
 	const mod = "github.com/scribehq/scribe/"
 	allowed := map[string][]string{
@@ -23,6 +28,11 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		"embednats": {"queue"},
 		"client":    {"queue", "writer"},
 		"cmd":       {"client", "embednats", "queue", "writer"},
+	}
+	// Cross edges, from a package to a room it may import besides its
+	// room's.
+	cross := map[string][]string{
+		mod + "writer/daemon": {"embednats"},
 	}
 	room := func(pkg string) string {
 		if !strings.HasPrefix(pkg, mod) {
@@ -44,11 +54,17 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	}
 
 	rooms := map[string]bool{}
+	crossed := map[string]bool{}
 	for pkg, imports := range graph() {
 		from := room(pkg)
 		rooms[from] = true
 		for _, imp := range imports {
-			if to := room(imp); to != "" && to != from {
+			to := room(imp)
+			switch {
+			case to == "" || to == from:
+			case slices.Contains(cross[pkg], to):
+				crossed[pkg+" → "+to] = true
+			default:
 				assert.Contains(t, allowed[from], to, "%s imports %s", pkg, imp)
 			}
 		}
@@ -59,12 +75,23 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	}
 	sort.Strings(names)
 	assert.Equal(t, []string{"client", "cmd", "embednats", "queue", "tests", "writer"}, names, "the graph is real")
+	assert.True(t, crossed[mod+"writer/daemon → embednats"], "the declared cross edge is real: %v", crossed)
 
 	for pkg, imports := range graph("-test") {
 		for _, imp := range imports {
 			if to := room(imp); (to == "cmd" || to == "tests") && room(pkg) != to {
 				t.Errorf("%s imports %s", pkg, imp)
 			}
+		}
+	}
+
+	out, err := exec.Command("go", "list", "-deps", mod+"client").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, mod+"writer", "the dependency list is real")
+	for _, d := range deps {
+		for _, banned := range []string{mod + "writer/daemon", mod + "embednats", "github.com/nats-io/nats-server", "github.com/nats-io/nats.go/micro", "github.com/prometheus/client_golang"} {
+			assert.False(t, d == banned || strings.HasPrefix(d, banned+"/"), "client depends on %s", d)
 		}
 	}
 }

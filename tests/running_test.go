@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	qdaemon "github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // Running the daemon under a supervisor (docs/running.md): version,
@@ -75,7 +75,7 @@ func TestRunningStop(t *testing.T) {
 
 	real, err := filepath.EvalSymlinks(store)
 	require.NoError(t, err)
-	found, err := qdaemon.Find(real)
+	found, err := discovery.Find(real)
 	assert.NoError(t, err)
 	assert.Nil(t, found, "no daemon holds the store")
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	wlock "github.com/scribehq/scribe/writer/lock"
 )
 
 // jobLookup is `status JOB_ID --json` (and `wait --json`) for a job
@@ -244,7 +244,7 @@ func TestStatusJobsCounts(t *testing.T) {
 	// Killed: the kernel frees the lock; the file still names the dead
 	// daemon, and status does not believe it.
 	d.kill(t)
-	h, err := writer.ReadHolder(filepath.Join(store, ".scribe", "lock"))
+	h, err := wlock.ReadHolder(filepath.Join(store, ".scribe", "lock"))
 	require.NoError(t, err, "the killed daemon's identity stays in the lock file")
 	require.Equal(t, d.cmd.Process.Pid, h.PID)
 	m, deadKeys := statusKeys(t, store)

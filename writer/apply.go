@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/internal/fault"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // fileState is one file as a batch sees it: what is on disk, plus the
@@ -136,7 +138,7 @@ func (ov *overlay) applyJob(job *queue.Job) (err error) {
 }
 
 func (ov *overlay) applyOp(op queue.Op) error {
-	opHook(op.Path)
+	fault.Op(op.Path)
 	st, err := ov.state(op.Path)
 	if err != nil {
 		return err
@@ -213,37 +215,6 @@ func concat(a, b []byte) []byte {
 func isJSONObject(b []byte) bool {
 	b = bytes.TrimSpace(b)
 	return len(b) > 0 && b[0] == '{' && json.Valid(b)
-}
-
-// MaxMergeDepth is the deepest nesting of objects and arrays that merge
-// accepts, in the file and in the patch.
-const MaxMergeDepth = 128
-
-// jsonDepth returns how deep objects and arrays nest in b, valid JSON.
-func jsonDepth(b []byte) int {
-	depth, deepest := 0, 0
-	inString, escaped := false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
 }
 
 func (ov *overlay) checkSize(n int64) error {
@@ -440,24 +411,24 @@ func classify(p string, err error) error {
 
 // changes returns the batch's net effect on each file it touched, in path
 // order: what the intent records and materialize carries out.
-func (ov *overlay) changes() []fileChange {
-	var out []fileChange
+func (ov *overlay) changes() []journal.Change {
+	var out []journal.Change
 	for p, st := range ov.files {
 		switch {
 		case !st.exists && st.origExists:
-			out = append(out, fileChange{Path: p, Kind: changeRemove})
+			out = append(out, journal.Change{Path: p, Kind: journal.ChangeRemove})
 		case !st.exists:
 		case st.replaced:
-			out = append(out, fileChange{Path: p, Kind: changeWrite, Data: st.content, Mode: st.mode, New: !st.origExists})
+			out = append(out, journal.Change{Path: p, Kind: journal.ChangeWrite, Data: st.content, Mode: st.mode, New: !st.origExists})
 		case len(st.tail) > 0 || !st.origExists: // an empty append still creates the file
-			out = append(out, fileChange{Path: p, Kind: changeAppend, Data: st.tail, Base: st.origSize, Mode: st.mode, New: !st.origExists})
+			out = append(out, journal.Change{Path: p, Kind: journal.ChangeAppend, Data: st.tail, Base: st.origSize, Mode: st.mode, New: !st.origExists})
 		}
 	}
 	// A folder the batch made whose files it deleted again stays, as it
 	// would have had the jobs been applied one at a time.
 	filled := map[string]bool{}
 	for _, c := range out {
-		if c.Kind != changeRemove {
+		if c.Kind != journal.ChangeRemove {
 			for d := path.Dir(c.Path); d != "." && !filled[d]; d = path.Dir(d) {
 				filled[d] = true
 			}
@@ -465,7 +436,7 @@ func (ov *overlay) changes() []fileChange {
 	}
 	for d := range ov.folders {
 		if !filled[d] {
-			out = append(out, fileChange{Path: d, Kind: changeMkdir})
+			out = append(out, journal.Change{Path: d, Kind: journal.ChangeMkdir})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })

@@ -11,50 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/internal/fault"
+	"github.com/scribehq/scribe/writer/journal"
 )
-
-// Kinds of fileChange.
-const (
-	changeWrite  = "write"  // replace the whole file with Data
-	changeAppend = "append" // add Data at the end of the file (it had Base bytes when decided)
-	changeRemove = "remove" // the file is gone
-	changeMkdir  = "mkdir"  // the folder exists (the batch made it and emptied it again)
-)
-
-// fileChange is a batch's net effect on one file, stated so that carrying
-// it out again after a partial attempt has the same result as once.
-type fileChange struct {
-	Path string      `json:"path"`
-	Kind string      `json:"kind"`
-	Data []byte      `json:"data,omitempty"`
-	Base int64       `json:"base,omitempty"` // append: the file's size when the batch was decided
-	Mode fs.FileMode `json:"mode,omitempty"` // the replaced file's mode; 0 for a new file
-	New  bool        `json:"new,omitempty"`  // the file did not exist before the batch
-}
-
-// perm is the mode a new file is created with: the replaced file's, or
-// 0666 less the umask for a new one.
-func (c fileChange) perm() fs.FileMode {
-	if c.Mode == 0 {
-		return 0o666
-	}
-	return c.Mode
-}
-
-// intent is a batch decided but not yet on disk: committed to the journal
-// before the first file changes, dropped by the commit that records the
-// outcomes. If it is found on opening the journal, the batch is redone.
-type intent struct {
-	Epoch    uint64           `json:"epoch"`
-	Changes  []fileChange     `json:"changes"`
-	Outcomes []*queue.Outcome `json:"outcomes"`
-	LastSeq  uint64           `json:"last_seq"`
-}
-
-// tmpSuffix marks the temporary file a write goes through. Its name is
-// fixed per target: only the lock holder writes, and a redo reuses it.
-const tmpSuffix = ".scribe-tmp"
 
 // materialize carries out changes and makes them durable: each file is
 // fsynced, then each folder whose entries changed. Removals go first, so
@@ -62,23 +21,23 @@ const tmpSuffix = ".scribe-tmp"
 // that the changes may have been carried out in part already (by a holder
 // that died, or an attempt that failed): appends then look at what the
 // file holds before writing (see appendFile).
-func materialize(t *tree, changes []fileChange, redo bool) error {
+func materialize(t *tree, changes []journal.Change, redo bool) error {
 	dirs := map[string]bool{}
-	ordered := make([]fileChange, 0, len(changes))
+	ordered := make([]journal.Change, 0, len(changes))
 	for _, c := range changes {
-		if c.Kind == changeRemove {
+		if c.Kind == journal.ChangeRemove {
 			ordered = append(ordered, c)
 		}
 	}
 	for _, c := range changes {
-		if c.Kind != changeRemove {
+		if c.Kind != journal.ChangeRemove {
 			ordered = append(ordered, c)
 		}
 	}
 	for _, c := range ordered {
 		var err error
 		switch c.Kind {
-		case changeWrite, changeAppend:
+		case journal.ChangeWrite, journal.ChangeAppend:
 			if c.New {
 				// A new file's folders may be new too, and their entries
 				// must reach the disk as well: also on a redo, which finds
@@ -88,14 +47,14 @@ func materialize(t *tree, changes []fileChange, redo bool) error {
 					dirs[d] = true
 				}
 			}
-			if c.Kind == changeWrite {
+			if c.Kind == journal.ChangeWrite {
 				err = t.replace(c.Path, c.Data, c.Mode)
 			} else {
 				err = appendFile(t, c, redo)
 			}
-		case changeRemove:
+		case journal.ChangeRemove:
 			err = t.remove(c.Path)
-		case changeMkdir:
+		case journal.ChangeMkdir:
 			var fd int
 			if fd, err = t.openDir(c.Path, true); err == nil {
 				unix.Close(fd)
@@ -109,10 +68,10 @@ func materialize(t *tree, changes []fileChange, redo bool) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", c.Kind, c.Path, err)
 		}
-		crashPoint("file")
+		fault.Crash("file")
 		// A rename, a removal or a new name changes the folder; an append
 		// to a file that was there changes only the file, synced above.
-		if c.Kind != changeAppend || c.New {
+		if c.Kind != journal.ChangeAppend || c.New {
 			dirs[path.Dir(c.Path)] = true
 		}
 	}
@@ -136,12 +95,12 @@ func materialize(t *tree, changes []fileChange, redo bool) error {
 //   - anything else (another program wrote there): append the data whole.
 //
 // So a redo overwrites at most scribe's own partial bytes, and cuts none.
-func appendFile(t *tree, c fileChange, redo bool) error {
+func appendFile(t *tree, c journal.Change, redo bool) error {
 	flags := unix.O_WRONLY | unix.O_APPEND | unix.O_CREAT
 	if redo {
 		flags = unix.O_RDWR | unix.O_CREAT
 	}
-	f, err := t.openFile(c.Path, flags, c.perm(), true)
+	f, err := t.openFile(c.Path, flags, perm(c), true)
 	if err != nil {
 		return err
 	}
@@ -160,7 +119,16 @@ func appendFile(t *tree, c fileChange, redo bool) error {
 	return f.Close()
 }
 
-func redoAppend(f *os.File, c fileChange) error {
+// perm is the mode a new file is created with: the replaced file's, or
+// 0666 less the umask for a new one.
+func perm(c journal.Change) fs.FileMode {
+	if c.Mode == 0 {
+		return 0o666
+	}
+	return c.Mode
+}
+
+func redoAppend(f *os.File, c journal.Change) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err

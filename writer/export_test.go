@@ -1,37 +1,18 @@
 package writer
 
 import (
-	"fmt"
+	"context"
 	"os"
-	"sync"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/scribehq/scribe/queue"
-)
-
-// Test-only access to the lock primitives under Take and OpenSession, for
-// the tests of the hold registry, inheritance and identity in writer_test.
-// Library users have no way to take the store lock without finishing an
-// interrupted batch.
-
-// LockOptions is lockOptions.
-type LockOptions = lockOptions
-
-var (
-	// TryLock is tryLock.
-	TryLock = tryLock
-	// Lock is lock.
-	Lock = lock
-	// Demanded is demanded.
-	Demanded = demanded
+	"github.com/scribehq/scribe/writer/journal"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // WithLock runs fn holding the store lock (fail-fast) and releases it on
 // every path out of fn: return, error or panic.
-func WithLock(store string, o LockOptions, fn func(*Hold) error) error {
-	l, err := tryLock(store, o)
+func WithLock(store string, o lock.Options, fn func(*lock.Hold) error) error {
+	l, err := lock.Acquire(context.Background(), store, o)
 	if err != nil {
 		return err
 	}
@@ -39,44 +20,51 @@ func WithLock(store string, o LockOptions, fn func(*Hold) error) error {
 	return fn(l)
 }
 
-// ApplyThenDie applies job as a batch of one and lets go of the store as
-// a writer SIGKILLed right after answering would: the batch's intent left
-// standing, named by the settled mark. Unless marked, it dies a moment
-// earlier, with the files on disk but the mark not yet written: the
-// outcome stays provisional until a holder redoes the batch.
-func ApplyThenDie(store string, job *queue.Job, marked bool) error {
-	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+// fileSnapshot is a file's content at an instant, or its absence.
+type fileSnapshot struct {
+	path string
+	data []byte // nil: it did not exist
+}
+
+func snapshot(path string) fileSnapshot {
+	b, err := os.ReadFile(path)
 	if err != nil {
+		return fileSnapshot{path: path}
+	}
+	return fileSnapshot{path: path, data: b}
+}
+
+// restore puts the file back as it was: in place, keeping its inode, as
+// the file a killed process left.
+func (f fileSnapshot) restore() error {
+	if f.data == nil {
+		if err := os.Remove(f.path); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return nil
+	}
+	return os.WriteFile(f.path, f.data, 0o600)
+}
+
+// dieWith closes s and puts files back as they were before: what a
+// SIGKILL at that instant leaves, since closing drops what the process
+// knew (a settled intent) and a killed process drops nothing on disk.
+func dieWith(s *Session, files []fileSnapshot) error {
+	if err := s.Close(); err != nil {
 		return err
 	}
-	if _, err := s.Apply([]Entry{{Job: job}}); err != nil {
-		return err
-	}
-	j := s.st.journal
-	j.settled.Store(nil) // forgotten with the process
-	if !marked {
-		if err := os.Remove(markPath(j.db.Path())); err != nil {
+	for _, f := range files {
+		if err := f.restore(); err != nil {
 			return err
 		}
 	}
-	return s.Close()
+	return nil
 }
-
-// PauseRenewal stops a claim's renewals without releasing it, as a
-// paused or partitioned holder's stop.
-func (c *Claim) PauseRenewal() {
-	close(c.stop)
-	<-c.done
-}
-
-// RenewNow makes one renewal attempt now, as a resumed holder's next one;
-// it returns whether the claim is lost.
-func (c *Claim) RenewNow() bool { return c.renewOnce(time.Second) }
 
 // CommitUnder records a one-job batch of outcome id in the store's journal
 // under fence, as a writer's session does, and returns its error.
-func CommitUnder(store string, fence Fence, id string) error {
-	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon, Fence: fence})
+func CommitUnder(store string, fence journal.Fence, id string) error {
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, Fence: fence})
 	if err != nil {
 		return err
 	}
@@ -86,42 +74,10 @@ func CommitUnder(store string, fence Fence, id string) error {
 	return err
 }
 
-// FailSpools makes the next n output spools fail to be made with err, as
-// a daemon out of descriptors would see; restore undoes it.
-func FailSpools(n int, err error) (restore func()) {
-	var mu sync.Mutex
-	orig := makeSpoolFile
-	makeSpoolFile = func(dir string) (*os.File, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if n > 0 {
-			n--
-			return nil, fmt.Errorf("command output: memfd_create: %w", err)
-		}
-		return orig(dir)
-	}
-	return func() { makeSpoolFile = orig }
+// writeIntent records a batch as Apply does before it writes any file,
+// with in.Outcomes as its outcomes, and settles nothing: what a holder
+// that dies right after its journal write leaves.
+func writeIntent(j *journal.Journal, in *journal.Intent) error {
+	_, err := j.Record(in, in.Outcomes, nil, in.LastSeq)
+	return err
 }
-
-// RecordUnfitted records o in the store's journal as a version that did
-// not bound outcomes would have: as it is, however large.
-func RecordUnfitted(store string, o *queue.Outcome) error {
-	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	v, err := queue.EncodeOutcome(o)
-	if err != nil {
-		return err
-	}
-	return s.st.journal.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketOutcomes).Put([]byte(o.ID), v); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil)
-	})
-}
-
-// ResourceFault is resourceFault.
-var ResourceFault = resourceFault

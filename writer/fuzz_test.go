@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // FuzzMergePatch applies a merge op with arbitrary patch bytes to an
@@ -69,7 +70,7 @@ func FuzzMergePatch(f *testing.F) {
 		changes := ov.changes()
 		require.Len(t, changes, 1)
 		c := changes[0]
-		assert.Equal(t, changeWrite, c.Kind)
+		assert.Equal(t, journal.ChangeWrite, c.Kind)
 		assert.True(t, json.Valid(c.Data), "result is not JSON: %q", c.Data)
 		var obj map[string]any
 		dec := json.NewDecoder(bytes.NewReader(c.Data))

@@ -21,6 +21,8 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // acquire takes a hold on store in this process and returns its release.
@@ -28,20 +30,20 @@ type acquire func(tb testing.TB, store string) (release func() error)
 
 func viaTryLock(tb testing.TB, store string) func() error {
 	tb.Helper()
-	h, err := writer.TryLock(store, writer.LockOptions{})
+	h, err := lock.Acquire(context.Background(), store, lock.Options{})
 	require.NoError(tb, err)
 	return h.Unlock
 }
 
 func viaSession(tb testing.TB, store string) func() error {
 	tb.Helper()
-	s, err := writer.OpenSession(store, writer.SessionOptions{})
+	s, err := writer.Open(context.Background(), store, writer.Options{})
 	require.NoError(tb, err)
 	return s.Close
 }
 
-// doneCtx is a context that has already ended: a Lock or OpenSessionWait
-// that succeeds with it did not wait.
+// doneCtx is a context that has already ended: a lock.Acquire or an
+// Open with a wait that succeeds with it did not wait.
 func doneCtx() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -50,14 +52,14 @@ func doneCtx() context.Context {
 
 func viaLock(tb testing.TB, store string) func() error {
 	tb.Helper()
-	h, err := writer.Lock(doneCtx(), store, writer.LockOptions{})
+	h, err := lock.Acquire(doneCtx(), store, lock.Options{Wait: time.Minute})
 	require.NoError(tb, err)
 	return h.Unlock
 }
 
 func viaSessionWait(tb testing.TB, store string) func() error {
 	tb.Helper()
-	s, err := writer.OpenSessionWait(doneCtx(), store, time.Minute, writer.SessionOptions{})
+	s, err := writer.Open(doneCtx(), store, writer.Options{Wait: time.Minute})
 	require.NoError(tb, err)
 	return s.Close
 }
@@ -68,7 +70,7 @@ func viaSymlink(tb testing.TB, store string) func() error {
 	tb.Helper()
 	link := filepath.Join(tb.TempDir(), "link")
 	require.NoError(tb, os.Symlink(store, link))
-	h, err := writer.TryLock(link, writer.LockOptions{LockPath: filepath.Join(link, queue.MetaDir, "lock")})
+	h, err := lock.Acquire(context.Background(), link, lock.Options{LockPath: filepath.Join(link, queue.MetaDir, "lock")})
 	require.NoError(tb, err)
 	return h.Unlock
 }
@@ -84,13 +86,13 @@ func TestReentrant(t *testing.T) {
 		{"session inside TryLock", []acquire{viaTryLock, viaSession}},
 		{"TryLock inside a session", []acquire{viaSession, viaTryLock}},
 		{"two sessions", []acquire{viaSession, viaSession}},
-		{"Lock and OpenSessionWait inside a hold", []acquire{viaTryLock, viaLock, viaSessionWait}},
+		{"Acquire and Open with a wait inside a hold", []acquire{viaTryLock, viaLock, viaSessionWait}},
 		{"through a symlinked store", []acquire{viaSession, viaSymlink}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			path := writer.DefaultLockPath(store)
+			path := lock.DefaultPath(store)
 			var releases []func() error
 			for _, step := range tt.steps {
 				releases = append(releases, step(t, store))
@@ -103,13 +105,13 @@ func TestReentrant(t *testing.T) {
 			ino := inode(t, path)
 			// Outermost first: nested holds are counted, not stacked.
 			for i, release := range releases {
-				other := assertChildLocked(t, store, writer.LockOptions{})
+				other := assertChildLocked(t, store, lock.Options{})
 				if assert.NotNil(t, other, "hold %d of %d remains", len(releases)-i, len(releases)) {
 					assert.Equal(t, os.Getpid(), other.PID)
 				}
 				require.NoError(t, release())
 			}
-			assertChildGets(t, store, writer.LockOptions{})
+			assertChildGets(t, store, lock.Options{})
 			assertReleased(t, path)
 			assert.Equal(t, ino, inode(t, path))
 		})
@@ -132,7 +134,7 @@ func TestReentrantGoroutines(t *testing.T) {
 		go func() {
 			<-start
 			if i%2 == 0 {
-				h, err := writer.TryLock(store, writer.LockOptions{Command: fmt.Sprint("goroutine ", i)})
+				h, err := lock.Acquire(context.Background(), store, lock.Options{Command: fmt.Sprint("goroutine ", i)})
 				if err != nil {
 					got <- held{err: err}
 					return
@@ -140,7 +142,7 @@ func TestReentrantGoroutines(t *testing.T) {
 				got <- held{release: h.Unlock}
 				return
 			}
-			s, err := writer.OpenSession(store, writer.SessionOptions{})
+			s, err := writer.Open(context.Background(), store, writer.Options{})
 			if err != nil {
 				got <- held{err: err}
 				return
@@ -165,7 +167,7 @@ func TestReentrantGoroutines(t *testing.T) {
 		}
 	})
 	assert.Equal(t, map[uint64]bool{1: true}, epochs, "one acquisition, one epoch")
-	assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}))
+	assert.NotNil(t, assertChildLocked(t, store, lock.Options{}))
 
 	// Release all but one, concurrently.
 	var wg sync.WaitGroup
@@ -173,9 +175,9 @@ func TestReentrantGoroutines(t *testing.T) {
 		wg.Go(func() { assert.NoError(t, release()) })
 	}
 	wg.Wait()
-	assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "one hold remains")
+	assert.NotNil(t, assertChildLocked(t, store, lock.Options{}), "one hold remains")
 	require.NoError(t, releases[0]())
-	assertChildGets(t, store, writer.LockOptions{})
+	assertChildGets(t, store, lock.Options{})
 }
 
 // Releasing a hold twice is a no-op: it must not release a hold that
@@ -191,18 +193,18 @@ func TestReleaseTwice(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			outer := tryLock(t, store, writer.LockOptions{})
+			outer := tryLock(t, store, lock.Options{})
 			release := tt.inner(t, store)
 			require.NoError(t, release())
 			assert.NoError(t, release(), "the second release is a no-op")
-			assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "the outer hold still holds")
+			assert.NotNil(t, assertChildLocked(t, store, lock.Options{}), "the outer hold still holds")
 
 			again := viaTryLock(t, store)
 			require.NoError(t, outer.Unlock())
 			assert.NoError(t, outer.Unlock())
-			assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "the latest hold still holds")
+			assert.NotNil(t, assertChildLocked(t, store, lock.Options{}), "the latest hold still holds")
 			require.NoError(t, again())
-			assertChildGets(t, store, writer.LockOptions{})
+			assertChildGets(t, store, lock.Options{})
 		})
 	}
 }
@@ -213,7 +215,7 @@ func TestEpochOncePerAcquisition(t *testing.T) {
 	store := newStore(t)
 	journalEpoch := func() uint64 {
 		t.Helper()
-		ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+		ro, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 		require.NoError(t, err)
 		defer ro.Close()
 		epoch, _, err := ro.Meta()
@@ -222,12 +224,12 @@ func TestEpochOncePerAcquisition(t *testing.T) {
 	}
 
 	for acquisition := uint64(1); acquisition <= 2; acquisition++ {
-		h, err := writer.TryLock(store, writer.LockOptions{})
+		h, err := lock.Acquire(context.Background(), store, lock.Options{})
 		require.NoError(t, err)
-		s1, err := writer.OpenSession(store, writer.SessionOptions{})
+		s1, err := writer.Open(context.Background(), store, writer.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, acquisition, s1.Epoch())
-		s2, err := writer.OpenSessionWait(context.Background(), store, time.Minute, writer.SessionOptions{})
+		s2, err := writer.Open(context.Background(), store, writer.Options{Wait: time.Minute})
 		require.NoError(t, err)
 		assert.Equal(t, acquisition, s2.Epoch(), "a nested session shares the epoch")
 		assert.Same(t, s1.Journal(), s2.Journal(), "and the journal")
@@ -236,10 +238,10 @@ func TestEpochOncePerAcquisition(t *testing.T) {
 
 		// The sessions are gone, the hold is not: still the same acquisition.
 		assert.Equal(t, acquisition, journalEpoch())
-		s3, err := writer.OpenSession(store, writer.SessionOptions{})
+		s3, err := writer.Open(context.Background(), store, writer.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, acquisition, s3.Epoch())
-		id, err := writer.ReadHolder(h.Path())
+		id, err := lock.ReadHolder(h.Path())
 		require.NoError(t, err)
 		assert.Equal(t, acquisition, id.Epoch)
 		require.NoError(t, s3.Close())
@@ -254,8 +256,8 @@ func TestNestedSessionsTakeTurns(t *testing.T) {
 	const perSession = 100
 	store := newStore(t)
 	sessions := []*writer.Session{
-		openSession(t, store, writer.SessionOptions{}),
-		openSession(t, store, writer.SessionOptions{}),
+		openSession(t, store, writer.Options{}),
+		openSession(t, store, writer.Options{}),
 	}
 	var wg sync.WaitGroup
 	var want []string
@@ -291,11 +293,11 @@ func TestNestedSessionsTakeTurns(t *testing.T) {
 // leaves the parent's hold (and the lock file) as they were.
 func TestInheritedHold(t *testing.T) {
 	store := newStore(t)
-	path := writer.DefaultLockPath(store)
-	h := tryLock(t, store, writer.LockOptions{Command: "scribe lock"})
+	path := lock.DefaultPath(store)
+	h := tryLock(t, store, lock.Options{Command: "scribe lock"})
 	// As `scribe lock` does: the epoch of this acquisition, then the
 	// journal closed for the child.
-	s, err := writer.OpenSession(store, writer.SessionOptions{})
+	s, err := writer.Open(context.Background(), store, writer.Options{})
 	require.NoError(t, err)
 	epoch := s.Epoch()
 	require.NoError(t, s.Close())
@@ -303,14 +305,14 @@ func TestInheritedHold(t *testing.T) {
 	identity, err := os.ReadFile(path)
 	require.NoError(t, err)
 	// What is handed down is what the lock file says.
-	id, err := writer.ReadHolder(path)
+	id, err := lock.ReadHolder(path)
 	require.NoError(t, err)
 	env := h.ChildEnv(3)
-	assert.Contains(t, env, writer.EnvEpoch+"="+strconv.FormatUint(id.Epoch, 10))
-	assert.Contains(t, env, writer.EnvLockToken+"="+id.Token)
+	assert.Contains(t, env, lock.EnvEpoch+"="+strconv.FormatUint(id.Epoch, 10))
+	assert.Contains(t, env, lock.EnvLockToken+"="+id.Token)
 	assert.Equal(t, epoch, id.Epoch)
 
-	child := holdInChild(t, store, writer.LockOptions{},
+	child := holdInChild(t, store, lock.Options{},
 		withFiles(h.File()), withEnv(h.ChildEnv(3)...), withSession(),
 		withEnv(envAppend+"=log"),
 		// Lock/unlock cycles before: a child may take and release the
@@ -321,21 +323,21 @@ func TestInheritedHold(t *testing.T) {
 	assert.Equal(t, epoch, child.Report.Epoch, "the parent's epoch")
 	assert.Equal(t, epoch, child.Report.AppliedEpoch)
 
-	other := assertChildLocked(t, store, writer.LockOptions{})
+	other := assertChildLocked(t, store, lock.Options{})
 	if assert.NotNil(t, other) {
 		assert.Equal(t, os.Getpid(), other.PID, "the parent is the holder")
 	}
 	child.Stop(t)
-	assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "the child's release is not the parent's")
+	assert.NotNil(t, assertChildLocked(t, store, lock.Options{}), "the child's release is not the parent's")
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, string(identity), string(after), "the parent's identity is untouched")
 	assert.Equal(t, map[string]string{"log": "child\n"}, readFiles(t, store))
 
 	require.NoError(t, h.Unlock())
-	assertChildGets(t, store, writer.LockOptions{})
+	assertChildGets(t, store, lock.Options{})
 	assert.Equal(t, ino, inode(t, path))
-	ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+	ro, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ro.Close() })
 	last, _, err := ro.Meta()
@@ -349,17 +351,17 @@ func TestInheritedHold(t *testing.T) {
 // (and is refused, naming the parent), while a direct writer joins.
 func TestDaemonNeverJoinsInheritedHold(t *testing.T) {
 	store := newStore(t)
-	h, err := writer.Take(context.Background(), store, writer.HoldOptions{Command: "scribe lock"})
+	h, err := writer.Take(context.Background(), store, writer.Options{Command: "scribe lock"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Unlock() })
 	inherit := []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3)...), withSession()}
 
-	other := assertChildLocked(t, store, writer.LockOptions{Mode: queue.ModeDaemon, Command: "scribe serve"}, inherit...)
+	other := assertChildLocked(t, store, lock.Options{Mode: queue.ModeDaemon, Command: "scribe serve"}, inherit...)
 	if assert.NotNil(t, other, "refused as a contender, with the holder named") {
 		assert.Equal(t, os.Getpid(), other.PID)
 		assert.Equal(t, "scribe lock", other.Command)
 	}
-	r := assertChildGets(t, store, writer.LockOptions{Mode: queue.ModeDirect}, inherit...)
+	r := assertChildGets(t, store, lock.Options{Mode: queue.ModeDirect}, inherit...)
 	assert.Equal(t, uintptr(3), r.FD, "a direct writer joins the same hold")
 	assert.Equal(t, h.Epoch(), r.Epoch)
 }
@@ -370,39 +372,39 @@ func TestInheritedHoldRefused(t *testing.T) {
 	tests := []struct {
 		name string
 		// child returns the child's options, given the parent's hold.
-		child func(tb testing.TB, h *writer.Hold) []helperOpt
+		child func(tb testing.TB, h *lock.Hold) []helperOpt
 	}{
-		{"wrong lock ID", func(tb testing.TB, h *writer.Hold) []helperOpt {
-			return []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3)...), withEnv(writer.EnvLockID + "=1:2")}
+		{"wrong lock ID", func(tb testing.TB, h *lock.Hold) []helperOpt {
+			return []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3)...), withEnv(lock.EnvLockID + "=1:2")}
 		}},
-		{"another descriptor on the lock file", func(tb testing.TB, h *writer.Hold) []helperOpt {
+		{"another descriptor on the lock file", func(tb testing.TB, h *lock.Hold) []helperOpt {
 			f, err := os.Open(h.Path())
 			require.NoError(tb, err)
 			tb.Cleanup(func() { _ = f.Close() })
 			return []helperOpt{withFiles(f), withEnv(h.ChildEnv(3)...)}
 		}},
-		{"descriptor of another file", func(tb testing.TB, h *writer.Hold) []helperOpt {
-			f, err := os.Open(writer.JournalPath(filepath.Dir(filepath.Dir(h.Path()))))
+		{"descriptor of another file", func(tb testing.TB, h *lock.Hold) []helperOpt {
+			f, err := os.Open(journal.Path(filepath.Dir(filepath.Dir(h.Path()))))
 			require.NoError(tb, err)
 			tb.Cleanup(func() { _ = f.Close() })
 			return []helperOpt{withFiles(f), withEnv(h.ChildEnv(3)...)}
 		}},
-		{"no descriptor", func(tb testing.TB, h *writer.Hold) []helperOpt {
+		{"no descriptor", func(tb testing.TB, h *lock.Hold) []helperOpt {
 			return []helperOpt{withEnv(h.ChildEnv(3)...)}
 		}},
-		{"descriptor below 3", func(tb testing.TB, h *writer.Hold) []helperOpt {
-			return []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3)...), withEnv(writer.EnvLockFD + "=0")}
+		{"descriptor below 3", func(tb testing.TB, h *lock.Hold) []helperOpt {
+			return []helperOpt{withFiles(h.File()), withEnv(h.ChildEnv(3)...), withEnv(lock.EnvLockFD + "=0")}
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			require.NoError(t, openSession(t, store, writer.SessionOptions{}).Close()) // a journal for a case to open
-			h := tryLock(t, store, writer.LockOptions{Command: "parent"})
+			require.NoError(t, openSession(t, store, writer.Options{}).Close()) // a journal for a case to open
+			h := tryLock(t, store, lock.Options{Command: "parent"})
 			before, err := os.ReadFile(h.Path())
 			require.NoError(t, err)
 
-			other := assertChildLocked(t, store, writer.LockOptions{}, tt.child(t, h)...)
+			other := assertChildLocked(t, store, lock.Options{}, tt.child(t, h)...)
 			if assert.NotNil(t, other) {
 				assert.Equal(t, os.Getpid(), other.PID)
 				assert.Equal(t, "parent", other.Command)
@@ -419,8 +421,8 @@ func TestInheritedHoldRefused(t *testing.T) {
 // own, without touching the inherited descriptor.
 func TestInheritedHoldOtherStore(t *testing.T) {
 	store, other := newStore(t), newStore(t)
-	h := tryLock(t, store, writer.LockOptions{})
-	r := assertChildGets(t, other, writer.LockOptions{}, withFiles(h.File()), withEnv(h.ChildEnv(3)...))
+	h := tryLock(t, store, lock.Options{})
+	r := assertChildGets(t, other, lock.Options{}, withFiles(h.File()), withEnv(h.ChildEnv(3)...))
 	assert.NotEqual(t, uintptr(3), r.FD)
 	assert.False(t, lockFree(t, h.Path()), "the inherited hold is the parent's still")
 }
@@ -444,15 +446,15 @@ func TestWithLockReleases(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			var outer *writer.Hold
+			var outer *lock.Hold
 			if tt.nested {
-				outer = tryLock(t, store, writer.LockOptions{})
+				outer = tryLock(t, store, lock.Options{})
 			}
 			ran := false
 			var err error
 			panicked := func() (p any) {
 				defer func() { p = recover() }()
-				err = writer.WithLock(store, writer.LockOptions{Command: "with lock"}, func(h *writer.Hold) error {
+				err = writer.WithLock(store, lock.Options{Command: "with lock"}, func(h *lock.Hold) error {
 					ran = true
 					assert.False(t, lockFree(t, h.Path()), "held inside fn")
 					return tt.fn()
@@ -467,22 +469,22 @@ func TestWithLockReleases(t *testing.T) {
 				assert.NoError(t, err)
 			}
 			if outer != nil {
-				assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "the outer hold remains")
+				assert.NotNil(t, assertChildLocked(t, store, lock.Options{}), "the outer hold remains")
 				require.NoError(t, outer.Unlock())
 			}
-			assertChildGets(t, store, writer.LockOptions{})
+			assertChildGets(t, store, lock.Options{})
 		})
 	}
 }
 
 func TestWithLockBusy(t *testing.T) {
 	store := newStore(t)
-	holdInChild(t, store, writer.LockOptions{Command: "busy"})
-	err := writer.WithLock(store, writer.LockOptions{}, func(*writer.Hold) error {
+	holdInChild(t, store, lock.Options{Command: "busy"})
+	err := writer.WithLock(store, lock.Options{}, func(*lock.Hold) error {
 		assert.Fail(t, "fn ran without the lock")
 		return nil
 	})
-	assert.ErrorIs(t, err, writer.ErrLocked)
+	assert.ErrorIs(t, err, lock.ErrLocked)
 }
 
 // rewriteIdentity changes fields of the identity in a lock file, keeping
@@ -530,18 +532,18 @@ func TestInheritedHoldEnded(t *testing.T) {
 	const deadPID = 1<<22 + 1 // beyond any pid_max
 	t.Run("released", func(t *testing.T) {
 		store := newStore(t)
-		path := writer.DefaultLockPath(store)
-		h := tryLock(t, store, writer.LockOptions{Command: "parent"})
+		path := lock.DefaultPath(store)
+		h := tryLock(t, store, lock.Options{Command: "parent"})
 		kept := dupFile(t, h.File())
 		env := h.ChildEnv(3)
 		require.NoError(t, h.Unlock())
 
-		child := holdInChild(t, store, writer.LockOptions{Command: "child"}, withFiles(kept), withEnv(env...))
-		id, err := writer.ReadHolder(path)
+		child := holdInChild(t, store, lock.Options{Command: "child"}, withFiles(kept), withEnv(env...))
+		id, err := lock.ReadHolder(path)
 		require.NoError(t, err, "the child holds with an identity of its own")
 		assert.Equal(t, child.Report.PID, id.PID)
 		assert.Equal(t, "child", id.Command)
-		assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "its hold excludes others")
+		assert.NotNil(t, assertChildLocked(t, store, lock.Options{}), "its hold excludes others")
 		child.Stop(t)
 		assertReleased(t, path) // though the inherited description is still open here
 	})
@@ -561,22 +563,22 @@ func TestInheritedHoldEnded(t *testing.T) {
 			return nil
 		}},
 		{"no token: a parent that cannot be checked", func(tb testing.TB, path string) []string {
-			return []string{writer.EnvLockToken + "="}
+			return []string{lock.EnvLockToken + "="}
 		}},
 		{"another hold's token", func(tb testing.TB, path string) []string {
-			return []string{writer.EnvLockToken + "=0123456789abcdef"}
+			return []string{lock.EnvLockToken + "=0123456789abcdef"}
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			path := writer.DefaultLockPath(store)
-			h := tryLock(t, store, writer.LockOptions{Command: "parent"})
+			path := lock.DefaultPath(store)
+			h := tryLock(t, store, lock.Options{Command: "parent"})
 			env := append(h.ChildEnv(3), tt.end(t, path)...)
 			before, err := os.ReadFile(path)
 			require.NoError(t, err)
 
-			r := tryInChild(t, store, writer.LockOptions{}, withFiles(h.File()), withEnv(env...))
+			r := tryInChild(t, store, lock.Options{}, withFiles(h.File()), withEnv(env...))
 			assert.False(t, r.OK, "the child joined a hold that ended")
 			assert.True(t, r.Locked, "the child is an ordinary contender, refused: %s", r.Err)
 			after, err := os.ReadFile(path)
@@ -591,18 +593,18 @@ func TestInheritedHoldEnded(t *testing.T) {
 // have let go; meanwhile no other child joins and the store stays held.
 func TestUnlockWaitsForJoinedChild(t *testing.T) {
 	store := newStore(t)
-	path := writer.DefaultLockPath(store)
-	h := tryLock(t, store, writer.LockOptions{Command: "parent"})
+	path := lock.DefaultPath(store)
+	h := tryLock(t, store, lock.Options{Command: "parent"})
 	f, env := h.File(), h.ChildEnv(3)
 	late := dupFile(t, f)
-	child := holdInChild(t, store, writer.LockOptions{}, withFiles(f), withEnv(env...))
+	child := holdInChild(t, store, lock.Options{}, withFiles(f), withEnv(env...))
 	require.Equal(t, uintptr(3), child.Report.FD, "the child joined")
 
 	released := make(chan error, 1)
 	go func() { released <- h.Unlock() }()
 	require.Eventually(t, func() bool { return identityField(t, path, "token") == nil }, helperTimeout, time.Millisecond,
 		"the releasing parent withdraws its token")
-	other := assertChildLocked(t, store, writer.LockOptions{}, withFiles(late), withEnv(env...))
+	other := assertChildLocked(t, store, lock.Options{}, withFiles(late), withEnv(env...))
 	if assert.NotNil(t, other, "no child joins a hold being released") {
 		assert.Equal(t, "parent", other.Command, "the parent still holds")
 	}

@@ -1,6 +1,7 @@
 package writer_test
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"testing"
@@ -10,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // A tool that shares its lock file with scribe (the memory tool's mine
@@ -52,7 +53,7 @@ func TestForeignIdentityDecoded(t *testing.T) {
 			mtime := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 			require.NoError(t, os.Chtimes(path, mtime, mtime))
 
-			h, err := writer.ReadHolder(path)
+			h, err := lock.ReadHolder(path)
 			if tt.pid == 0 {
 				assert.Error(t, err)
 				assert.Nil(t, h)
@@ -71,7 +72,7 @@ func TestForeignIdentityLeavesScribesAlone(t *testing.T) {
 	since := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	want := queue.Holder{PID: 7, Host: "box", Mode: queue.ModeDaemon, Command: "scribe serve", Since: since, Epoch: 3, Token: "T", Start: 99}
 	writeIdentity(t, path, want)
-	h, err := writer.ReadHolder(path)
+	h, err := lock.ReadHolder(path)
 	require.NoError(t, err)
 	assert.Equal(t, want, *h)
 }
@@ -88,9 +89,9 @@ func TestForeignIdentityNamesBusyHolder(t *testing.T) {
 		holdFlock(t, path) // another open file description: a process of its own, to flock
 		before := time.Now()
 
-		_, err := writer.TryLock(store, writer.LockOptions{LockPath: path, Command: "contender"})
-		require.ErrorIs(t, err, writer.ErrLocked)
-		var le *writer.LockedError
+		_, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path, Command: "contender"})
+		require.ErrorIs(t, err, lock.ErrLocked)
+		var le *lock.LockedError
 		require.ErrorAs(t, err, &le)
 		require.NotNil(t, le.Holder, "the holder is named: %v", err)
 		assert.Equal(t, os.Getpid(), le.Holder.PID)
@@ -111,9 +112,9 @@ func TestForeignIdentityNamesBusyHolder(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte("\x00"+strconv.Itoa(deadPID)+" python3 -m mempalace mine"), 0o600))
 		holdFlock(t, path)
 
-		_, err := writer.TryLock(store, writer.LockOptions{LockPath: path, Command: "contender"})
-		require.ErrorIs(t, err, writer.ErrLocked)
-		var le *writer.LockedError
+		_, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path, Command: "contender"})
+		require.ErrorIs(t, err, lock.ErrLocked)
+		var le *lock.LockedError
 		require.ErrorAs(t, err, &le)
 		assert.Nil(t, le.Holder, "a dead process's identity is not the holder")
 		assert.Contains(t, err.Error(), "unknown process")
@@ -123,8 +124,8 @@ func TestForeignIdentityNamesBusyHolder(t *testing.T) {
 		// lock and writes its own over it.
 		store, path := newStore(t), lockPath(t)
 		require.NoError(t, os.WriteFile(path, []byte("\x00"+strconv.Itoa(os.Getpid())+" python3 -m mempalace mine"), 0o600))
-		l := tryLock(t, store, writer.LockOptions{LockPath: path, Command: "scribe lock"})
-		h, err := writer.ReadHolder(l.Path())
+		l := tryLock(t, store, lock.Options{LockPath: path, Command: "scribe lock"})
+		h, err := lock.ReadHolder(l.Path())
 		require.NoError(t, err)
 		assert.Equal(t, queue.ModeDirect, h.Mode)
 		assert.Equal(t, "scribe lock", h.Command)
@@ -134,6 +135,6 @@ func TestForeignIdentityNamesBusyHolder(t *testing.T) {
 // TestDescribeHolder: another tool's identity has no mode, and its message
 // shows none rather than an empty "(: …)".
 func TestDescribeHolder(t *testing.T) {
-	assert.Equal(t, `pid 7 on box ("mine --wing=notes")`, writer.DescribeHolder(&queue.Holder{PID: 7, Host: "box", Command: "mine --wing=notes"}))
-	assert.Equal(t, `pid 7 on box (direct: "scribe submit append a")`, writer.DescribeHolder(&queue.Holder{PID: 7, Host: "box", Mode: queue.ModeDirect, Command: "scribe submit append a"}))
+	assert.Equal(t, `pid 7 on box ("mine --wing=notes")`, lock.DescribeHolder(&queue.Holder{PID: 7, Host: "box", Command: "mine --wing=notes"}))
+	assert.Equal(t, `pid 7 on box (direct: "scribe submit append a")`, lock.DescribeHolder(&queue.Holder{PID: 7, Host: "box", Mode: queue.ModeDirect, Command: "scribe submit append a"}))
 }

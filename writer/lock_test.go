@@ -18,6 +18,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // lockPath returns a lock file path in a fresh folder.
@@ -52,9 +53,9 @@ func lockFree(tb testing.TB, path string) bool {
 }
 
 // tryLock takes the store lock in this process, released at cleanup.
-func tryLock(tb testing.TB, store string, o writer.LockOptions) *writer.Hold {
+func tryLock(tb testing.TB, store string, o lock.Options) *lock.Hold {
 	tb.Helper()
-	h, err := writer.TryLock(store, o)
+	h, err := lock.Acquire(context.Background(), store, o)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = h.Unlock() })
 	return h
@@ -84,7 +85,7 @@ func assertReleased(tb testing.TB, path string) {
 	fi, err := os.Stat(path)
 	require.NoError(tb, err)
 	assert.Zero(tb, fi.Size(), "released: the identity is cleared")
-	_, err = writer.ReadHolder(path)
+	_, err = lock.ReadHolder(path)
 	assert.Error(tb, err)
 	assert.True(tb, lockFree(tb, path), "released: another descriptor can lock it")
 }
@@ -93,15 +94,15 @@ func TestTryLockWritesHolder(t *testing.T) {
 	tests := []struct {
 		name     string
 		existing string // the lock file's content before; "" for no file
-		o        writer.LockOptions
+		o        lock.Options
 		wantMode queue.Mode
 		wantPerm os.FileMode
 	}{
-		{"new lock file", "", writer.LockOptions{Mode: queue.ModeDaemon, Command: "scribe serve"}, queue.ModeDaemon, 0o600},
-		{"default mode", "", writer.LockOptions{Command: "scribe lock"}, queue.ModeDirect, 0o600},
+		{"new lock file", "", lock.Options{Mode: queue.ModeDaemon, Command: "scribe serve"}, queue.ModeDaemon, 0o600},
+		{"default mode", "", lock.Options{Command: "scribe lock"}, queue.ModeDirect, 0o600},
 		// Another tool's lock file with a longer leftover: the identity
 		// replaces all of it and the file's mode is left alone.
-		{"another tool's file", strings.Repeat("leftover ", 500), writer.LockOptions{Command: "x"}, queue.ModeDirect, 0o644},
+		{"another tool's file", strings.Repeat("leftover ", 500), lock.Options{Command: "x"}, queue.ModeDirect, 0o644},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,7 +116,7 @@ func TestTryLockWritesHolder(t *testing.T) {
 			l := tryLock(t, store, tt.o)
 			assert.Equal(t, path, l.Path())
 
-			got, err := writer.ReadHolder(path)
+			got, err := lock.ReadHolder(path)
 			require.NoError(t, err)
 			host, _ := os.Hostname()
 			assert.Equal(t, os.Getpid(), got.PID)
@@ -153,10 +154,10 @@ func TestTryLockStorePath(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(store, "sub"), 0o755))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := writer.TryLock(tt.store, writer.LockOptions{})
+			l, err := lock.Acquire(context.Background(), tt.store, lock.Options{})
 			require.NoError(t, err)
-			assert.Equal(t, writer.DefaultLockPath(store), l.Path())
-			assert.NotNil(t, assertChildLocked(t, store, writer.LockOptions{}), "the same lock as the real path's")
+			assert.Equal(t, lock.DefaultPath(store), l.Path())
+			assert.NotNil(t, assertChildLocked(t, store, lock.Options{}), "the same lock as the real path's")
 			require.NoError(t, l.Unlock())
 		})
 	}
@@ -167,7 +168,7 @@ func TestTryLockStorePath(t *testing.T) {
 
 func TestTryLockMissingStore(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "nope")
-	l, err := writer.TryLock(store, writer.LockOptions{})
+	l, err := lock.Acquire(context.Background(), store, lock.Options{})
 	assert.Nil(t, l)
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	assert.NoDirExists(t, store, "a missing store is not created")
@@ -186,14 +187,14 @@ func TestTryLockBusy(t *testing.T) {
 		{
 			name: "TryLock in another process",
 			hold: func(tb testing.TB, store, path string) *queue.Holder {
-				c := holdInChild(tb, store, writer.LockOptions{LockPath: path, Mode: queue.ModeDaemon, Command: "daemon"})
+				c := holdInChild(tb, store, lock.Options{LockPath: path, Mode: queue.ModeDaemon, Command: "daemon"})
 				return &queue.Holder{PID: c.Report.PID, Host: host, Mode: queue.ModeDaemon, Command: "daemon"}
 			},
 		},
 		{
 			name: "session in another process",
 			hold: func(tb testing.TB, store, path string) *queue.Holder {
-				c := holdInChild(tb, store, writer.LockOptions{LockPath: path, Command: "direct write"}, withSession())
+				c := holdInChild(tb, store, lock.Options{LockPath: path, Command: "direct write"}, withSession())
 				return &queue.Holder{PID: c.Report.PID, Host: host, Mode: queue.ModeDirect, Command: "direct write", Epoch: 1}
 			},
 		},
@@ -247,11 +248,11 @@ func TestTryLockBusy(t *testing.T) {
 			before, err := os.ReadFile(path)
 			require.NoError(t, err)
 
-			l, lockErr := writer.TryLock(store, writer.LockOptions{LockPath: path, Command: "contender"})
+			l, lockErr := lock.Acquire(context.Background(), store, lock.Options{LockPath: path, Command: "contender"})
 			require.Error(t, lockErr)
 			assert.Nil(t, l)
-			assert.ErrorIs(t, lockErr, writer.ErrLocked)
-			var le *writer.LockedError
+			assert.ErrorIs(t, lockErr, lock.ErrLocked)
+			var le *lock.LockedError
 			require.ErrorAs(t, lockErr, &le)
 			assert.Equal(t, path, le.Path)
 			assert.Contains(t, lockErr.Error(), path)
@@ -301,10 +302,10 @@ func TestTryLockNotLockFile(t *testing.T) {
 			before, err := os.Lstat(path)
 			require.NoError(t, err)
 
-			l, err := writer.TryLock(store, writer.LockOptions{LockPath: path})
+			l, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
 			assert.Nil(t, l)
-			assert.ErrorIs(t, err, writer.ErrNotLockFile)
-			assert.NotErrorIs(t, err, writer.ErrLocked)
+			assert.ErrorIs(t, err, lock.ErrNotLockFile)
+			assert.NotErrorIs(t, err, lock.ErrLocked)
 
 			after, err := os.Lstat(path)
 			require.NoError(t, err)
@@ -312,9 +313,9 @@ func TestTryLockNotLockFile(t *testing.T) {
 			_, err = os.Lstat(filepath.Join(filepath.Dir(path), "nowhere"))
 			assert.ErrorIs(t, err, os.ErrNotExist, "a dangling link's target is not created")
 
-			// OpenSession refuses it the same way.
-			_, err = writer.OpenSession(store, writer.SessionOptions{LockPath: path})
-			assert.ErrorIs(t, err, writer.ErrNotLockFile)
+			// Open refuses it the same way.
+			_, err = writer.Open(context.Background(), store, writer.Options{LockPath: path})
+			assert.ErrorIs(t, err, lock.ErrNotLockFile)
 		})
 	}
 }
@@ -326,31 +327,31 @@ func TestLockFileIsKept(t *testing.T) {
 		remake bool // the lock file exists before the first cycle
 	}{
 		{"TryLock", func(tb testing.TB, store, path string) {
-			l, err := writer.TryLock(store, writer.LockOptions{LockPath: path})
+			l, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
 			require.NoError(tb, err)
 			require.NoError(tb, l.Unlock())
 		}, false},
 		{"session", func(tb testing.TB, store, path string) {
-			s, err := writer.OpenSession(store, writer.SessionOptions{LockPath: path})
+			s, err := writer.Open(context.Background(), store, writer.Options{LockPath: path})
 			require.NoError(tb, err)
 			require.NoError(tb, s.Close())
 		}, false},
 		{"existing lock file of another tool", func(tb testing.TB, store, path string) {
-			l, err := writer.TryLock(store, writer.LockOptions{LockPath: path})
+			l, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
 			require.NoError(tb, err)
 			require.NoError(tb, l.Unlock())
 		}, true},
 		{"nested", func(tb testing.TB, store, path string) {
-			a, err := writer.TryLock(store, writer.LockOptions{LockPath: path, Command: "outer"})
+			a, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path, Command: "outer"})
 			require.NoError(tb, err)
-			s, err := writer.OpenSession(store, writer.SessionOptions{LockPath: path})
+			s, err := writer.Open(context.Background(), store, writer.Options{LockPath: path})
 			require.NoError(tb, err)
-			b, err := writer.TryLock(store, writer.LockOptions{LockPath: path})
+			b, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
 			require.NoError(tb, err)
 			// Released outermost first: the identity stays to the last.
 			for _, release := range []func() error{a.Unlock, s.Close} {
 				require.NoError(tb, release())
-				h, err := writer.ReadHolder(path)
+				h, err := lock.ReadHolder(path)
 				require.NoError(tb, err, "a nested hold remains: the identity stays")
 				assert.Equal(tb, os.Getpid(), h.PID)
 				assert.Equal(tb, "outer", h.Command)
@@ -359,12 +360,12 @@ func TestLockFileIsKept(t *testing.T) {
 			require.NoError(tb, b.Unlock())
 		}, false},
 		{"inherited by a child", func(tb testing.TB, store, path string) {
-			a, err := writer.TryLock(store, writer.LockOptions{LockPath: path})
+			a, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
 			require.NoError(tb, err)
 			identity, err := os.ReadFile(path)
 			require.NoError(tb, err)
 			// Epoch 0: the parent had no session, so the child's raises one.
-			r := tryInChild(tb, store, writer.LockOptions{LockPath: path},
+			r := tryInChild(tb, store, lock.Options{LockPath: path},
 				withFiles(a.File()), withEnv(a.ChildEnv(3)...), withSession(), withEnv(envCycles+"=1"))
 			assert.True(tb, r.OK, r.Err)
 			assert.Equal(tb, uintptr(3), r.FD, "adopted")
@@ -394,10 +395,10 @@ func TestLockFileIsKept(t *testing.T) {
 
 func TestDefaultLockPath(t *testing.T) {
 	store := newStore(t)
-	s := openSession(t, store, writer.SessionOptions{})
+	s := openSession(t, store, writer.Options{})
 	want := filepath.Join(store, ".scribe", "lock")
-	assert.Equal(t, want, writer.DefaultLockPath(store))
-	h, err := writer.ReadHolder(want)
+	assert.Equal(t, want, lock.DefaultPath(store))
+	h, err := lock.ReadHolder(want)
 	require.NoError(t, err)
 	assert.Equal(t, os.Getpid(), h.PID)
 	assert.Equal(t, s.Epoch(), h.Epoch)
@@ -405,13 +406,13 @@ func TestDefaultLockPath(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
 
-	other := assertChildLocked(t, store, writer.LockOptions{})
+	other := assertChildLocked(t, store, lock.Options{})
 	require.NotNil(t, other)
 	assert.Equal(t, os.Getpid(), other.PID)
 	assert.Equal(t, s.Epoch(), other.Epoch)
 }
 
-// lockResult is what a Lock or OpenSessionWait running in a goroutine got.
+// lockResult is what a lock.Acquire or Open with a wait running in a goroutine got.
 type lockResult[T any] struct {
 	v   T
 	err error
@@ -451,17 +452,17 @@ func TestLockWaits(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
 			lp := tt.lockPath(t, store)
-			holder := holdInChild(t, store, writer.LockOptions{LockPath: lp, Mode: queue.ModeDaemon, Command: "busy"})
-			assert.False(t, writer.Demanded(store), "nobody waits yet")
+			holder := holdInChild(t, store, lock.Options{LockPath: lp, Mode: queue.ModeDaemon, Command: "busy"})
+			assert.False(t, lock.Demanded(store), "nobody waits yet")
 
-			got := make(chan lockResult[*writer.Hold], 1)
+			got := make(chan lockResult[*lock.Hold], 1)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			t.Cleanup(cancel)
 			go func() {
-				h, err := writer.Lock(ctx, store, writer.LockOptions{LockPath: lp, Command: "waiter"})
-				got <- lockResult[*writer.Hold]{h, err}
+				h, err := lock.Acquire(ctx, store, lock.Options{LockPath: lp, Command: "waiter", Wait: time.Hour})
+				got <- lockResult[*lock.Hold]{h, err}
 			}()
-			require.Eventually(t, func() bool { return writer.Demanded(store) }, helperTimeout, time.Millisecond,
+			require.Eventually(t, func() bool { return lock.Demanded(store) }, helperTimeout, time.Millisecond,
 				"a waiter leaves a demand mark")
 			assertWaiting(t, got)
 
@@ -469,8 +470,8 @@ func TestLockWaits(t *testing.T) {
 			r := await(t, got)
 			require.NoError(t, r.err, "acquired once the holder let go")
 			t.Cleanup(func() { _ = r.v.Unlock() })
-			assert.False(t, writer.Demanded(store), "the mark goes with the wait")
-			other := assertChildLocked(t, store, writer.LockOptions{LockPath: lp})
+			assert.False(t, lock.Demanded(store), "the mark goes with the wait")
+			other := assertChildLocked(t, store, lock.Options{LockPath: lp})
 			require.NotNil(t, other)
 			assert.Equal(t, os.Getpid(), other.PID)
 			assert.Equal(t, "waiter", other.Command)
@@ -498,21 +499,21 @@ func TestLockGivesUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			holder := holdInChild(t, store, writer.LockOptions{Mode: queue.ModeDaemon, Command: "busy"})
+			holder := holdInChild(t, store, lock.Options{Mode: queue.ModeDaemon, Command: "busy"})
 			ctx := tt.ctx(t)
 			start := time.Now()
-			l, err := writer.Lock(ctx, store, writer.LockOptions{})
+			l, err := lock.Acquire(ctx, store, lock.Options{Wait: time.Hour})
 			elapsed := time.Since(start)
 			assert.Nil(t, l)
-			assert.ErrorIs(t, err, writer.ErrLocked)
-			var le *writer.LockedError
+			assert.ErrorIs(t, err, lock.ErrLocked)
+			var le *lock.LockedError
 			require.ErrorAs(t, err, &le)
 			require.NotNil(t, le.Holder)
 			assert.Equal(t, holder.Report.PID, le.Holder.PID)
 			assert.Equal(t, "busy", le.Holder.Command)
 			assert.GreaterOrEqual(t, elapsed, tt.atLeast, "it waits until the context ends")
-			assert.False(t, writer.Demanded(store), "no mark is left behind")
-			h, err := writer.ReadHolder(writer.DefaultLockPath(store))
+			assert.False(t, lock.Demanded(store), "no mark is left behind")
+			h, err := lock.ReadHolder(lock.DefaultPath(store))
 			require.NoError(t, err)
 			assert.Equal(t, holder.Report.PID, h.PID, "the holder's identity is untouched")
 		})
@@ -521,22 +522,22 @@ func TestLockGivesUp(t *testing.T) {
 
 func TestDemandedWithoutWaiter(t *testing.T) {
 	store := newStore(t)
-	assert.False(t, writer.Demanded(store), "no .scribe folder")
-	tryLock(t, store, writer.LockOptions{})
-	assert.False(t, writer.Demanded(store), "held, but nobody waits")
+	assert.False(t, lock.Demanded(store), "no .scribe folder")
+	tryLock(t, store, lock.Options{})
+	assert.False(t, lock.Demanded(store), "held, but nobody waits")
 }
 
-func TestOpenSessionWait(t *testing.T) {
+func TestOpenWaits(t *testing.T) {
 	store := newStore(t)
-	holder := holdInChild(t, store, writer.LockOptions{Mode: queue.ModeDaemon}, withSession())
+	holder := holdInChild(t, store, lock.Options{Mode: queue.ModeDaemon}, withSession())
 	require.Equal(t, uint64(1), holder.Report.Epoch)
 
 	got := make(chan lockResult[*writer.Session], 1)
 	go func() {
-		s, err := writer.OpenSessionWait(context.Background(), store, time.Minute, writer.SessionOptions{})
+		s, err := writer.Open(context.Background(), store, writer.Options{Wait: time.Minute})
 		got <- lockResult[*writer.Session]{s, err}
 	}()
-	require.Eventually(t, func() bool { return writer.Demanded(store) }, helperTimeout, time.Millisecond,
+	require.Eventually(t, func() bool { return lock.Demanded(store) }, helperTimeout, time.Millisecond,
 		"a waiter leaves a demand mark")
 	assertWaiting(t, got)
 
@@ -545,14 +546,14 @@ func TestOpenSessionWait(t *testing.T) {
 	require.NoError(t, r.err, "acquired once the holder let go")
 	t.Cleanup(func() { _ = r.v.Close() })
 	assert.Equal(t, uint64(2), r.v.Epoch())
-	assert.False(t, writer.Demanded(store))
-	h, err := writer.ReadHolder(writer.DefaultLockPath(store))
+	assert.False(t, lock.Demanded(store))
+	h, err := lock.ReadHolder(lock.DefaultPath(store))
 	require.NoError(t, err)
 	assert.Equal(t, os.Getpid(), h.PID)
 	assert.Equal(t, uint64(2), h.Epoch)
 }
 
-func TestOpenSessionWaitGivesUp(t *testing.T) {
+func TestOpenWaitGivesUp(t *testing.T) {
 	tests := []struct {
 		name    string
 		wait    time.Duration
@@ -566,7 +567,7 @@ func TestOpenSessionWaitGivesUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			holder := holdInChild(t, store, writer.LockOptions{Mode: queue.ModeDaemon, Command: "busy"}, withSession())
+			holder := holdInChild(t, store, lock.Options{Mode: queue.ModeDaemon, Command: "busy"}, withSession())
 			// The clock starts before the context's: its deadline counts
 			// from its creation, and elapsed must not miss that instant.
 			start := time.Now()
@@ -576,18 +577,18 @@ func TestOpenSessionWaitGivesUp(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
 				t.Cleanup(cancel)
 			}
-			s, err := writer.OpenSessionWait(ctx, store, tt.wait, writer.SessionOptions{})
+			s, err := writer.Open(ctx, store, writer.Options{Wait: tt.wait})
 			elapsed := time.Since(start)
 			assert.Nil(t, s)
-			assert.ErrorIs(t, err, writer.ErrLocked)
-			var le *writer.LockedError
+			assert.ErrorIs(t, err, lock.ErrLocked)
+			var le *lock.LockedError
 			require.ErrorAs(t, err, &le)
 			require.NotNil(t, le.Holder)
 			assert.Equal(t, holder.Report.PID, le.Holder.PID)
 			assert.Equal(t, queue.ModeDaemon, le.Holder.Mode)
 			assert.Equal(t, uint64(1), le.Holder.Epoch)
 			assert.GreaterOrEqual(t, elapsed, tt.atLeast)
-			assert.False(t, writer.Demanded(store))
+			assert.False(t, lock.Demanded(store))
 		})
 	}
 }

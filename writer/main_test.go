@@ -3,6 +3,7 @@ package writer_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // Helper processes play "another process" for the lock tests: a flock
@@ -75,24 +77,24 @@ func runHelper(mode string) int {
 	rep := report{PID: os.Getpid()}
 	fail := func(err error) int {
 		rep.Err = err.Error()
-		var le *writer.LockedError
+		var le *lock.LockedError
 		if errors.As(err, &le) {
 			rep.Locked, rep.Holder = true, le.Holder
 		}
 		return printReport(rep)
 	}
 	store := os.Getenv(envStore)
-	o := writer.LockOptions{LockPath: os.Getenv(envLock), Mode: queue.Mode(os.Getenv(envMode)), Command: os.Getenv(envCommand)}
-	so := writer.SessionOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command}
+	o := lock.Options{LockPath: os.Getenv(envLock), Mode: queue.Mode(os.Getenv(envMode)), Command: os.Getenv(envCommand)}
+	so := writer.Options{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command}
 	withSession := os.Getenv(envSession) == "1"
 	cycles, _ := strconv.Atoi(os.Getenv(envCycles))
 	for range cycles {
-		h, err := writer.TryLock(store, o)
+		h, err := lock.Acquire(context.Background(), store, o)
 		if err != nil {
 			return fail(fmt.Errorf("cycle: %w", err))
 		}
 		if withSession {
-			s, err := writer.OpenSession(store, so)
+			s, err := writer.Open(context.Background(), store, so)
 			if err != nil {
 				return fail(fmt.Errorf("cycle: %w", err))
 			}
@@ -107,7 +109,7 @@ func runHelper(mode string) int {
 		settleGC()
 	}
 
-	h, err := writer.TryLock(store, o)
+	h, err := lock.Acquire(context.Background(), store, o)
 	if err != nil {
 		return fail(err)
 	}
@@ -119,7 +121,7 @@ func runHelper(mode string) int {
 	}
 	rep.CloseOnExec = flags&unix.FD_CLOEXEC != 0
 	if withSession {
-		s, err := writer.OpenSession(store, so)
+		s, err := writer.Open(context.Background(), store, so)
 		if err != nil {
 			return fail(err)
 		}
@@ -204,7 +206,7 @@ const helperTimeout = 20 * time.Second
 
 // startHelper starts a helper in mode on store and reads its report. It
 // is stopped (stdin closed, exit awaited) at cleanup if not before.
-func startHelper(tb testing.TB, mode, store string, o writer.LockOptions, opts ...helperOpt) *helper {
+func startHelper(tb testing.TB, mode, store string, o lock.Options, opts ...helperOpt) *helper {
 	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	for _, kv := range os.Environ() {
@@ -266,7 +268,7 @@ func (h *helper) Stop(tb testing.TB) {
 
 // holdInChild has a helper process take the store lock and hold it until
 // Stop (or the end of the test).
-func holdInChild(tb testing.TB, store string, o writer.LockOptions, opts ...helperOpt) *helper {
+func holdInChild(tb testing.TB, store string, o lock.Options, opts ...helperOpt) *helper {
 	tb.Helper()
 	h := startHelper(tb, helperHold, store, o, opts...)
 	require.True(tb, h.Report.OK, "the helper could not lock: %s", h.Report.Err)
@@ -275,7 +277,7 @@ func holdInChild(tb testing.TB, store string, o writer.LockOptions, opts ...help
 
 // tryInChild has a helper process try the store lock once, release it
 // and exit, and returns what it got.
-func tryInChild(tb testing.TB, store string, o writer.LockOptions, opts ...helperOpt) report {
+func tryInChild(tb testing.TB, store string, o lock.Options, opts ...helperOpt) report {
 	tb.Helper()
 	h := startHelper(tb, helperTry, store, o, opts...)
 	h.Stop(tb)
@@ -284,7 +286,7 @@ func tryInChild(tb testing.TB, store string, o writer.LockOptions, opts ...helpe
 
 // assertChildLocked checks that another process is refused the store lock
 // with ErrLocked, and returns the holder it was told about.
-func assertChildLocked(tb testing.TB, store string, o writer.LockOptions, opts ...helperOpt) *queue.Holder {
+func assertChildLocked(tb testing.TB, store string, o lock.Options, opts ...helperOpt) *queue.Holder {
 	tb.Helper()
 	r := tryInChild(tb, store, o, opts...)
 	assert.False(tb, r.OK, "another process got the lock")
@@ -293,7 +295,7 @@ func assertChildLocked(tb testing.TB, store string, o writer.LockOptions, opts .
 }
 
 // assertChildGets checks that another process can take the store lock.
-func assertChildGets(tb testing.TB, store string, o writer.LockOptions, opts ...helperOpt) report {
+func assertChildGets(tb testing.TB, store string, o lock.Options, opts ...helperOpt) report {
 	tb.Helper()
 	r := tryInChild(tb, store, o, opts...)
 	assert.True(tb, r.OK, "another process could not lock: %s", r.Err)

@@ -43,6 +43,37 @@ func mergePatch(target, patch []byte) ([]byte, error) {
 	return mergeValue(rawValue(target), rawValue(patch)).appendTo(out), nil
 }
 
+// MaxMergeDepth is the deepest nesting of objects and arrays that merge
+// accepts, in the file and in the patch.
+const MaxMergeDepth = 128
+
+// jsonDepth returns how deep objects and arrays nest in b, valid JSON.
+func jsonDepth(b []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
 // maxParseDepth is how deep mergePatch nests. It is one more than the limit
 // applyOp checks first, so that a deep input is rejected there, as too
 // large; this bound only keeps the recursion finite.

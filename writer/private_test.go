@@ -12,6 +12,8 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // Every way a direct writer or a look-up enters a store refuses a .scribe
@@ -20,29 +22,29 @@ import (
 // recorded.
 func TestDirectEntrancesRefuseInsecureMeta(t *testing.T) {
 	entrances := map[string]func(store string) error{
-		"OpenSession": func(store string) error {
-			s, err := writer.OpenSession(store, writer.SessionOptions{})
+		"Open": func(store string) error {
+			s, err := writer.Open(context.Background(), store, writer.Options{})
 			if s != nil {
 				s.Close()
 			}
 			return err
 		},
 		"Take": func(store string) error {
-			h, err := writer.Take(context.Background(), store, writer.HoldOptions{Wait: time.Second})
+			h, err := writer.Take(context.Background(), store, writer.Options{Wait: time.Second})
 			if h != nil {
 				h.Unlock()
 			}
 			return err
 		},
 		"TryLock": func(store string) error {
-			h, err := writer.TryLock(store, writer.LockOptions{})
+			h, err := lock.Acquire(context.Background(), store, lock.Options{})
 			if h != nil {
 				h.Unlock()
 			}
 			return err
 		},
 		"OpenJournalReadOnly": func(store string) error {
-			j, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+			j, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 			if j != nil {
 				j.Close()
 			}
@@ -72,7 +74,7 @@ func TestDirectEntrancesRefuseInsecureMeta(t *testing.T) {
 		for ename, enter := range entrances {
 			t.Run(sname+"/"+ename, func(t *testing.T) {
 				store := newStore(t)
-				s := openSession(t, store, writer.SessionOptions{})
+				s := openSession(t, store, writer.Options{})
 				require.NoError(t, s.Close())
 				l := queue.Layout{Root: store}
 				target := filepath.Join(filepath.Dir(store), "target")

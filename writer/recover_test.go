@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"maps"
@@ -14,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // tempStore returns the canonical path of a fresh store holding files.
@@ -79,12 +82,12 @@ var recoverBefore = map[string]string{
 
 // The batch's changes and the files they must leave, applied exactly once.
 var (
-	recoverChanges = []fileChange{
-		{Path: "gone.txt", Kind: changeRemove},
-		{Path: "log", Kind: changeAppend, Base: 4, Data: []byte("+more"), Mode: 0o644},
-		{Path: "new/deep/n.txt", Kind: changeAppend, Base: 0, Data: []byte("created"), Mode: 0o644, New: true},
-		{Path: "sub/dir/w2.txt", Kind: changeWrite, Data: []byte("nested"), Mode: 0o600},
-		{Path: "w.txt", Kind: changeWrite, Data: []byte("new"), Mode: 0o644},
+	recoverChanges = []journal.Change{
+		{Path: "gone.txt", Kind: journal.ChangeRemove},
+		{Path: "log", Kind: journal.ChangeAppend, Base: 4, Data: []byte("+more"), Mode: 0o644},
+		{Path: "new/deep/n.txt", Kind: journal.ChangeAppend, Base: 0, Data: []byte("created"), Mode: 0o644, New: true},
+		{Path: "sub/dir/w2.txt", Kind: journal.ChangeWrite, Data: []byte("nested"), Mode: 0o600},
+		{Path: "w.txt", Kind: journal.ChangeWrite, Data: []byte("new"), Mode: 0o644},
 	}
 	recoverAfter = map[string]string{
 		"log":            "base+more",
@@ -123,10 +126,10 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := tempStore(t, recoverBefore)
-			s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+			s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
 			require.NoError(t, err)
 			at := time.Now().UTC().Truncate(time.Second) // recent: older outcomes are pruned
-			in := &intent{
+			in := &journal.Intent{
 				Epoch:   s.Epoch(),
 				Changes: recoverChanges,
 				Outcomes: []*queue.Outcome{
@@ -136,7 +139,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 				},
 				LastSeq: 7,
 			}
-			require.NoError(t, s.st.journal.writeIntent(in))
+			require.NoError(t, writeIntent(s.st.journal, in))
 			putFiles(t, store, tt.crash)
 			for _, p := range tt.gone {
 				require.NoError(t, os.Remove(filepath.Join(store, p)))
@@ -144,7 +147,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 			crashEpoch := s.Epoch()
 			require.NoError(t, s.Close()) // the "crash": outcomes never committed
 
-			s2, err := OpenSession(store, SessionOptions{})
+			s2, err := Open(context.Background(), store, Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s2.Close() })
 			assert.Equal(t, crashEpoch+1, s2.Epoch())
@@ -158,7 +161,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
 
-			pending, err := s2.st.journal.pendingIntent()
+			pending, err := s2.st.journal.Pending()
 			require.NoError(t, err)
 			assert.Nil(t, pending, "the intent is dropped once redone")
 			for _, want := range in.Outcomes[:2] {
@@ -182,7 +185,7 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 			require.NoError(t, s2.Close())
 
 			// And reopening again redoes nothing.
-			s3, err := OpenSession(store, SessionOptions{})
+			s3, err := Open(context.Background(), store, Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s3.Close() })
 			assert.Equal(t, want, storeFiles(t, store))
@@ -193,13 +196,13 @@ func TestRecoverInterruptedBatch(t *testing.T) {
 // A redo must never overwrite an outcome the journal already has.
 func TestCommitKeepsRecordedOutcome(t *testing.T) {
 	store := tempStore(t, nil)
-	s, err := OpenSession(store, SessionOptions{})
+	s, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	first := &queue.Outcome{V: queue.Version, ID: "j", Status: queue.StatusApplied, Epoch: 1}
-	require.NoError(t, s.st.journal.commit([]*queue.Outcome{first}, nil, 3))
+	require.NoError(t, s.st.journal.Commit([]*queue.Outcome{first}, nil, 3))
 	later := &queue.Outcome{V: queue.Version, ID: "j", Status: queue.StatusRejected, Reason: queue.ReasonInternal, Epoch: 2}
-	require.NoError(t, s.st.journal.commit([]*queue.Outcome{later}, nil, 2))
+	require.NoError(t, s.st.journal.Commit([]*queue.Outcome{later}, nil, 2))
 
 	got, err := s.Journal().Outcome("j")
 	require.NoError(t, err)
@@ -237,17 +240,17 @@ func TestMaterializeIdempotent(t *testing.T) {
 func TestMaterializeErrors(t *testing.T) {
 	tests := []struct {
 		name   string
-		change fileChange
+		change journal.Change
 	}{
-		{"unknown kind", fileChange{Path: "a", Kind: "chmod"}},
-		{"write under a file", fileChange{Path: "f/x", Kind: changeWrite, Data: []byte("x"), Mode: 0o644}},
-		{"append under a file", fileChange{Path: "f/x", Kind: changeAppend, Data: []byte("x"), Mode: 0o644}},
-		{"write over a folder", fileChange{Path: "d", Kind: changeWrite, Data: []byte("x"), Mode: 0o644}},
+		{"unknown kind", journal.Change{Path: "a", Kind: "chmod"}},
+		{"write under a file", journal.Change{Path: "f/x", Kind: journal.ChangeWrite, Data: []byte("x"), Mode: 0o644}},
+		{"append under a file", journal.Change{Path: "f/x", Kind: journal.ChangeAppend, Data: []byte("x"), Mode: 0o644}},
+		{"write over a folder", journal.Change{Path: "d", Kind: journal.ChangeWrite, Data: []byte("x"), Mode: 0o644}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := tempStore(t, map[string]string{"f": "file", "d/x": "in d"})
-			err := materialize(openTestTree(t, store), []fileChange{tt.change}, false)
+			err := materialize(openTestTree(t, store), []journal.Change{tt.change}, false)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.change.Path)
 			got := storeFiles(t, store)
@@ -257,61 +260,62 @@ func TestMaterializeErrors(t *testing.T) {
 	}
 }
 
-// A batch whose redo fails leaves OpenSession failing cleanly: an error,
+// A batch whose redo fails leaves Open failing cleanly: an error,
 // not a panic, the store lock released, the intent kept for a later try.
 func TestRecoverFailureReleasesLock(t *testing.T) {
 	store := tempStore(t, map[string]string{"f": "file"})
-	s, err := OpenSession(store, SessionOptions{})
+	s, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
-	bad := &intent{Epoch: s.Epoch(), Changes: []fileChange{
-		{Path: "ok", Kind: changeWrite, Data: []byte("x"), Mode: 0o644},
-		{Path: "f/x", Kind: changeWrite, Data: []byte("x"), Mode: 0o644},
+	bad := &journal.Intent{Epoch: s.Epoch(), Changes: []journal.Change{
+		{Path: "ok", Kind: journal.ChangeWrite, Data: []byte("x"), Mode: 0o644},
+		{Path: "f/x", Kind: journal.ChangeWrite, Data: []byte("x"), Mode: 0o644},
 	}}
-	require.NoError(t, s.st.journal.writeIntent(bad))
+	require.NoError(t, writeIntent(s.st.journal, bad))
 	require.NoError(t, s.Close())
 
 	for range 2 {
-		s, err = OpenSession(store, SessionOptions{})
+		s, err = Open(context.Background(), store, Options{})
 		require.Error(t, err)
 		assert.Nil(t, s)
 		assert.ErrorIs(t, err, ErrStuck)
 		assert.Contains(t, err.Error(), "f/x")
-		assert.NotErrorIs(t, err, ErrLocked)
+		assert.NotErrorIs(t, err, lock.ErrLocked)
 	}
 
 	// Through another open file description: an in-process TryLock would
 	// nest in a leaked hold instead of being refused.
-	fl := flock.New(DefaultLockPath(store))
+	fl := flock.New(lock.DefaultPath(store))
 	ok, err := fl.TryLock()
 	require.NoError(t, err)
 	require.True(t, ok, "the failed open released the store lock")
-	assert.False(t, registered(DefaultLockPath(store)), "and left no hold in the registry")
-	j, err := openJournal(JournalPath(store))
+	assert.False(t, registered(store), "and left no hold in the registry")
+	j, err := journal.Open(journal.Path(store))
 	require.NoError(t, err, "and the journal")
-	pending, err := j.pendingIntent()
+	pending, err := j.Pending()
 	require.NoError(t, err)
 	assert.NotNil(t, pending)
 	require.NoError(t, j.Close())
 	require.NoError(t, fl.Unlock())
 }
 
-// registered reports whether the hold registry has a hold on path.
-func registered(path string) bool {
-	holds.Lock()
-	defer holds.Unlock()
-	for _, h := range holds.m {
-		if h.path == path {
-			return true
-		}
+// registered reports whether this process still has a hold on the
+// store's lock in its registry, while another open file description holds
+// the flock: an Acquire in this process then nests in that hold instead
+// of being refused.
+func registered(store string) bool {
+	h, err := lock.Acquire(context.Background(), store, lock.Options{})
+	if err != nil {
+		return false
 	}
-	return false
+	_ = h.Unlock()
+	return true
 }
 
 // Apply records its intent before touching a file: with the intent in
 // the journal, Apply's own changes are exactly the intent's.
 func TestApplyRecordsIntent(t *testing.T) {
 	store := tempStore(t, map[string]string{"log": "ab", "old": "x"})
-	s, err := OpenSession(store, SessionOptions{})
+	s, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 
@@ -323,10 +327,10 @@ func TestApplyRecordsIntent(t *testing.T) {
 		{Kind: queue.OpDelete, Path: "never-existed"},
 	}}
 	require.NoError(t, ov.applyJob(job))
-	assert.Equal(t, []fileChange{
-		{Path: "log", Kind: changeAppend, Data: []byte("cd"), Base: 2, Mode: 0o644},
-		{Path: "n/new", Kind: changeWrite, Data: []byte("fresh"), New: true}, // a new file: Mode 0, created 0666 less the umask
-		{Path: "old", Kind: changeRemove},
+	assert.Equal(t, []journal.Change{
+		{Path: "log", Kind: journal.ChangeAppend, Data: []byte("cd"), Base: 2, Mode: 0o644},
+		{Path: "n/new", Kind: journal.ChangeWrite, Data: []byte("fresh"), New: true}, // a new file: Mode 0, created 0666 less the umask
+		{Path: "old", Kind: journal.ChangeRemove},
 	}, ov.changes())
 	assert.Equal(t, map[string]string{"log": "ab", "old": "x"}, storeFiles(t, store), "the overlay does not touch the disk")
 

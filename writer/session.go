@@ -8,52 +8,71 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/internal/fault"
+	"github.com/scribehq/scribe/writer/journal"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // DefaultMaxFileBytes is the default limit on the size a file may reach
 // through put, append or merge.
 const DefaultMaxFileBytes = 1 << 30
 
-// SessionOptions configures OpenSession.
-type SessionOptions struct {
-	// LockPath is the store lock file; empty means DefaultLockPath. Set it
-	// to share the lock an existing tool already takes.
+// Options configures Open and Take: which store lock to take, who takes
+// it, how long to wait for it, and how a Session applies jobs.
+type Options struct {
+	// LockPath is the store lock file; empty means lock.DefaultPath. Set
+	// it to share the lock an existing tool already takes.
 	LockPath string
 	// Mode is queue.ModeDaemon or queue.ModeDirect, recorded in the
 	// holder identity and in outcomes. Empty means queue.ModeDirect. A
-	// session in queue.ModeDaemon never joins a hold handed down by a
-	// parent process (see Hold).
+	// hold in queue.ModeDaemon never joins a hold handed down by a parent
+	// process (see lock.Hold).
 	Mode queue.Mode
 	// Command describes the holder for other processes' error messages.
 	Command string
+	// Wait is how long to wait for a busy store; 0 means not at all: a
+	// busy store returns a *lock.LockedError at once (fail fast). The
+	// context bounds the wait too. While it waits it leaves the demand
+	// mark a daemon's writer lets go for between batches.
+	Wait time.Duration
 	// MaxFileBytes limits the size of a file after an op; 0 means
 	// DefaultMaxFileBytes.
 	MaxFileBytes int64
 	// Retention is how long outcomes are kept in the journal; 0 means the
-	// retention the daemon last pruned with, or DefaultRetention. A job
+	// retention the daemon last pruned with, or journal.DefaultRetention. A job
 	// resubmitted with the ID of a pruned outcome would be applied again:
 	// keep it longer than any client retries.
 	Retention time.Duration
 	// Logger receives recovery messages; nil discards them.
 	Logger *slog.Logger
-	// Fence, if set, is the daemon's claim on the store (a *Claim): the
-	// journal commits nothing once it fails (see Fence).
-	Fence Fence
+	// Fence, if set, is the daemon's claim on the store (a *claim.Claim):
+	// the journal commits nothing once it fails (see journal.Fence).
+	Fence journal.Fence
 }
 
-// DefaultRetention is how long the journal keeps outcomes by default.
-const DefaultRetention = 7 * 24 * time.Hour
+// defaults fills in o's defaults.
+func (o Options) defaults() Options {
+	if o.Mode == "" {
+		o.Mode = queue.ModeDirect
+	}
+	if o.MaxFileBytes == 0 {
+		o.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
 
-// pruneEvery is how often, at most, a session prunes the journal.
-const pruneEvery = time.Hour
+// lockOptions are the options of o's hold of the store lock.
+func (o Options) lockOptions() lock.Options {
+	return lock.Options{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command, Wait: o.Wait}
+}
 
 // Session is a held store: its lock, its journal and an os.Root on its
 // folder. The daemon's Writer and direct writers both apply jobs through a
@@ -65,7 +84,7 @@ const pruneEvery = time.Hour
 type Session struct {
 	store     string
 	storeID   string
-	lock      *Hold
+	lock      *lock.Hold
 	held      *holdState
 	st        *shared
 	epoch     uint64
@@ -75,72 +94,49 @@ type Session struct {
 }
 
 // opened is this process's registry of what its Sessions share under each
-// hold (nested holds of one process are one hold, see Hold). An entry
-// outlives the hold's Sessions for as long as anything refers to the hold,
-// so that a later Session under it, and the Hold itself (see Epoch), keep
-// its epoch; it goes when the hold is garbage collected. The lock code
-// knows nothing of it.
+// hold, by the hold's token (nested holds of one process are one hold,
+// and share a token: see lock.Hold). An entry lives while a Session under
+// its hold is open; the hold keeps its epoch.
 var opened = struct {
 	sync.Mutex
-	m map[weak.Pointer[lockState]]*holdState
-}{m: map[weak.Pointer[lockState]]*holdState{}}
+	m map[string]*holdState
+}{m: map[string]*holdState{}}
 
 // holdState is what the Sessions of this process under one hold share.
 type holdState struct {
-	mu    sync.Mutex // guards epoch and st; opening a journal holds it
-	epoch uint64     // raised by the first Session under the hold, or the parent's
-	st    *shared    // while a Session under the hold is open
+	mu   sync.Mutex // guards st and gone; opening a journal holds it
+	st   *shared    // while a Session under the hold is open
+	gone bool       // closed by the last Session and out of opened: ask again
 }
 
-// heldState returns the registry entry of hold h, making it on first use.
-func heldState(h *lockState) *holdState {
-	opened.Lock()
-	defer opened.Unlock()
-	k := weak.Make(h)
-	if hs := opened.m[k]; hs != nil {
-		return hs
+// heldState returns the registry entry of hold l, locked, making it on
+// first use.
+func heldState(l *lock.Hold) *holdState {
+	for {
+		opened.Lock()
+		hs := opened.m[l.Token()]
+		if hs == nil {
+			hs = &holdState{}
+			opened.m[l.Token()] = hs
+		}
+		opened.Unlock()
+		hs.mu.Lock()
+		if !hs.gone {
+			return hs
+		}
+		hs.mu.Unlock() // the last Session under it closed meanwhile
 	}
-	hs := &holdState{epoch: parentEpoch(h)}
-	opened.m[k] = hs
-	runtime.AddCleanup(h, forgetHold, k)
-	return hs
 }
 
-// forgetHold drops the registry entry of a hold nothing refers to any more.
-func forgetHold(k weak.Pointer[lockState]) {
+// forget drops the registry entry of hold l, whose last Session closed;
+// hs.mu must be locked.
+func (hs *holdState) forget(l *lock.Hold) {
+	hs.gone = true
 	opened.Lock()
-	defer opened.Unlock()
-	delete(opened.m, k)
-}
-
-// parentEpoch is the epoch of a hold handed down by a parent process: the
-// one in the parent's identity or, from a parent that relays a hold it
-// joined itself (and so writes no identity), the one in its environment.
-// It is 0 for a hold of this process's own, and for a parent that gave
-// none: then the first Session under the hold raises one.
-func parentEpoch(h *lockState) uint64 {
-	if !h.inherited {
-		return 0
+	if opened.m[l.Token()] == hs {
+		delete(opened.m, l.Token())
 	}
-	if h.parent != nil && h.parent.Epoch != 0 {
-		return h.parent.Epoch
-	}
-	epoch, _ := strconv.ParseUint(os.Getenv(EnvEpoch), 10, 64)
-	return epoch
-}
-
-// Epoch is the fencing token of this hold: the epoch raised when the store
-// was taken, or the parent's for a hold joined through ChildEnv.
-func (l *Hold) Epoch() uint64 {
-	opened.Lock()
-	hs := opened.m[weak.Make(l.h)]
 	opened.Unlock()
-	if hs == nil { // no Session under this hold yet
-		return parentEpoch(l.h)
-	}
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	return hs.epoch
 }
 
 // shared is what the Sessions under one hold share: one journal (bbolt
@@ -148,7 +144,7 @@ func (l *Hold) Epoch() uint64 {
 // makes their batches take turns.
 type shared struct {
 	mu       sync.Mutex // one Apply at a time
-	journal  *Journal
+	journal  *journal.Journal
 	tree     *tree
 	lockPath string
 	// own are the keys of .scribe, the lock file and the journal as this
@@ -162,75 +158,73 @@ type shared struct {
 	epoch uint64
 }
 
-// OpenSession takes the store lock without waiting (a busy store returns a
-// *LockedError), opens the journal, raises the epoch and finishes any batch
-// an earlier holder was interrupted in.
-func OpenSession(store string, o SessionOptions) (_ *Session, err error) {
+// Open holds a store for a caller that applies jobs to it: it takes the
+// store lock, fail-fast unless o.Wait is set (a busy store returns a
+// *lock.LockedError naming the holder; errors.Is(err, lock.ErrLocked)),
+// opens the journal, raises the epoch and finishes any batch an earlier
+// holder was interrupted in. If that batch cannot be finished, Open fails
+// with its *StuckError and holds nothing. Close the Session to let go.
+func Open(ctx context.Context, store string, o Options) (_ *Session, err error) {
 	real, err := queue.ResolveStore(store)
 	if err != nil {
 		return nil, err
 	}
-	if o.Mode == "" {
-		o.Mode = queue.ModeDirect
-	}
-	if o.MaxFileBytes == 0 {
-		o.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	l, err := tryLock(real, lockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
+	o = o.defaults()
+	l, err := lock.Acquire(ctx, real, o.lockOptions())
 	if err != nil {
 		return nil, err
 	}
-	hs := heldState(l.h)
-	hs.mu.Lock()
+	hs := heldState(l)
 	defer hs.mu.Unlock()
 	if hs.st == nil {
-		if hs.st, err = openShared(real, l.h, hs, o.Fence, o.Logger); err != nil {
+		if hs.st, err = openShared(real, l, o.Fence, o.Logger); err != nil {
+			hs.forget(l)
 			l.Unlock()
 			return nil, err
 		}
 	}
 	hs.st.sessions++
-	return &Session{store: real, storeID: queue.StoreID(real), lock: l, held: hs, st: hs.st, epoch: hs.epoch, mode: o.Mode, maxFile: o.MaxFileBytes, retention: o.Retention}, nil
+	return &Session{store: real, storeID: queue.StoreID(real), lock: l, held: hs, st: hs.st, epoch: l.Epoch(), mode: o.Mode, maxFile: o.MaxFileBytes, retention: o.Retention}, nil
 }
 
-// openShared opens the journal and root under the hold ls, whose registry
-// entry is hs, raises the epoch if this hold has none yet (an inherited
-// hold has its parent's), and redoes an interrupted batch. hs.mu must be
+// openShared opens the journal and root under the hold l, raises the
+// epoch if this hold has none yet (an inherited hold has its parent's),
+// and redoes an interrupted batch. The hold's registry entry must be
 // locked.
-func openShared(real string, ls *lockState, hs *holdState, fence Fence, log *slog.Logger) (_ *shared, err error) {
+func openShared(real string, l *lock.Hold, fence journal.Fence, log *slog.Logger) (_ *shared, err error) {
 	st := &shared{log: log}
 	defer func() {
 		if err != nil {
 			st.close()
 		}
 	}()
-	if _, err := metaDir(real); err != nil {
+	if err := (queue.Layout{Root: real}).Make(); err != nil {
 		return nil, err
 	}
-	if st.journal, err = openJournal(JournalPath(real)); err != nil {
+	if st.journal, err = journal.Open(journal.Path(real)); err != nil {
 		return nil, err
 	}
-	st.journal.setFence(fence)
-	if hs.epoch == 0 {
-		epoch, err := st.journal.nextEpoch()
+	st.journal.SetFence(fence)
+	if l.Epoch() == 0 {
+		epoch, err := st.journal.NextEpoch()
 		if err != nil {
 			return nil, fmt.Errorf("raise epoch: %w", err)
 		}
-		hs.epoch = epoch
-		if err := ls.setEpoch(epoch); err != nil {
+		if err := l.SetEpoch(epoch); err != nil {
 			return nil, err
 		}
 	}
-	st.epoch = hs.epoch
+	st.epoch = l.Epoch()
 	if st.tree, err = openTree(real); err != nil {
 		return nil, err
 	}
-	st.lockPath = ls.path
-	st.own[1] = ls.key
-	for i, p := range []string{queue.Layout{Root: real}.Meta(), "", JournalPath(real)} {
+	st.lockPath = l.Path()
+	fi, err := l.File().Stat() // the file locked, whatever the path names now
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", l.Path(), err)
+	}
+	st.own[1] = keyOfInfo(fi)
+	for i, p := range []string{queue.Layout{Root: real}.Meta(), "", journal.Path(real)} {
 		if p == "" {
 			continue
 		}
@@ -251,25 +245,17 @@ func openShared(real string, ls *lockState, hs *holdState, fence Fence, log *slo
 }
 
 // MaybePrune drops outcomes older than the retention period whose stream
-// sequence is at most maxSeq (see Journal.prune), at most once per
-// pruneEvery across all processes and pruneLimit outcomes at a time, so
-// the journal stays bounded under continuous load. A failure only delays
-// it. The daemon's writer calls it with the sequences its queue can no
-// longer redeliver; direct sessions prune direct writes (sequence 0), with
-// the retention the daemon last used.
+// sequence is at most maxSeq (journal.MaybePrune), at most once per
+// journal.PruneEvery across all processes, so the journal stays bounded
+// under continuous load. A failure only delays it. The daemon's writer
+// calls it with the sequences its queue can no longer redeliver; direct
+// sessions prune direct writes (sequence 0), with the retention the
+// daemon last used.
 func (s *Session) MaybePrune(maxSeq uint64) {
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	last, recorded, err := st.journal.pruneState()
-	if err != nil || time.Since(last) < pruneEvery {
-		return
-	}
-	retention := s.retention
-	if retention == 0 {
-		retention = cmp.Or(recorded, DefaultRetention)
-	}
-	n, err := st.journal.prune(time.Now().Add(-retention), maxSeq, retention)
+	n, retention, err := st.journal.MaybePrune(maxSeq, s.retention)
 	switch {
 	case err != nil:
 		st.log.Warn("prune journal", "err", err)
@@ -295,7 +281,7 @@ func (st *shared) close() error {
 // writers, or outcomes would go to a file nobody reads: stop before
 // changing anything.
 func (s *shared) verify() error {
-	for i, p := range []string{queue.Layout{Root: s.tree.Name()}.Meta(), s.lockPath, JournalPath(s.tree.Name())} {
+	for i, p := range []string{queue.Layout{Root: s.tree.Name()}.Meta(), s.lockPath, journal.Path(s.tree.Name())} {
 		fi, err := os.Lstat(p)
 		if err != nil || keyOfInfo(fi) != s.own[i] {
 			return fmt.Errorf("%s is no longer the file this writer opened (replaced or removed by another program: %v): %w", p, err, ErrStoreChanged)
@@ -309,7 +295,7 @@ func (s *shared) verify() error {
 // carried out again (see materialize) before the intent is dropped. A
 // failure is kept in the journal, for status, until a redo succeeds.
 func (s *shared) recover() error {
-	in, err := s.journal.pendingIntent()
+	in, err := s.journal.Pending()
 	if err != nil {
 		return err
 	}
@@ -322,16 +308,46 @@ func (s *shared) recover() error {
 		if n, jerr := s.journal.Interrupted(); jerr == nil && n != nil {
 			stuck.Jobs = n.Jobs
 		}
-		if jerr := s.journal.setStuck(stuck.Error()); jerr != nil {
+		if jerr := s.journal.SetStuck(stuck.Error()); jerr != nil {
 			s.log.Warn("record stuck batch", "err", jerr)
 		}
 		return stuck
 	}
 	// Outcomes an intent of an earlier version carries are recorded now.
-	if err := s.journal.commit(in.Outcomes, nil, in.LastSeq); err != nil {
+	if err := s.journal.Commit(in.Outcomes, nil, in.LastSeq); err != nil {
 		return fmt.Errorf("recover interrupted batch: %w", err)
 	}
 	return s.recoverRun()
+}
+
+// recoverRun settles a run record left by a holder of another epoch: the
+// writer died, or lost the store, while the command ran, and the command
+// is over (it held the store lock through the descriptor it inherited).
+// A command safe to run again is simply forgotten, so that its job, still
+// queued, runs again; any other gets the outcome interrupted. A record of
+// this hold's own epoch is a command this hold is running (a scribe
+// command it started joined the hold): left alone.
+func (st *shared) recoverRun() error {
+	r, err := st.journal.Running()
+	if err != nil || r == nil || r.Epoch == st.epoch {
+		return err
+	}
+	if r.RerunSafe {
+		st.log.Warn("a command was interrupted; it is safe to run again, and its job will be", "command", r.Command, "started", r.Started, "epoch", r.Epoch)
+		return st.journal.EndRun(nil, 0)
+	}
+	st.log.Warn("a command was interrupted; it is not safe to run again: recording its jobs as interrupted", "command", r.Command, "started", r.Started, "epoch", r.Epoch, "jobs", len(r.Outcomes))
+	now := time.Now().UTC()
+	for _, o := range r.Outcomes {
+		o.Status, o.Reason, o.At = queue.StatusRejected, queue.ReasonInterrupted, now
+		o.Detail = fmt.Sprintf("the writer died or lost the store while command %s ran (started %s, epoch %d); it is not marked rerun_safe, so it was not run again: it may have done all, part or none of its work",
+			r.Command, r.Started.Format(time.RFC3339), r.Epoch)
+		o.Exec = &queue.ExecResult{Command: r.Command, ExitCode: -1, Started: r.Started}
+	}
+	if err := st.journal.EndRun(r.Outcomes, r.LastSeq); err != nil {
+		return fmt.Errorf("record interrupted run: %w", err)
+	}
+	return nil
 }
 
 // Epoch is the fencing token of this hold of the store lock.
@@ -344,7 +360,7 @@ func (s *Session) Store() string { return s.store }
 func (s *Session) StoreID() string { return s.storeID }
 
 // Journal is the store's journal, open while the session is.
-func (s *Session) Journal() *Journal { return s.st.journal }
+func (s *Session) Journal() *journal.Journal { return s.st.journal }
 
 // Entry is a job to apply. A job that could not be decoded carries the
 // decoding error in Err (and whatever ID could be read) and is rejected.
@@ -391,7 +407,7 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	if err := s.st.recover(); err != nil {
 		return nil, err
 	}
-	journal, t := s.st.journal, s.st.tree
+	jn, t := s.st.journal, s.st.tree
 	results := make([]Result, len(entries))
 	ov := newOverlay(t, s.maxFile)
 	var decided []*queue.Outcome
@@ -408,7 +424,7 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 			digest = e.Job.Digest()
 		}
 		if id != "" {
-			prev, err := journal.Outcome(id)
+			prev, err := jn.Outcome(id)
 			if err != nil {
 				return nil, err
 			}
@@ -457,27 +473,27 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	// One synced journal write: the outcomes with the intent. They stand
 	// once the files are on disk; a crash before that leaves the intent,
 	// which the next holder redoes.
-	var in *intent
+	var in *journal.Intent
 	changes := ov.changes()
 	if len(changes) > 0 {
-		in = &intent{Epoch: s.epoch, Changes: changes, LastSeq: lastSeq}
+		in = &journal.Intent{Epoch: s.epoch, Changes: changes, LastSeq: lastSeq}
 	}
-	token, err := journal.record(in, decided, deadLetters(entries, results), lastSeq)
+	token, err := jn.Record(in, decided, deadLetters(entries, results), lastSeq)
 	if err != nil {
 		return nil, fmt.Errorf("record batch: %w", err)
 	}
 	if in == nil {
 		return results, nil
 	}
-	crashPoint("intent")
+	fault.Crash("intent")
 	if err := materialize(t, changes, false); err != nil {
 		return nil, err
 	}
-	crashPoint("files")
+	fault.Crash("files")
 	if err := s.st.verify(); err != nil {
 		return nil, err
 	}
-	if err := journal.settle(token); err != nil {
+	if err := jn.Settle(token); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -510,6 +526,7 @@ func (s *Session) Close() error {
 	if s.st.sessions--; s.st.sessions == 0 {
 		errs = append(errs, s.st.close())
 		s.held.st = nil
+		s.held.forget(s.lock)
 	}
 	s.held.mu.Unlock()
 	errs = append(errs, s.lock.Unlock())
@@ -517,42 +534,26 @@ func (s *Session) Close() error {
 	return errors.Join(errs...)
 }
 
-// OpenSessionWait is OpenSession that waits up to wait (0: not at all)
-// for a busy store, as Lock does: with a demand mark the daemon honours,
-// never breaking the lock.
-func OpenSessionWait(ctx context.Context, store string, wait time.Duration, o SessionOptions) (*Session, error) {
-	if wait <= 0 {
-		return OpenSession(store, o)
-	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	l, err := lock(ctx, store, lockOptions{LockPath: o.LockPath, Mode: o.Mode, Command: o.Command})
-	if err != nil {
-		return nil, err
-	}
-	defer l.Unlock() // the session keeps its own, nested hold
-	return OpenSession(store, o)
-}
-
 // Abandon gives up the batch an earlier holder was interrupted in when it
 // cannot be finished (a *StuckError): the operator's way out. It takes the
-// store lock without waiting, records each of the batch's jobs as rejected
+// store lock, records each of the batch's jobs as rejected
 // with ReasonAbandoned, naming the files that may hold part of the batch,
 // and drops the intent, so that the store takes writes again. It returns
 // the batch it gave up, or nil if there was none. Nothing on disk is
 // changed or rolled back: the files stay as the interrupted attempts left
-// them.
-func Abandon(store string, o SessionOptions) (*Interrupted, error) {
+// them. It takes the lock as a direct writer, as Open does (o.Wait).
+func Abandon(ctx context.Context, store string, o Options) (*queue.Interrupted, error) {
 	real, err := queue.ResolveStore(store)
 	if err != nil {
 		return nil, err
 	}
-	l, err := tryLock(real, lockOptions{LockPath: o.LockPath, Mode: queue.ModeDirect, Command: o.Command})
+	o.Mode = queue.ModeDirect
+	l, err := lock.Acquire(ctx, real, o.lockOptions())
 	if err != nil {
 		return nil, err
 	}
 	defer l.Unlock()
-	j, err := openJournal(JournalPath(real))
+	j, err := journal.Open(journal.Path(real))
 	if err != nil {
 		return nil, err
 	}
@@ -561,7 +562,7 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 	if err != nil || summary == nil {
 		return nil, err
 	}
-	in, err := j.pendingIntent()
+	in, err := j.Pending()
 	if err != nil {
 		return nil, err
 	}
@@ -571,7 +572,7 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 	}
 	detail := fmt.Sprintf("the batch this job was in was interrupted and could not be finished (%s); an operator gave it up: these files may hold part of it: %s",
 		cmp.Or(summary.Stuck, "no reason recorded"), strings.Join(files, ", "))
-	outs, err := j.pendingOutcomes(in)
+	outs, err := j.PendingOutcomes(in)
 	if err != nil {
 		return nil, err
 	}
@@ -581,7 +582,7 @@ func Abandon(store string, o SessionOptions) (*Interrupted, error) {
 			out.Status, out.Reason, out.Detail, out.At = queue.StatusRejected, queue.ReasonAbandoned, detail, now
 		}
 	}
-	if err := j.abandon(outs); err != nil {
+	if err := j.Abandon(outs); err != nil {
 		return nil, fmt.Errorf("abandon interrupted batch: %w", err)
 	}
 	return summary, nil

@@ -1,6 +1,7 @@
 package writer_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // newStore returns the canonical path of a fresh, empty store.
@@ -25,9 +28,9 @@ func newStore(tb testing.TB) string {
 }
 
 // openSession opens a session on store, closed when the test ends.
-func openSession(tb testing.TB, store string, o writer.SessionOptions) *writer.Session {
+func openSession(tb testing.TB, store string, o writer.Options) *writer.Session {
 	tb.Helper()
-	s, err := writer.OpenSession(store, o)
+	s, err := writer.Open(context.Background(), store, o)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = s.Close() })
 	return s
@@ -340,7 +343,7 @@ func TestApplyOps(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
 			writeFiles(t, store, tt.files)
-			s := openSession(t, store, writer.SessionOptions{})
+			s := openSession(t, store, writer.Options{})
 
 			res := apply(t, s, newJob(t, store, "job", tt.ops...))
 			assertOutcome(t, res[0].Outcome, tt.want)
@@ -386,7 +389,7 @@ func TestApplyMaxFileBytes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
 			writeFiles(t, store, tt.files)
-			s := openSession(t, store, writer.SessionOptions{MaxFileBytes: limit})
+			s := openSession(t, store, writer.Options{MaxFileBytes: limit})
 			res := apply(t, s, newJob(t, store, "job", tt.ops...))
 			assertOutcome(t, res[0].Outcome, tt.want)
 			if tt.want != "" {
@@ -431,7 +434,7 @@ func TestApplySymlinks(t *testing.T) {
 			require.NoError(t, os.Symlink("real.json", filepath.Join(store, "infile")))
 			require.NoError(t, os.Symlink("nowhere", filepath.Join(store, "dangling")))
 			require.NoError(t, os.Symlink("loop", filepath.Join(store, "loop")))
-			s := openSession(t, store, writer.SessionOptions{})
+			s := openSession(t, store, writer.Options{})
 
 			res := apply(t, s, newJob(t, store, "job", tt.op), newJob(t, store, "next", put("ok", "fine")))
 			assertOutcome(t, res[0].Outcome, tt.want)
@@ -455,7 +458,7 @@ func TestApplyPutIgnoresTempNameSymlink(t *testing.T) {
 	store := newStore(t)
 	writeFiles(t, store, map[string]string{"other": "precious"})
 	require.NoError(t, os.Symlink("other", filepath.Join(store, ".a.scribe-tmp")))
-	s := openSession(t, store, writer.SessionOptions{})
+	s := openSession(t, store, writer.Options{})
 
 	res := apply(t, s, newJob(t, store, "job", put("a", "new")))
 	assertOutcome(t, res[0].Outcome, "")
@@ -468,7 +471,7 @@ func TestApplyPutIgnoresTempNameSymlink(t *testing.T) {
 func TestApplyBatch(t *testing.T) {
 	store := newStore(t)
 	writeFiles(t, store, map[string]string{"keep": "k"})
-	s := openSession(t, store, writer.SessionOptions{})
+	s := openSession(t, store, writer.Options{})
 
 	res := apply(t, s,
 		newJob(t, store, "j1", put("a", "one")),
@@ -502,7 +505,7 @@ func TestApplyBatch(t *testing.T) {
 
 func TestApplyEmptyBatch(t *testing.T) {
 	store := newStore(t)
-	s := openSession(t, store, writer.SessionOptions{})
+	s := openSession(t, store, writer.Options{})
 	res, err := s.Apply(nil)
 	require.NoError(t, err)
 	assert.Empty(t, res)
@@ -510,7 +513,7 @@ func TestApplyEmptyBatch(t *testing.T) {
 
 func TestApplyDuplicateInBatch(t *testing.T) {
 	store := newStore(t)
-	s := openSession(t, store, writer.SessionOptions{})
+	s := openSession(t, store, writer.Options{})
 	res := apply(t, s,
 		newJob(t, store, "same", appendOp("log", "1")),
 		newJob(t, store, "other", appendOp("log", "2")),
@@ -544,13 +547,13 @@ func TestApplyDuplicateInBatch(t *testing.T) {
 // writer, is a conflict the caller sees; the recorded outcome stays.
 func TestApplyIDConflictAcrossSessions(t *testing.T) {
 	store := newStore(t)
-	s1, err := writer.OpenSession(store, writer.SessionOptions{Mode: queue.ModeDaemon})
+	s1, err := writer.Open(context.Background(), store, writer.Options{Mode: queue.ModeDaemon})
 	require.NoError(t, err)
 	first := apply(t, s1, newJob(t, store, "nightly-2026-12-01", appendOp("log", "daemon job\n")))
 	require.NoError(t, s1.Close())
 	assertOutcome(t, first[0].Outcome, "")
 
-	s2 := openSession(t, store, writer.SessionOptions{})
+	s2 := openSession(t, store, writer.Options{})
 	res := apply(t, s2, newJob(t, store, "nightly-2026-12-01", appendOp("log", "someone else's job\n")))
 	assert.True(t, res[0].Conflict)
 	assertOutcome(t, res[0].Outcome, queue.ReasonIDConflict)
@@ -564,7 +567,7 @@ func TestApplyIDConflictAcrossSessions(t *testing.T) {
 
 func TestApplyDuplicateAcrossSessions(t *testing.T) {
 	store := newStore(t)
-	s1, err := writer.OpenSession(store, writer.SessionOptions{Mode: queue.ModeDaemon})
+	s1, err := writer.Open(context.Background(), store, writer.Options{Mode: queue.ModeDaemon})
 	require.NoError(t, err)
 	first := apply(t, s1,
 		newJob(t, store, "applied", appendOp("log", "once")),
@@ -574,7 +577,7 @@ func TestApplyDuplicateAcrossSessions(t *testing.T) {
 	// Someone changes the file between the sessions: a replay must not touch it.
 	writeFiles(t, store, map[string]string{"log": "changed"})
 
-	s2 := openSession(t, store, writer.SessionOptions{})
+	s2 := openSession(t, store, writer.Options{})
 	require.Greater(t, s2.Epoch(), first[0].Outcome.Epoch)
 	// The same jobs again (a retry): their recorded outcomes, nothing redone.
 	res := apply(t, s2,
@@ -595,7 +598,7 @@ func TestApplyDuplicateAcrossSessions(t *testing.T) {
 
 func TestApplyWrongStore(t *testing.T) {
 	store := newStore(t)
-	s := openSession(t, store, writer.SessionOptions{})
+	s := openSession(t, store, writer.Options{})
 	j := newJob(t, store, "j", put("a", "x"))
 	j.Store = queue.StoreID("/some/other/store")
 	res := apply(t, s, j)
@@ -609,7 +612,7 @@ func TestApplyWrongStore(t *testing.T) {
 
 func TestApplyEntryErr(t *testing.T) {
 	store := newStore(t)
-	s := openSession(t, store, writer.SessionOptions{})
+	s := openSession(t, store, writer.Options{})
 	decodeErr := queue.Reject(queue.ReasonBadVersion, "version 9, want 1")
 	res, err := s.Apply([]writer.Entry{
 		{Job: &queue.Job{ID: "undecodable", Meta: map[string]string{"k": "v"}}, Err: decodeErr, Seq: 4},
@@ -641,7 +644,7 @@ func TestApplyEntryErr(t *testing.T) {
 
 func TestApplyAfterClose(t *testing.T) {
 	store := newStore(t)
-	s, err := writer.OpenSession(store, writer.SessionOptions{})
+	s, err := writer.Open(context.Background(), store, writer.Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	assert.NoError(t, s.Close(), "Close twice")
@@ -654,13 +657,13 @@ func TestSessionEpochAndJournal(t *testing.T) {
 	store := newStore(t)
 	var last uint64
 	for i := range 4 {
-		s, err := writer.OpenSession(store, writer.SessionOptions{Mode: queue.ModeDaemon, Command: "test"})
+		s, err := writer.Open(context.Background(), store, writer.Options{Mode: queue.ModeDaemon, Command: "test"})
 		require.NoError(t, err)
 		assert.Equal(t, last+1, s.Epoch(), "open %d", i)
 		last = s.Epoch()
 		assert.Equal(t, queue.StoreID(store), s.StoreID())
 
-		h, err := writer.ReadHolder(writer.DefaultLockPath(store))
+		h, err := lock.ReadHolder(lock.DefaultPath(store))
 		require.NoError(t, err)
 		assert.Equal(t, s.Epoch(), h.Epoch, "the lock file names the epoch")
 		assert.Equal(t, queue.ModeDaemon, h.Mode)
@@ -690,7 +693,7 @@ func TestSessionEpochAndJournal(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"log": "jajbjcjd"}, readFiles(t, store))
 
-	ro, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+	ro, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ro.Close() })
 	epoch, lastSeq, err := ro.Meta()
@@ -699,63 +702,63 @@ func TestSessionEpochAndJournal(t *testing.T) {
 	assert.Equal(t, uint64(13), lastSeq)
 }
 
-func TestOpenSessionSymlinkedStore(t *testing.T) {
+func TestOpenSymlinkedStore(t *testing.T) {
 	store := newStore(t)
 	link := filepath.Join(t.TempDir(), "link")
 	require.NoError(t, os.Symlink(store, link))
-	s := openSession(t, link, writer.SessionOptions{})
+	s := openSession(t, link, writer.Options{})
 	assert.Equal(t, queue.StoreID(store), s.StoreID())
 	res := apply(t, s, newJob(t, store, "j", put("a", "x")))
 	assertOutcome(t, res[0].Outcome, "")
 	assert.Equal(t, map[string]string{"a": "x"}, readFiles(t, store))
 }
 
-func TestOpenSessionErrors(t *testing.T) {
+func TestOpenErrors(t *testing.T) {
 	tests := []struct {
 		name     string
 		setup    func(tb testing.TB, store string)
 		insecure bool // refused by the rules of .scribe, before the lock is taken
 	}{
 		{"journal is a folder", func(tb testing.TB, store string) {
-			require.NoError(tb, os.MkdirAll(writer.JournalPath(store), 0o700))
+			require.NoError(tb, os.MkdirAll(journal.Path(store), 0o700))
 		}, true},
 		{"journal is a symlink", func(tb testing.TB, store string) {
 			require.NoError(tb, os.MkdirAll(filepath.Join(store, queue.MetaDir), 0o700))
-			require.NoError(tb, os.Symlink(filepath.Join(store, "elsewhere.db"), writer.JournalPath(store)))
+			require.NoError(tb, os.Symlink(filepath.Join(store, "elsewhere.db"), journal.Path(store)))
 		}, true},
 		{"journal is group-writable", func(tb testing.TB, store string) {
 			require.NoError(tb, os.MkdirAll(filepath.Join(store, queue.MetaDir), 0o700))
-			require.NoError(tb, os.WriteFile(writer.JournalPath(store), nil, 0o600))
-			require.NoError(tb, os.Chmod(writer.JournalPath(store), 0o660))
+			require.NoError(tb, os.WriteFile(journal.Path(store), nil, 0o600))
+			require.NoError(tb, os.Chmod(journal.Path(store), 0o660))
 		}, true},
 		{"journal is garbage", func(tb testing.TB, store string) {
 			require.NoError(tb, os.MkdirAll(filepath.Join(store, queue.MetaDir), 0o700))
-			require.NoError(tb, os.WriteFile(writer.JournalPath(store), []byte(strings.Repeat("garbage!", 1024)), 0o600))
+			require.NoError(tb, os.WriteFile(journal.Path(store), []byte(strings.Repeat("garbage!", 1024)), 0o600))
 		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
 			tt.setup(t, store)
-			s, err := writer.OpenSession(store, writer.SessionOptions{})
+			s, err := writer.Open(context.Background(), store, writer.Options{})
 			require.Error(t, err)
 			assert.Nil(t, s)
-			assert.NotErrorIs(t, err, writer.ErrLocked)
+			assert.NotErrorIs(t, err, lock.ErrLocked)
 			if tt.insecure {
 				assert.ErrorIs(t, err, queue.ErrInsecure)
-				assert.NoFileExists(t, writer.DefaultLockPath(store), "refused before anything is written")
+				assert.NoFileExists(t, lock.DefaultPath(store), "refused before anything is written")
 				assert.NoFileExists(t, filepath.Join(store, "elsewhere.db"))
 				return
 			}
 			// The failed open released the store lock: another open file
 			// description can take it (an in-process TryLock would nest).
-			assertReleased(t, writer.DefaultLockPath(store))
+			assertReleased(t, lock.DefaultPath(store))
 		})
 	}
 }
 
-func TestOpenSessionMissingStore(t *testing.T) {
-	_, err := writer.OpenSession(filepath.Join(t.TempDir(), "nope"), writer.SessionOptions{})
+func TestOpenMissingStore(t *testing.T) {
+	_, err := writer.Open(context.Background(), filepath.Join(t.TempDir(), "nope"), writer.Options{})
 	assert.True(t, errors.Is(err, fs.ErrNotExist), "%v", err)
 }
 
@@ -785,8 +788,8 @@ func TestApplyAliasesAndOwnFiles(t *testing.T) {
 			require.NoError(t, os.Symlink(".scribe", filepath.Join(store, "meta")))
 			require.NoError(t, os.Link(filepath.Join(store, "hard"), filepath.Join(store, "hard2")))
 			lockFile := filepath.Join(store, ".index.lock")
-			s := openSession(t, store, writer.SessionOptions{LockPath: lockFile})
-			require.NoError(t, os.Link(writer.JournalPath(store), filepath.Join(store, "journal-link")))
+			s := openSession(t, store, writer.Options{LockPath: lockFile})
+			require.NoError(t, os.Link(journal.Path(store), filepath.Join(store, "journal-link")))
 			lockInode := inode(t, lockFile)
 			before := readFiles(t, store)
 

@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -54,7 +55,7 @@ func shapeJob(store, id string, ops ...queue.Op) *queue.Job {
 // decided, never left to break carrying the batch out.
 func applyBatch(tb testing.TB, store string, jobs ...*queue.Job) []queue.Reason {
 	tb.Helper()
-	s, err := OpenSession(store, SessionOptions{})
+	s, err := Open(context.Background(), store, Options{})
 	require.NoError(tb, err)
 	defer s.Close()
 	entries := make([]Entry, len(jobs))
@@ -63,7 +64,7 @@ func applyBatch(tb testing.TB, store string, jobs ...*queue.Job) []queue.Reason 
 	}
 	res, err := s.Apply(entries)
 	require.NoError(tb, err, "a batch failed to materialise: the store would be wedged")
-	pending, err := s.st.journal.pendingIntent()
+	pending, err := s.st.journal.Pending()
 	require.NoError(tb, err)
 	require.Nil(tb, pending)
 	reasons := make([]queue.Reason, len(res))
@@ -244,7 +245,7 @@ func TestApplyStopsWhenOwnFilesReplaced(t *testing.T) {
 	for _, name := range []string{"lock", "journal.db"} {
 		t.Run(name, func(t *testing.T) {
 			store := tempStore(t, nil)
-			s, err := OpenSession(store, SessionOptions{})
+			s, err := Open(context.Background(), store, Options{})
 			require.NoError(t, err)
 			defer s.Close()
 			p := filepath.Join(store, queue.MetaDir, name)

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // interruptBatch leaves store as a holder killed in the middle of a batch
@@ -19,12 +21,12 @@ import (
 // outcomes never committed. It returns the epoch of that holder.
 func interruptBatch(tb testing.TB, store string) uint64 {
 	tb.Helper()
-	s, err := OpenSession(store, SessionOptions{Mode: queue.ModeDaemon})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
 	require.NoError(tb, err)
-	in := &intent{Epoch: s.Epoch(), Changes: recoverChanges, LastSeq: 1, Outcomes: []*queue.Outcome{
+	in := &journal.Intent{Epoch: s.Epoch(), Changes: recoverChanges, LastSeq: 1, Outcomes: []*queue.Outcome{
 		{V: queue.Version, ID: "j1", Status: queue.StatusApplied, Epoch: s.Epoch(), Seq: 1, Mode: queue.ModeDaemon, At: time.Now().UTC()},
 	}}
-	require.NoError(tb, s.st.journal.writeIntent(in))
+	require.NoError(tb, writeIntent(s.st.journal, in))
 	epoch := s.Epoch()
 	require.NoError(tb, s.Close())
 	return epoch
@@ -33,23 +35,23 @@ func interruptBatch(tb testing.TB, store string) uint64 {
 // A library user who takes the store through Take after an interrupted
 // batch and changes files the batch touches keeps its bytes: the batch was
 // redone before Take returned, so no later holder redoes it over them.
-// The lock alone (tryLock, which Take is built on) is the control: without
+// The lock alone (lock.Acquire, which Take is built on) is the control: without
 // the redo, the next holder's redo clobbers the user's write.
 func TestTakeFinishesInterruptedBatch(t *testing.T) {
 	tests := []struct {
 		name string
-		take func(tb testing.TB, store string) (*Hold, error)
+		take func(tb testing.TB, store string) (*lock.Hold, error)
 		// kept says whether the user's bytes survive the next session.
 		kept bool
 	}{
-		{"Take", func(tb testing.TB, store string) (*Hold, error) {
-			return Take(context.Background(), store, HoldOptions{Command: "library user"})
+		{"Take", func(tb testing.TB, store string) (*lock.Hold, error) {
+			return Take(context.Background(), store, Options{Command: "library user"})
 		}, true},
-		{"Take waiting", func(tb testing.TB, store string) (*Hold, error) {
-			return Take(context.Background(), store, HoldOptions{Command: "library user", Wait: time.Minute})
+		{"Take waiting", func(tb testing.TB, store string) (*lock.Hold, error) {
+			return Take(context.Background(), store, Options{Command: "library user", Wait: time.Minute})
 		}, true},
-		{"the bare lock (unexported)", func(tb testing.TB, store string) (*Hold, error) {
-			return tryLock(store, lockOptions{Command: "library user"})
+		{"the bare lock (lock.Acquire)", func(tb testing.TB, store string) (*lock.Hold, error) {
+			return lock.Acquire(context.Background(), store, lock.Options{Command: "library user"})
 		}, false},
 	}
 	for _, tt := range tests {
@@ -71,10 +73,10 @@ func TestTakeFinishesInterruptedBatch(t *testing.T) {
 			userLog := readStoreFile(t, store, "log")
 			require.NoError(t, h.Unlock())
 
-			s, err := OpenSession(store, SessionOptions{})
+			s, err := Open(context.Background(), store, Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close() })
-			pending, err := s.st.journal.pendingIntent()
+			pending, err := s.st.journal.Pending()
 			require.NoError(t, err)
 			assert.Nil(t, pending, "the batch is finished")
 			if !tt.kept {
@@ -105,16 +107,16 @@ func readStoreFile(tb testing.TB, store, p string) string {
 // hold's epoch.
 func TestTakeClosesJournal(t *testing.T) {
 	store := tempStore(t, nil)
-	h, err := Take(context.Background(), store, HoldOptions{Command: "library user"})
+	h, err := Take(context.Background(), store, Options{Command: "library user"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Unlock() })
-	j, err := openJournal(JournalPath(store))
+	j, err := journal.Open(journal.Path(store))
 	require.NoError(t, err, "the journal is free")
 	epoch, _, err := j.Meta()
 	require.NoError(t, err)
 	require.NoError(t, j.Close())
 	assert.Equal(t, epoch, h.Epoch())
-	id, err := ReadHolder(h.Path())
+	id, err := lock.ReadHolder(h.Path())
 	require.NoError(t, err)
 	assert.Equal(t, queue.ModeDirect, id.Mode)
 	assert.Equal(t, "library user", id.Command)
@@ -125,22 +127,22 @@ func TestTakeClosesJournal(t *testing.T) {
 // nothing.
 func TestTakeStuck(t *testing.T) {
 	store := tempStore(t, nil)
-	s, err := OpenSession(store, SessionOptions{})
+	s, err := Open(context.Background(), store, Options{})
 	require.NoError(t, err)
 	// A change whose parent is a file: the redo cannot create it.
 	putFiles(t, store, map[string]string{"f": "a file"})
-	bad := &intent{Epoch: s.Epoch(), Changes: []fileChange{{Path: "f/x", Kind: changeWrite, Data: []byte("x")}},
+	bad := &journal.Intent{Epoch: s.Epoch(), Changes: []journal.Change{{Path: "f/x", Kind: journal.ChangeWrite, Data: []byte("x")}},
 		Outcomes: []*queue.Outcome{{V: queue.Version, ID: "j", Status: queue.StatusApplied}}}
-	require.NoError(t, s.st.journal.writeIntent(bad))
+	require.NoError(t, writeIntent(s.st.journal, bad))
 	require.NoError(t, s.Close())
 
-	h, err := Take(context.Background(), store, HoldOptions{})
+	h, err := Take(context.Background(), store, Options{})
 	assert.Nil(t, h)
 	assert.ErrorIs(t, err, ErrStuck)
-	fl := flock.New(DefaultLockPath(store))
+	fl := flock.New(lock.DefaultPath(store))
 	ok, err := fl.TryLock()
 	require.NoError(t, err)
 	assert.True(t, ok, "the failed Take released the store lock")
-	assert.False(t, registered(DefaultLockPath(store)))
+	assert.False(t, registered(store))
 	require.NoError(t, fl.Unlock())
 }

@@ -27,6 +27,13 @@ type tree struct {
 	protected []fileKey
 }
 
+// fileKey is a file's identity: its device and inode.
+type fileKey struct{ dev, ino uint64 }
+
+// tmpSuffix marks the temporary file a write goes through. Its name is
+// fixed per target: only the lock holder writes, and a redo reuses it.
+const tmpSuffix = ".scribe-tmp"
+
 // errSymlink reports a symlink where a path needs a folder or a file.
 var errSymlink = errors.New("is a symlink; scribe does not follow symlinks in a store")
 
@@ -330,4 +337,20 @@ func keyOfInfo(fi os.FileInfo) fileKey {
 		return fileKey{uint64(st.Dev), st.Ino}
 	}
 	return fileKey{}
+}
+
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m.IsDir():
+		return "folder"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "non-regular file"
 }

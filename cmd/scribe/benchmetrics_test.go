@@ -5,22 +5,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/client/bench"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/daemon"
 )
 
 // The figures bench reads come from the daemon's own registry: a renamed
 // metric fails here.
 func TestBenchReadsDaemonMetrics(t *testing.T) {
-	m := newMetrics()
+	m, handler := daemon.NewPrometheus()
 	scrape := func() bench.Metrics {
 		t.Helper()
 		rec := httptest.NewRecorder()
-		promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		dm, err := bench.ReadMetrics(rec.Body)
 		require.NoError(t, err)
 		return dm

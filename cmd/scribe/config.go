@@ -17,10 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scribehq/scribe/writer/exec"
+
 	"github.com/BurntSushi/toml"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
 )
 
 // Config is what a config file sets for `scribe serve` (docs/config.md):
@@ -59,8 +60,8 @@ type Config struct {
 	Autostart *bool
 
 	// Commands is the exec allowlist, the [exec.NAME] tables in the
-	// file's order, each checked (writer.Command.Check).
-	Commands []writer.Command
+	// file's order, each checked (exec.Command.Check).
+	Commands []exec.Command
 
 	// Stores are the [[store]] tables, in the file's order: the stores
 	// the daemon serves when the command line names none.

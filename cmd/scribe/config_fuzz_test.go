@@ -12,7 +12,7 @@ import (
 
 // FuzzDecodeConfig: whatever a config file holds, decoding returns a
 // config or ConfigErrors naming the file (never a panic), and every
-// command of a config that decodes passes writer.Command.Check. Content
+// command of a config that decodes passes exec.Command.Check. Content
 // past the bounds (maxConfigBytes, maxConfigNesting) is refused before
 // the decoder sees it, and what the bounds let through never nests deeper
 // in the decoder than they say: the scanner agrees with its lexer.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/exec"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // execFixture is a folder with a config file's path, an executable
@@ -67,14 +68,14 @@ B = "x = y"
 `
 	c, err := DecodeConfig(f.path, []byte(doc))
 	require.NoError(t, err)
-	want := []writer.Command{
+	want := []exec.Command{
 		{
 			Name: "mine", Program: f.tool, Args: []string{"--quiet", "-n"}, AllowArgs: []string{"[a-z]+", "--since=[0-9]+"},
 			Dir: "sub/dir", Timeout: 10 * time.Minute, Grace: 2 * time.Second, MaxOutput: 1024, RerunSafe: true,
 			BusyExitCodes: []int{75, 3}, LockFile: filepath.Join(f.dir, "locks", "mine.lock"), Env: []string{"A=1", "LC_ALL=C"},
 		},
-		{Name: "other.tool", Program: f.tool, Timeout: time.Second, Grace: writer.DefaultCommandGrace, MaxOutput: writer.DefaultMaxOutput},
-		{Name: "third", Program: f.tool, Timeout: 90 * time.Second, Grace: writer.DefaultCommandGrace, MaxOutput: writer.DefaultMaxOutput, Env: []string{"B=x = y"}},
+		{Name: "other.tool", Program: f.tool, Timeout: time.Second, Grace: exec.DefaultGrace, MaxOutput: exec.DefaultMaxOutput},
+		{Name: "third", Program: f.tool, Timeout: 90 * time.Second, Grace: exec.DefaultGrace, MaxOutput: exec.DefaultMaxOutput, Env: []string{"B=x = y"}},
 	}
 	require.Len(t, c.Commands, len(want))
 	for i := range want {
@@ -201,7 +202,7 @@ func TestCheckCommandLocks(t *testing.T) {
 	store := filepath.Join(f.dir, "store")
 	meta := queue.Layout{Root: store}.Meta()
 	require.NoError(t, os.MkdirAll(meta, 0o700))
-	storeLock := writer.DefaultLockPath(store)
+	storeLock := lock.DefaultPath(store)
 	require.NoError(t, os.WriteFile(storeLock, nil, 0o600))
 	require.NoError(t, os.Symlink(meta, filepath.Join(f.dir, "meta-link")))
 	require.NoError(t, os.Link(storeLock, filepath.Join(f.dir, "hard.lock")))
@@ -223,7 +224,7 @@ func TestCheckCommandLocks(t *testing.T) {
 		{name: "beside .scribe", lockFile: "store/.scribe-tool.lock"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			doc := "\n[exec.mine]\nprogram = \"tool\"\ntimeout = \"1m\"\nlock_file = " + tomlString(tc.lockFile) + "\n"
+			doc := "\n[exec.mine]\nprogram = \"tool\"\ntimeout = \"1m\"\nlock_file = " + strconv.Quote(tc.lockFile) + "\n"
 			c, err := DecodeConfig(f.path, []byte(doc))
 			require.NoError(t, err)
 			err = c.CheckCommandLocks(storeLockPaths(store, tc.storeLock))
@@ -312,14 +313,4 @@ item = 1
 	for _, k := range []string{"fake", "x", "1"} {
 		assert.NotContains(t, lines, k, "a value's content is not a key")
 	}
-}
-
-func TestTOMLString(t *testing.T) {
-	for _, s := range []string{"", "plain", `back\slash "quoted"`, "tab\tnew\nline\r", "ctl\x01\x7f", "ünï ☃", `'[a-z]+\.log'`} {
-		var v struct{ S string }
-		_, err := toml.Decode("S = "+tomlString(s), &v)
-		require.NoError(t, err, tomlString(s))
-		assert.Equal(t, s, v.S)
-	}
-	assert.Regexp(t, regexp.MustCompile(`^\[\]$`), tomlStrings(nil))
 }

@@ -30,9 +30,11 @@
 // packages under cmd/internal implement: cli, the framework (flags, help,
 // completion, exit codes: 0 done, 1 rejected or failed, 2 usage, 69 no
 // daemon, 75 busy), caller, the commands a hook runs, and server, those
-// that run a server. Nothing imports it. The MCP server and the bench are
-// library packages (client/mcp, client/bench), as is the client; serve's
-// daemon is still here (serve.go).
+// that run a server. What a command does is a library's: `scribe serve`
+// turns its flags and config file into a writer/daemon Config and runs
+// that daemon, `scribe lock` takes the store through writer.Take, `scribe
+// mcp` and `scribe bench` run client/mcp and client/bench, the others call
+// package client. Nothing imports it.
 //
 // # Caveats
 //

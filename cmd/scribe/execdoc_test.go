@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/writer/exec"
 )
 
 // TestExecDocExample decodes the allowlist example of docs/exec.md, the
@@ -28,8 +30,8 @@ func TestExecDocExample(t *testing.T) {
 	c, err := DecodeConfig(filepath.Join(t.TempDir(), "config.toml"), []byte(strings.ReplaceAll(string(m[1]), "/home/me", home)))
 	require.NoError(t, err)
 	require.Len(t, c.Commands, 1, "the example has one [exec.NAME] table")
-	for _, k := range execKeys {
-		assert.Contains(t, c.Lines, "exec."+c.Commands[0].Name+"."+k.name, "the example's command does not set %s", k.name)
-		assert.Contains(t, string(doc), "| `"+k.name+"` |", "docs/exec.md's table lacks %s", k.name)
+	for _, k := range exec.Keys() {
+		assert.Contains(t, c.Lines, "exec."+c.Commands[0].Name+"."+k, "the example's command does not set %s", k)
+		assert.Contains(t, string(doc), "| `"+k+"` |", "docs/exec.md's table lacks %s", k)
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // newMain is a command line of this package's commands, stdin given,
@@ -202,19 +202,19 @@ func TestBusyHint(t *testing.T) {
 	}{
 		{name: "not busy", err: errors.New("other")},
 		{
-			name: "unknown holder", err: &writer.LockedError{Path: "L"},
+			name: "unknown holder", err: &lock.LockedError{Path: "L"},
 			want: []string{"--wait=DUR"}, absent: []string{"daemon", "bare", "--wait until", "no bound"},
 		},
 		{
-			name: "unknown holder, for lock", err: &writer.LockedError{Path: "L"}, lock: true,
+			name: "unknown holder, for lock", err: &lock.LockedError{Path: "L"}, lock: true,
 			want: []string{"--wait=DUR"}, absent: []string{"daemon", "until it is free"},
 		},
 		{
-			name: "direct holder", err: &writer.LockedError{Path: "L", Holder: &queue.Holder{PID: 1, Mode: queue.ModeDirect}},
+			name: "direct holder", err: &lock.LockedError{Path: "L", Holder: &queue.Holder{PID: 1, Mode: queue.ModeDirect}},
 			want: []string{"--wait=DUR"}, absent: []string{"daemon"},
 		},
 		{
-			name: "the daemon, from the lock", err: &writer.LockedError{Path: "L", Holder: &queue.Holder{PID: 4242, Mode: queue.ModeDaemon}},
+			name: "the daemon, from the lock", err: &lock.LockedError{Path: "L", Holder: &queue.Holder{PID: 4242, Mode: queue.ModeDaemon}},
 			want: []string{"idle-release period (3s) after its last batch", "--wait=DUR"},
 		},
 		{
@@ -231,7 +231,7 @@ func TestBusyHint(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hint := busyHint(store, tc.err, tc.direct, tc.lock)
+			hint := busyHint(store, tc.err, tc.direct)
 			if tc.want == nil {
 				assert.Empty(t, hint)
 			}

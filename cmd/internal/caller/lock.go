@@ -13,19 +13,20 @@ import (
 
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // warnNetworkFS warns that flock cannot be trusted on a network filesystem.
 func warnNetworkFS(w io.Writer, store string) {
-	if fs := writer.NetworkFilesystem(store); fs != "" {
+	if fs := lock.NetworkFilesystem(store); fs != "" {
 		fmt.Fprintf(w, "scribe: warning: %s is on %s, where flock(2) may not exclude other machines' writers; keep stores on a local disk\n", store, fs)
 	}
 }
 
-// lock is `scribe lock`, on the command line's streams.
-type lock struct{ *cli.Main }
+// lockCommand is `scribe lock`, on the command line's streams.
+type lockCommand struct{ *cli.Main }
 
 // Lock is `scribe lock`: CMD run holding the store lock, like flock(1): a
 // direct writer for tools that change the store's files themselves.
@@ -44,7 +45,7 @@ func Lock() cli.Command {
 			var wait cli.Wait
 			fs.BoundVar(&wait, "wait", "wait for a busy store at most `DUR` (--wait=DUR or --wait DUR; default: fail at once, exit 75)")
 			lockFile := fs.LockFile()
-			c := &lock{m}
+			c := &lockCommand{m}
 			return func(ctx context.Context, args []string) error {
 				if wait.On && wait.Bound == 0 {
 					return cli.Usagef("--wait needs a bound: waiting for the store lock is always bounded; give --wait=DUR (such as --wait=10s)")
@@ -57,7 +58,7 @@ func Lock() cli.Command {
 
 // run takes the lock (fail-fast unless bound), runs the command with it
 // held and exits with the command's code.
-func (c *lock) run(ctx context.Context, store, lockFile string, bound time.Duration, argv []string) error {
+func (c *lockCommand) run(ctx context.Context, store, lockFile string, bound time.Duration, argv []string) error {
 	if err := cli.RequireStore(store); err != nil {
 		return err
 	}
@@ -72,20 +73,20 @@ func (c *lock) run(ctx context.Context, store, lockFile string, bound time.Durat
 		return err
 	}
 	// The lock the store's daemon takes, or the two would not exclude
-	// each other (daemon.LockFile).
-	lockPath, err := daemon.LockFile(realStore, lockFile)
+	// each other (discovery.LockFile).
+	lockPath, err := discovery.LockFile(realStore, lockFile)
 	if err != nil {
 		return cli.WithHint(err, lockFileHint(err))
 	}
 	// Take the store: the lock, then the epoch raised and any batch a
 	// crashed writer left finished, with the journal closed again so that
 	// CMD, or scribe commands it runs, may open it.
-	hold, err := writer.Take(ctx, store, writer.HoldOptions{LockPath: lockPath, Command: strings.Join(argv, " "), Wait: bound})
+	hold, err := writer.Take(ctx, store, writer.Options{LockPath: lockPath, Command: strings.Join(argv, " "), Wait: bound})
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, writer.ErrLocked) {
+		if ctx.Err() != nil && errors.Is(err, lock.ErrLocked) {
 			return cli.Exit(cli.ExitInterrupted, fmt.Errorf("interrupted while waiting for the store lock: %s did not run", argv[0]))
 		}
-		return cli.WithHint(err, busyHint(store, err, false, true))
+		return cli.WithHint(err, busyHint(store, err, false))
 	}
 	defer hold.Unlock()
 	warnNetworkFS(c.Stderr, store)
@@ -121,7 +122,7 @@ func (c *lock) run(ctx context.Context, store, lockFile string, bound time.Durat
 
 // lockFileHint says how to give the lock file the store's daemon takes.
 func lockFileHint(err error) string {
-	var ol *daemon.OtherLockFileError
+	var ol *discovery.OtherLockFileError
 	if !errors.As(err, &ol) {
 		return ""
 	}

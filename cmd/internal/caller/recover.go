@@ -7,14 +7,15 @@ import (
 
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 )
 
 // recoverResult is what `recover --json` prints.
 type recoverResult struct {
 	// Interrupted is the batch found, or nil if there was none.
-	Interrupted *writer.Interrupted `json:"interrupted"`
+	Interrupted *queue.Interrupted `json:"interrupted"`
 	// Done is "finished", "abandoned" or "nothing".
 	Done  string `json:"done,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -38,14 +39,14 @@ func Recover() cli.Command {
 			lockFile := fs.LockFile()
 			asJSON := fs.JSON(`{"interrupted": {"jobs", "files", "stuck"} or null, "done": "finished"|"abandoned"|"nothing", "error"}`)
 			c := &recoverer{m}
-			return func(_ context.Context, args []string) error {
+			return func(ctx context.Context, args []string) error {
 				if err := cli.RequireStore(*store); err != nil {
 					return err
 				}
 				if len(args) > 0 {
 					return cli.Usagef("unexpected argument %q", args[0])
 				}
-				return c.run(*store, *lockFile, *abandon, *asJSON)
+				return c.run(ctx, *store, *lockFile, *abandon, *asJSON)
 			}
 		},
 	}
@@ -53,7 +54,7 @@ func Recover() cli.Command {
 
 // run takes the store lock (fail-fast), redoes an interrupted batch, or
 // with abandon records its jobs as rejected (abandoned) and drops it.
-func (c *recoverer) run(store, lockFile string, abandon, asJSON bool) error {
+func (c *recoverer) run(ctx context.Context, store, lockFile string, abandon, asJSON bool) error {
 	res := recoverResult{}
 	report := func(err error) error {
 		if err != nil {
@@ -74,14 +75,14 @@ func (c *recoverer) run(store, lockFile string, abandon, asJSON bool) error {
 		return report(err)
 	}
 	// The lock the store's daemon takes, or the two would not exclude
-	// each other (daemon.LockFile), as for scribe lock.
-	lockPath, err := daemon.LockFile(real, lockFile)
+	// each other (discovery.LockFile), as for scribe lock.
+	lockPath, err := discovery.LockFile(real, lockFile)
 	if err != nil {
 		return report(cli.WithHint(err, lockFileHint(err)))
 	}
-	opts := writer.SessionOptions{LockPath: lockPath, Command: "scribe recover"}
+	opts := writer.Options{LockPath: lockPath, Command: "scribe recover"}
 	if abandon {
-		in, err := writer.Abandon(store, opts)
+		in, err := writer.Abandon(ctx, store, opts)
 		res.Interrupted = in
 		if err != nil {
 			return report(err)
@@ -100,7 +101,7 @@ func (c *recoverer) run(store, lockFile string, abandon, asJSON bool) error {
 		return report(nil)
 	}
 	res.Interrupted = interrupted(store)
-	s, err := writer.OpenSession(store, opts) // finishes an interrupted batch first
+	s, err := writer.Open(ctx, store, opts) // finishes an interrupted batch first
 	if err != nil {
 		return report(err)
 	}
@@ -124,8 +125,8 @@ func (c *recoverer) run(store, lockFile string, abandon, asJSON bool) error {
 // interrupted reads the batch an earlier holder was interrupted in, if
 // any, from the journal without the store lock (nil if none, or if the
 // journal cannot be read now).
-func interrupted(store string) *writer.Interrupted {
-	j, err := writer.OpenJournalReadOnly(writer.JournalPath(store), time.Second)
+func interrupted(store string) *queue.Interrupted {
+	j, err := journal.OpenReadOnly(journal.Path(store), time.Second)
 	if err != nil {
 		return nil
 	}

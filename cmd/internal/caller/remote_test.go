@@ -18,7 +18,7 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 )
 
 // natsEnv are the variables the connection flags default to.
@@ -187,7 +187,7 @@ func startOperatorServer(t *testing.T, store, id string) string {
 	nc, err := nats.Connect(url, nats.UserInfo("daemon", "daemon-pw"), nats.CustomInboxPrefix(queue.DaemonInboxPrefix))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	w, err := writer.New(t.Context(), writer.Config{Store: store, Conn: nc, IdleRelease: 50 * time.Millisecond})
+	w, err := daemon.NewWriter(t.Context(), daemon.WriterConfig{Store: store, Conn: nc, Settings: daemon.Settings{IdleRelease: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(t.Context()))
 	t.Cleanup(func() { _ = w.Close() })

@@ -10,6 +10,7 @@ import (
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // status is `scribe status`, on the command line's streams.
@@ -223,7 +224,7 @@ func printLock(w io.Writer, l client.LockStatus) {
 	case l.Mode != nil:
 		h := &queue.Holder{PID: *l.PID, Host: *l.Host, Mode: *l.Mode, Command: *l.Command}
 		fmt.Fprintf(w, "store lock: held by %s for %s, epoch %d\n",
-			writer.DescribeHolder(h), time.Since(*l.Since).Round(time.Millisecond), *l.Epoch)
+			lock.DescribeHolder(h), time.Since(*l.Since).Round(time.Millisecond), *l.Epoch)
 	case l.PID != nil:
 		fmt.Fprintf(w, "store lock: held by pid %d, a process that wrote no identity (not scribe, or flock(1))\n", *l.PID)
 	default:

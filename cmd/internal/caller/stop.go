@@ -8,7 +8,7 @@ import (
 
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // defaultStopTimeout is how long `scribe stop` waits by default: the
@@ -83,8 +83,8 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 	// (or stopping): wait until it says who it is, or is gone.
 	var d *queue.Discovery
 	for {
-		d, err = daemon.Find(real)
-		if !errors.Is(err, daemon.ErrStarting) {
+		d, err = discovery.Find(real)
+		if !errors.Is(err, discovery.ErrStarting) {
 			break
 		}
 		if !next() {
@@ -104,12 +104,12 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 	// Gone once the daemon lock is free, or held by another daemon (a
 	// supervisor restarted it).
 	for {
-		now, err := daemon.Find(real)
+		now, err := discovery.Find(real)
 		switch {
 		case err == nil && (now == nil || now.PID != d.PID):
 			fmt.Fprintf(c.Stdout, "stopped daemon pid %d of %s\n", d.PID, real)
 			return nil
-		case err != nil && !errors.Is(err, daemon.ErrStarting): // stopping: the file is withdrawn first
+		case err != nil && !errors.Is(err, discovery.ErrStarting): // stopping: the file is withdrawn first
 			return err
 		}
 		if !next() {

@@ -1,19 +1,16 @@
 package caller
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // signalDaemon sends SIGTERM to the daemon a discovery file names, once
@@ -56,7 +53,7 @@ func checkDaemonProcess(l queue.Layout, d *queue.Discovery) error {
 	if holdsLock(d.PID, l.DaemonLock()) {
 		return nil
 	}
-	started, err := processStart(d.PID)
+	started, err := lock.ProcessStart(d.PID)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // gone already
 	}
@@ -73,57 +70,8 @@ func checkDaemonProcess(l queue.Layout, d *queue.Discovery) error {
 }
 
 // holdsLock reports whether the kernel shows pid holding a lock on the
-// file at path (writer.LockHolders).
+// file at path (lock.LockHolders).
 func holdsLock(pid int, path string) bool {
-	pids, _ := writer.LockHolders(path)
+	pids, _ := lock.LockHolders(path)
 	return slices.Contains(pids, pid)
-}
-
-// clockTicks is USER_HZ, the unit of /proc's process times: 100 on every
-// Linux architecture Go supports.
-const clockTicks = 100
-
-// processStart is when a process started, from /proc.
-func processStart(pid int) (time.Time, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return time.Time{}, err
-	}
-	// The command name, field 2, is in parentheses and may hold spaces;
-	// field 22, starttime, is the 20th after it.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return time.Time{}, errors.New("unexpected /proc/PID/stat")
-	}
-	fields := strings.Fields(string(stat[i+1:]))
-	if len(fields) < 20 {
-		return time.Time{}, errors.New("unexpected /proc/PID/stat")
-	}
-	ticks, err := strconv.ParseUint(fields[19], 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("/proc/%d/stat starttime: %w", pid, err)
-	}
-	boot, err := bootTime()
-	if err != nil {
-		return time.Time{}, err
-	}
-	return boot.Add(time.Duration(ticks) * (time.Second / clockTicks)), nil
-}
-
-// bootTime is when the system booted, from /proc/stat.
-func bootTime() (time.Time, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return time.Time{}, err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "btime "); ok {
-			s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return time.Time{}, fmt.Errorf("/proc/stat btime: %w", err)
-			}
-			return time.Unix(s, 0), nil
-		}
-	}
-	return time.Time{}, errors.New("/proc/stat has no btime")
 }

@@ -11,18 +11,8 @@ import (
 
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 )
-
-// processStart reads this process's start: before now, and not long ago.
-func TestProcessStart(t *testing.T) {
-	started, err := processStart(os.Getpid())
-	require.NoError(t, err)
-	assert.False(t, started.After(time.Now()), "started %s", started)
-	assert.WithinDuration(t, time.Now(), started, 10*time.Minute)
-	_, err = processStart(1 << 30)
-	assert.ErrorIs(t, err, os.ErrNotExist)
-}
 
 // The pid a discovery file names is taken for the daemon when it holds
 // the daemon lock, or started before the announcement; else refused.
@@ -30,7 +20,7 @@ func TestCheckDaemonProcess(t *testing.T) {
 	dir := t.TempDir()
 	store, err := queue.ResolveStore(dir)
 	require.NoError(t, err)
-	lk, err := daemon.Take(t.Context(), store, nil)
+	lk, err := discovery.Take(t.Context(), store, nil)
 	require.NoError(t, err)
 	defer lk.Close()
 	l := lk.Layout()

@@ -16,7 +16,7 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // queueTimeout bounds a submit without --wait: finding the daemon and
@@ -486,7 +486,7 @@ func (c *submit) failedAt(sig context.Context, err error, r client.Route, t cli.
 	if sig.Err() == nil {
 		hint := ""
 		if t.Store != "" {
-			hint = busyHint(t.Store, err, r == client.RouteDirect, false)
+			hint = busyHint(t.Store, err, r == client.RouteDirect)
 		}
 		if hint == "" {
 			hint = lockFileHint(err)
@@ -524,13 +524,11 @@ func submitError(err error, r client.Route) error {
 // busyHint says what to do about a busy store lock in err (none for
 // another error): wait for it, and, when the daemon holds it, why it
 // still does after its jobs are done. direct says the daemon was avoided
-// on purpose (--route direct), which queueing would not; lock says the
-// command is scribe lock, whose bare --wait waits for the lock (submit's
-// does not).
-func busyHint(store string, err error, direct, lock bool) string {
+// on purpose (--route direct), which queueing would not.
+func busyHint(store string, err error, direct bool) string {
 	var holder *queue.Holder
 	var be *client.BusyError
-	var le *writer.LockedError
+	var le *lock.LockedError
 	switch {
 	case errors.As(err, &be):
 		holder = be.Holder
@@ -544,7 +542,7 @@ func busyHint(store string, err error, direct, lock bool) string {
 	}
 	// How long the daemon keeps the lock: its discovery file says, when
 	// it is the daemon that holds the lock.
-	idle := fmt.Sprintf("about %s by default", writer.DefaultIdleRelease)
+	idle := fmt.Sprintf("about %s by default", queue.DefaultIdleRelease)
 	if real, err := queue.ResolveStore(store); err == nil {
 		if d, err := queue.ReadDiscovery(real); err == nil && d.PID == holder.PID && d.IdleReleaseMS > 0 {
 			idle = (time.Duration(d.IdleReleaseMS) * time.Millisecond).String()

@@ -6,7 +6,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
-	"github.com/scribehq/scribe/queue/daemon"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
 )
 
@@ -69,7 +69,7 @@ func ExitCode(err error) int {
 	case errors.Is(err, client.ErrOtherLockFile):
 		return ExitUsage // the flag (or its absence) is wrong; retrying will not help
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrQueueFull), errors.Is(err, ErrWaitTimeout),
-		errors.Is(err, client.ErrUnavailable), errors.Is(err, daemon.ErrRunning):
+		errors.Is(err, client.ErrUnavailable), errors.Is(err, discovery.ErrRunning):
 		return ExitBusy
 	}
 	return ExitRejected // a rejection (queue.ErrRejected), or any other failure

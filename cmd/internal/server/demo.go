@@ -16,9 +16,7 @@ import (
 	"time"
 
 	"github.com/scribehq/scribe/cmd/internal/cli"
-	"github.com/scribehq/scribe/embednats"
-	"github.com/scribehq/scribe/queue/daemon"
-	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/daemon"
 )
 
 // demo is `scribe demo`, on the command line's streams.
@@ -116,32 +114,11 @@ func (c *demo) run(ctx context.Context, workers, jobs int, keep bool) error {
 
 // startDemoDaemon serves a store in this process, as `scribe serve` would.
 func startDemoDaemon(ctx context.Context, store, version string) (stop func(), err error) {
-	lk, err := daemon.Take(ctx, store, nil)
+	d, err := daemon.Start(ctx, daemon.Config{Stores: []daemon.Store{{Path: store}}, Command: "scribe demo", Version: version})
 	if err != nil {
 		return nil, err
 	}
-	srv, err := embednats.Start(ctx, lk, embednats.Config{Version: version})
-	if err != nil {
-		lk.Close()
-		return nil, err
-	}
-	w, err := writer.New(ctx, writer.Config{Store: store, Conn: srv.Conn(), Command: "scribe demo", Version: version})
-	if err == nil {
-		err = w.Start(ctx)
-	}
-	if err == nil {
-		d := srv.Discovery()
-		err = lk.Announce(&d)
-	}
-	if err != nil {
-		if w != nil {
-			w.Close()
-		}
-		srv.Close()
-		lk.Close()
-		return nil, err
-	}
-	return func() { w.Close(); lk.Withdraw(); srv.Close(); lk.Close() }, nil
+	return func() { _ = d.Close() }, nil
 }
 
 // load runs workers processes, each submitting jobs jobs one process at a

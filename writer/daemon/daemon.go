@@ -1,0 +1,916 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scribehq/scribe/embednats"
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/discovery"
+	"github.com/scribehq/scribe/writer/claim"
+	"github.com/scribehq/scribe/writer/exec"
+	"github.com/scribehq/scribe/writer/internal/fault"
+	"github.com/scribehq/scribe/writer/lock"
+)
+
+// Config configures a Daemon. Stores is required, but for a daemon that is
+// only a node of a NATS cluster (Queue.NodeConfig). Its problems are
+// errors that match ErrConfig, naming each setting by its `scribe serve`
+// flag.
+type Config struct {
+	// Stores are the stores to serve, each at most once: one, or several
+	// with one queue server.
+	Stores []Store
+	// Queue is where the stores' jobs wait: the embedded server by
+	// default, or a NATS server or cluster that other daemons reach too.
+	Queue Queue
+	// ExitIdle, if positive, makes Run return once no store has had a
+	// job in hand, and every store's queue has been empty, for this long.
+	// Only with the embedded queue.
+	ExitIdle time.Duration
+	// Writer is how every store's writer works.
+	Writer Settings
+	// Commands is the exec allowlist: the commands exec jobs may run, by
+	// name (exec.Index checks it for each store). Without it, exec jobs
+	// are rejected.
+	Commands []exec.Command
+	// Metrics, if its Addr is set, serves Prometheus metrics.
+	Metrics Metrics
+	// Command describes the daemon in the store lock files, for other
+	// processes' error messages; empty means this process's command line.
+	Command string
+	// Version is the version the daemon reports in its discovery files
+	// and status.
+	Version string
+	// Logger receives the daemon's log; nil discards it.
+	Logger *slog.Logger
+	// Ready, if set, is called once the daemon serves every store and has
+	// announced itself, with a line that says what it serves: for a
+	// supervisor's readiness protocol (systemd's READY=1 and STATUS).
+	Ready func(status string)
+	// Stopping, if set, is called when the daemon begins to stop.
+	Stopping func()
+}
+
+// Store is a store a Daemon serves.
+type Store struct {
+	// Path is the store folder; it must exist.
+	Path string
+	// LockFile is its store lock file; empty means lock.DefaultPath. Set
+	// it to share the lock an existing tool already takes.
+	LockFile string
+}
+
+// Queue says where a Daemon's stores' jobs wait.
+type Queue struct {
+	// Host and Port are where the embedded server listens; empty and 0
+	// mean 127.0.0.1 and a free port. A non-loopback host is warned
+	// about.
+	Host string
+	Port int
+	// SyncInterval is how often the embedded server syncs the jobs it
+	// stored to disk; 0 means each one, before it is acknowledged. A
+	// positive interval is faster, and a power loss can lose the jobs
+	// queued in it.
+	SyncInterval time.Duration
+	// Dir is the shared queue folder of a daemon of several stores on the
+	// embedded queue; empty means discovery.DefaultQueueDir. A daemon of
+	// one store keeps its queue in the store.
+	Dir string
+	// Limits bounds each store's queue. Limits.Replicas is for a queue
+	// on a cluster, and required there: how many servers keep each
+	// store's queue, 1 to 5 (3 survives the loss of one).
+	Limits queue.Limits
+	// Remote, once its URL is set, is a NATS server or cluster that other
+	// daemons may reach too, instead of the embedded server. A claim per
+	// store (package claim) keeps one writer per store among them: a
+	// daemon that finds another holding it stands by.
+	Remote queue.Remote
+	// NodeConfig, if set, is a nats-server config file: the daemon runs a
+	// node of a NATS cluster from it, in this process, and queues through
+	// it (Remote.URL is the node's unless set). Without Stores the daemon
+	// is only that node.
+	NodeConfig string
+	// ClaimTTL is how long a store's claim lasts unrenewed on a cluster
+	// (claim.Config.TTL); 0 means claim.DefaultTTL. Every daemon of a
+	// store must use the same.
+	ClaimTTL time.Duration
+}
+
+// cluster reports whether the queue is on a NATS server other daemons
+// reach.
+func (q Queue) cluster() bool { return q.Remote.URL != "" || q.NodeConfig != "" }
+
+// Metrics says where a Daemon serves its Prometheus metrics.
+type Metrics struct {
+	// Addr is HOST:PORT or :PORT (on 127.0.0.1) for http://ADDR/metrics,
+	// or unix:PATH for a Unix socket only the daemon's user can connect
+	// to; empty serves none.
+	Addr string
+	// TokenFile, if set, is a file (owner-only) with the bearer token a
+	// scrape must send; others get 401.
+	TokenFile string
+}
+
+// ErrConfig matches the errors of a Config that cannot be served.
+var ErrConfig = errors.New("invalid daemon configuration")
+
+// configError is a problem of the Config, in the words of serve's flags.
+type configError struct{ msg string }
+
+func (e *configError) Error() string        { return e.msg }
+func (e *configError) Is(target error) bool { return target == ErrConfig }
+
+func badConfig(format string, args ...any) error {
+	return &configError{msg: fmt.Sprintf(format, args...)}
+}
+
+// check refuses a Config that cannot be served, before anything is
+// touched.
+func (c *Config) check() error {
+	cluster := c.Queue.cluster()
+	if len(c.Stores) == 0 && c.Queue.NodeConfig == "" {
+		return badConfig("--store is required: a daemon serves at least one store")
+	}
+	seen := map[string]bool{}
+	for _, st := range c.Stores {
+		real, err := queue.ResolveStore(st.Path)
+		if err != nil {
+			return err
+		}
+		// Before any lock is taken: the second lock of a store named
+		// twice would name this daemon as the one that serves it.
+		if seen[real] {
+			return badConfig("store %s is named twice", real)
+		}
+		seen[real] = true
+	}
+	switch {
+	case cluster && c.ExitIdle > 0:
+		return badConfig("--exit-idle: not with --nats-url or --nats-config (a daemon of a shared queue stands by)")
+	case cluster && (c.Queue.Limits.Replicas < 1 || c.Queue.Limits.Replicas > 5):
+		return badConfig("--replicas %d: want 1 to 5", c.Queue.Limits.Replicas)
+	case cluster && c.Queue.ClaimTTL != 0 && c.Queue.ClaimTTL < 100*time.Millisecond:
+		return badConfig("--claim-ttl %v: want at least 100ms", c.Queue.ClaimTTL)
+	case !cluster && (c.Queue.Limits.Replicas > 1 || c.Queue.ClaimTTL != 0):
+		return badConfig("--replicas and --claim-ttl are for a queue on a NATS cluster: give --nats-url or --nats-config")
+	case c.Queue.SyncInterval < 0:
+		return badConfig("--sync %v: want always or a positive duration", c.Queue.SyncInterval)
+	case c.Metrics.TokenFile != "" && c.Metrics.Addr == "":
+		return badConfig("--metrics-token-file needs --metrics-addr")
+	}
+	if err := c.Queue.Limits.Check(); err != nil {
+		return badConfig("--max-job-bytes: %v", err)
+	}
+	return nil
+}
+
+// Daemon serves one store or many: it holds each store's daemon lock,
+// runs or reaches the queue's server, moves each store's queued jobs to
+// it from wherever they were kept, runs a Writer per store, and announces
+// itself in each store's discovery file, until Run returns or Close.
+type Daemon struct {
+	cfg Config
+	log *slog.Logger
+
+	stores []*store
+	srv    *embednats.Server   // the embedded queue's server
+	qd     *discovery.QueueDir // the shared queue folder of a daemon of several stores
+	watch  *embednats.Watch
+	node   *embednats.Node // cluster: the node this process runs
+	nc     *nats.Conn      // cluster: the connection to it
+	ms     *metricsServer
+	met    *metrics
+	shared bool // several stores in one embedded server
+
+	stop      chan struct{} // closed by Close
+	closeOnce sync.Once
+	closeErr  error
+	refused   bool // waitIdle refused submitters already
+}
+
+// store is one store of the daemon.
+type store struct {
+	path     string // canonical
+	id       string
+	lockFile string
+	lk       *discovery.Lock
+	w        *Writer
+	d        queue.Discovery
+	claim    *claim.Claim // cluster only
+}
+
+// Start starts a daemon that serves cfg.Stores: it takes each store's
+// daemon lock (a store another daemon serves stops the start, naming it:
+// discovery.ErrRunning), starts the queue's server, or connects to the
+// cluster, takes over the jobs each store's former daemon left queued,
+// starts the stores' writers and announces the daemon. With a cluster it
+// first takes each store's claim, standing by while another daemon holds
+// it, until ctx ends. ctx bounds the start only: Run serves, Close stops.
+// Nothing is left held when Start fails.
+func Start(ctx context.Context, cfg Config) (_ *Daemon, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Command == "" {
+		cfg.Command = strings.Join(os.Args, " ")
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, stop: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			d.release()
+		}
+	}()
+	if cfg.Metrics.Addr != "" {
+		// Bound before the stores are touched: a taken port, a socket in
+		// use or a token file others can read fails the start at once.
+		if d.ms, err = listenMetrics(cfg.Metrics.Addr, cfg.Metrics.TokenFile, d.log); err != nil {
+			return nil, err
+		}
+		d.met = newMetrics()
+	}
+	for _, st := range cfg.Stores {
+		if fsName := lock.NetworkFilesystem(st.Path); fsName != "" {
+			d.log.Warn("the store is on a network filesystem, where flock(2) may not exclude writers on other machines; keep stores on a local disk", "store", st.Path, "fs", fsName)
+		}
+	}
+	if cfg.Queue.cluster() {
+		err = d.startCluster(ctx)
+	} else {
+		err = d.startEmbedded(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if d.ms != nil && len(d.stores) > 0 { // before the announcement: a ready daemon answers scrapes
+		d.watchMetrics()
+		d.ms.Serve(d.met.reg, d.log)
+		d.log.Info("serving metrics", "addr", d.ms.Addr(), "url", d.ms.URL(), "token", d.ms.token != "")
+	}
+	if !cfg.Queue.cluster() { // a cluster's stores announce themselves as they are served
+		if err := d.announce(); err != nil {
+			return nil, err
+		}
+		syncMode := "always"
+		if cfg.Queue.SyncInterval > 0 {
+			syncMode = cfg.Queue.SyncInterval.String()
+		}
+		for _, st := range d.stores {
+			d.log.Info("serving", "store", st.d.Store, "store_id", st.d.StoreID, "url", st.d.URL, "pid", st.d.PID, "sync", syncMode, "exec_commands", len(cfg.Commands))
+		}
+	}
+	if cfg.Ready != nil {
+		cfg.Ready(d.status())
+	}
+	return d, nil
+}
+
+// status says what the daemon serves, in a line.
+func (d *Daemon) status() string {
+	switch {
+	case len(d.stores) == 0:
+		return "NATS node " + d.node.Name()
+	case d.cfg.Queue.cluster():
+		return "serving " + d.stores[0].path + " through " + d.cfg.Queue.Remote.URL
+	case d.shared:
+		return fmt.Sprintf("serving %d stores, queue in %s", len(d.stores), d.qd.Dir())
+	}
+	return "serving " + d.stores[0].path
+}
+
+// writerConfig is the configuration of st's writer, less its connection.
+func (d *Daemon) writerConfig(st *store) WriterConfig {
+	cfg := WriterConfig{
+		Store: st.path, LockPath: st.lockFile, Settings: d.cfg.Writer, Limits: d.cfg.Queue.Limits,
+		Command: d.cfg.Command, Version: d.cfg.Version, Logger: d.log, Commands: d.cfg.Commands,
+	}
+	if d.met != nil { // not a nil *metrics in the interface
+		cfg.Observer = d.met
+	}
+	return cfg
+}
+
+// startEmbedded serves the stores on the embedded queue. The daemon
+// locks first, every store's: they make this each store's only daemon and
+// check the .scribe folders; the queue's server runs under them. A store
+// another daemon serves stops the start before any store is served.
+func (d *Daemon) startEmbedded(ctx context.Context) error {
+	cfg := d.cfg
+	d.shared = len(cfg.Stores) > 1
+	for _, spec := range cfg.Stores {
+		lk, err := discovery.Take(ctx, spec.Path, d.log)
+		if err != nil {
+			return err
+		}
+		root := lk.Layout().Root
+		d.stores = append(d.stores, &store{lk: lk, path: root, id: queue.StoreID(root), lockFile: spec.LockFile})
+	}
+	ncfg := embednats.Config{Host: cfg.Queue.Host, Port: cfg.Queue.Port, SyncInterval: cfg.Queue.SyncInterval,
+		MaxJobBytes: cfg.Queue.Limits.MaxJobBytes, Version: cfg.Version, Logger: d.log}
+	var err error
+	if d.shared {
+		dir := cfg.Queue.Dir
+		if dir == "" {
+			if dir, err = discovery.DefaultQueueDir(); err != nil {
+				return err
+			}
+		}
+		paths := make([]string, len(d.stores))
+		for i, st := range d.stores {
+			paths[i] = st.path
+		}
+		if d.qd, err = discovery.TakeQueueDir(ctx, dir, paths, d.log); err != nil {
+			return fmt.Errorf("%w; give this daemon a folder of its own with --queue-dir (queue_dir)", err)
+		}
+		d.srv, err = embednats.StartShared(ctx, d.qd, d.locks(), ncfg)
+	} else {
+		if cfg.Queue.Dir != "" {
+			d.log.Info("a daemon of one store keeps its queue in the store: queue_dir is for a daemon of several", "queue_dir", cfg.Queue.Dir)
+		}
+		d.srv, err = embednats.Start(ctx, d.stores[0].lk, ncfg)
+	}
+	if err != nil {
+		return err
+	}
+	// One check of the queue's server for all the writers (embednats.Watch):
+	// each writer's own, every second, would wake an idle daemon of many
+	// stores that many times.
+	d.watch = d.srv.Watch(QueueCheckInterval)
+	for _, st := range d.stores {
+		if err := d.takeOver(ctx, st, d.embeddedTarget(st)); err != nil {
+			if errors.Is(err, queue.ErrNoSpace) {
+				return noSpaceError(d.srv.Space(), cfg.Queue.Limits.MaxBytes)
+			}
+			return err
+		}
+	}
+	for _, st := range d.stores {
+		wcfg := d.writerConfig(st)
+		wcfg.Conn, wcfg.CheckQueue = d.srv.StoreConn(st.id), d.watch.CheckQueue()
+		// OwnServer makes the writer take every other scribe stream it
+		// sees for this store's queue under a former path, and apply its
+		// jobs to this store. True of a store's own server only. A server
+		// of several stores holds other stores' queues: one writer
+		// draining them would apply another store's jobs to its own.
+		// (Each store's queue is also in an account of its own, which
+		// other writers do not see; that must not be the only guard. A
+		// moved store's former queue is the account of its former ID:
+		// takeOver stops the start and says how to drain it.)
+		wcfg.OwnServer = !d.shared
+		w, err := NewWriter(ctx, wcfg)
+		if errors.Is(err, queue.ErrNoSpace) {
+			d.log.Debug("create stream", "err", err)
+			return noSpaceError(d.srv.Space(), cfg.Queue.Limits.MaxBytes)
+		}
+		if err != nil {
+			return err
+		}
+		st.w = w
+		if err := st.w.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if d.shared {
+		d.reportUnserved()
+	}
+	for _, st := range d.stores {
+		st.d, _ = d.srv.StoreDiscovery(st.id)
+		// Direct writers given no lock file take this one (discovery.LockFile).
+		if st.d.LockFile, err = discovery.ResolveLockFile(st.d.Store, st.lockFile); err != nil {
+			return err
+		}
+		st.d.IdleReleaseMS = cfg.Writer.idleRelease().Milliseconds()
+		st.d.MaxJobBytes = cfg.Queue.Limits.JobBytes()
+	}
+	return nil
+}
+
+// idleRelease is the idle release the writers use.
+func (s Settings) idleRelease() time.Duration {
+	if s.IdleRelease > 0 {
+		return s.IdleRelease
+	}
+	return DefaultIdleRelease
+}
+
+// startCluster serves the stores through a shared NATS server. Each
+// store's writer first takes the store's claim (claim.Acquire): while
+// another daemon holds it, this one stands by, and takes over when that
+// one stops or stops renewing. Then it takes the store's daemon lock,
+// waiting while a former holder on this host leaves, moves the jobs the
+// store's embedded queue still holds into the shared one, and serves.
+// Without stores, a node only serves its part of the cluster.
+func (d *Daemon) startCluster(ctx context.Context) error {
+	cfg := d.cfg
+	remote := cfg.Queue.Remote
+	if cfg.Queue.NodeConfig != "" {
+		node, err := embednats.StartNode(ctx, embednats.NodeConfig{ConfigFile: cfg.Queue.NodeConfig, Logger: d.log})
+		if err != nil {
+			return err
+		}
+		d.node = node
+		if remote.URL == "" {
+			remote.URL = node.ClientURL()
+			d.cfg.Queue.Remote.URL = remote.URL
+		}
+		if len(cfg.Stores) == 0 {
+			return nil
+		}
+		if err := node.WaitJetStream(ctx); err != nil {
+			return err
+		}
+	}
+	log := d.log
+	nc, err := remote.Connect(nats.Name("scribe-daemon"), nats.CustomInboxPrefix(queue.DaemonInboxPrefix),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS", "err", err) }),
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if !c.IsClosed() { // not this daemon's own Close
+				log.Warn("NATS connection lost; reconnecting", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted()) }))
+	if err != nil {
+		return err
+	}
+	d.nc = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := waitJetStream(ctx, js, log); err != nil {
+		return err
+	}
+	// Each store on its own: one held by another daemon must not keep
+	// this one from serving the others. One that fails stops the start.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for _, spec := range cfg.Stores {
+		wg.Go(func() {
+			st, err := d.serveClusterStore(sctx, js, spec)
+			mu.Lock()
+			defer mu.Unlock()
+			if st != nil {
+				d.stores = append(d.stores, st)
+			}
+			if err != nil && firstErr == nil && sctx.Err() == nil {
+				firstErr = err
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err() // stopped while standing by
+}
+
+// serveClusterStore takes one store's claim, daemon lock and queued jobs,
+// and starts its writer. The store it returns, even with an error, holds
+// what must be let go.
+func (d *Daemon) serveClusterStore(ctx context.Context, js jetstream.JetStream, spec Store) (*store, error) {
+	real, err := queue.ResolveStore(spec.Path)
+	if err != nil {
+		return nil, err
+	}
+	id := queue.StoreID(real)
+	log := d.log.With("store", real, "store_id", id)
+	c, err := claim.Acquire(ctx, js, id, claim.Config{
+		TTL: d.cfg.Queue.ClaimTTL, Replicas: d.cfg.Queue.Limits.Replicas, Logger: log,
+		Holder: "scribe serve --store " + shellQuote(real),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: claim: %w", real, err)
+	}
+	st := &store{path: real, id: id, lockFile: spec.LockFile, claim: c}
+	log.Info("holding the store's claim", "token", c.Token(), "claim_ttl", c.TTL())
+	if st.lk, err = takeDaemonLock(ctx, real, log); err != nil {
+		return st, err
+	}
+	if err := d.takeOver(ctx, st, d.clusterTarget(js, st)); err != nil {
+		return st, err
+	}
+	cfg := d.writerConfig(st)
+	cfg.Conn, cfg.Claim = d.nc, c
+	if st.w, err = NewWriter(ctx, cfg); err != nil {
+		return st, fmt.Errorf("store %s: %w", real, err)
+	}
+	if err := st.w.Start(ctx); err != nil {
+		return st, err
+	}
+	st.d = queue.Discovery{
+		URL: d.cfg.Queue.Remote.URL, PID: os.Getpid(), Version: d.cfg.Version, Store: real, StoreID: id,
+		Started: time.Now().UTC(), IdleReleaseMS: d.cfg.Writer.idleRelease().Milliseconds(), MaxJobBytes: d.cfg.Queue.Limits.JobBytes(),
+		Queue: queue.QueueNATS,
+	}
+	if st.d.LockFile, err = discovery.ResolveLockFile(real, spec.LockFile); err != nil {
+		return st, err
+	}
+	if err := st.lk.Announce(&st.d); err != nil {
+		return st, err
+	}
+	log.Info("serving", "url", d.cfg.Queue.Remote.URL, "pid", st.d.PID, "replicas", d.cfg.Queue.Limits.Replicas, "exec_commands", len(d.cfg.Commands))
+	return st, nil
+}
+
+// takeDaemonLock takes the store's daemon lock, waiting while another
+// daemon of this host holds it: with the claim in hand, that one has lost
+// its own and is leaving.
+func takeDaemonLock(ctx context.Context, store string, log *slog.Logger) (*discovery.Lock, error) {
+	var last time.Time
+	for {
+		lk, err := discovery.Take(ctx, store, log)
+		if !errors.Is(err, discovery.ErrRunning) {
+			return lk, err
+		}
+		if time.Since(last) > 10*time.Second {
+			last = time.Now()
+			log.Info("waiting for the daemon that served the store on this host to leave", "err", err)
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// waitJetStream waits until the server answers JetStream requests: a
+// cluster elects its meta leader once a majority of its nodes are up.
+func waitJetStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
+	var last time.Time
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+			return fmt.Errorf("the NATS server has no JetStream for this user's account: %w", err)
+		}
+		if time.Since(last) > 10*time.Second {
+			last = time.Now()
+			log.Info("waiting for JetStream (a cluster needs a majority of its nodes up)", "err", err)
+		}
+		if !sleep(ctx, retryPause(attempt)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// retryPause is how long to wait before the next attempt at something a
+// cluster in transition refuses: 100 ms more each time, up to 1 s.
+func retryPause(attempt int) time.Duration {
+	return min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)
+}
+
+func (d *Daemon) locks() []*discovery.Lock {
+	locks := make([]*discovery.Lock, len(d.stores))
+	for i, st := range d.stores {
+		locks[i] = st.lk
+	}
+	return locks
+}
+
+// Run serves until ctx ends, Close is called, the daemon has been idle
+// for Config.ExitIdle, or a store's claim is lost to another daemon (the
+// error says which store), then stops as Close does.
+func (d *Daemon) Run(ctx context.Context) error {
+	var lost error
+	if d.cfg.Queue.cluster() {
+		lost = d.waitCluster(ctx)
+	} else {
+		d.refused = d.waitIdle(ctx)
+	}
+	if err := d.Close(); err != nil && lost == nil {
+		return err
+	}
+	return lost
+}
+
+// waitCluster returns when ctx ends, Close is called, or a writer stops
+// on its own, its claim lost: then with why.
+func (d *Daemon) waitCluster(ctx context.Context) error {
+	lost := make(chan error, len(d.stores))
+	for _, st := range d.stores {
+		go func() {
+			select {
+			case <-st.w.Done():
+				if err := st.w.Err(); err != nil {
+					lost <- fmt.Errorf("store %s: %w", st.path, err)
+				}
+			case <-ctx.Done():
+			case <-d.stop:
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case <-d.stop:
+	case err := <-lost:
+		d.log.Error("stopping: another daemon is the store's writer now", "err", err)
+		return err
+	}
+	return nil
+}
+
+// Close stops the daemon and waits for it: clients stop finding it, those
+// connected are cut off (they submit again, through discovery, to the
+// next daemon), each writer finishes the batch in hand, jobs left queued
+// are marked stranded where they wait, and everything it held is let go.
+// Calling it again returns the first call's error.
+func (d *Daemon) Close() error {
+	d.closeOnce.Do(func() {
+		close(d.stop)
+		d.closeErr = d.shutdown()
+	})
+	return d.closeErr
+}
+
+// shutdown stops what Start started, in order.
+func (d *Daemon) shutdown() error {
+	if d.cfg.Stopping != nil {
+		d.cfg.Stopping()
+	}
+	d.log.Info("shutting down")
+	// No job may be queued once the writers have counted what they
+	// leave queued (the stranded mark): callers stop finding the daemon,
+	// and those connected are cut off.
+	d.withdraw()
+	if d.srv != nil && !d.refused {
+		if err := d.srv.RefuseSubmitters(); err != nil {
+			d.log.Warn("refuse new jobs while stopping", "err", err)
+		}
+	}
+	var errs []error
+	if err := d.closeWriters(); err != nil {
+		errs = append(errs, fmt.Errorf("stop writer: %w", err))
+	}
+	fault.Pause("stopped")
+	d.withdraw()
+	if d.shared {
+		d.markStranded()
+	}
+	errs = append(errs, d.release())
+	return errors.Join(errs...)
+}
+
+// release lets go of everything the daemon holds: the claims after the
+// locks, so that a standby takes over once this daemon is gone, and
+// before the connection they are released through. It is safe on a
+// daemon whose start failed half way, and after the writers stopped.
+func (d *Daemon) release() error {
+	var errs []error
+	_ = d.closeWriters() // stopped already, unless the start failed
+	if d.watch != nil {
+		d.watch.Close()
+	}
+	if d.srv != nil {
+		d.withdraw() // clients stop coming before the server goes
+		errs = append(errs, d.srv.Close())
+	}
+	if d.qd != nil {
+		errs = append(errs, d.qd.Close())
+	}
+	for _, st := range d.stores {
+		if st.lk != nil {
+			errs = append(errs, st.lk.Close())
+		}
+	}
+	for _, st := range d.stores {
+		if st.claim != nil {
+			if err := st.claim.Release(); err != nil {
+				d.log.Warn("release claim", "err", err)
+			}
+		}
+	}
+	if d.nc != nil {
+		d.nc.Close()
+	}
+	if d.node != nil {
+		d.node.Close()
+	}
+	if d.ms != nil {
+		d.ms.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// announce writes every store's discovery file; it withdraws them all if
+// one fails.
+func (d *Daemon) announce() error {
+	for _, st := range d.stores {
+		if err := st.lk.Announce(&st.d); err != nil {
+			d.withdraw()
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) withdraw() {
+	for _, st := range d.stores {
+		if st.lk != nil {
+			st.lk.Withdraw()
+		}
+	}
+}
+
+// closeWriters stops the writers, all at once: each finishes its batch
+// in hand. A writer closed already is not closed again.
+func (d *Daemon) closeWriters() error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(d.stores))
+	for i, st := range d.stores {
+		if st.w == nil {
+			continue
+		}
+		wg.Go(func() {
+			if err := st.w.Close(); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", st.path, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// reportUnserved logs the jobs the shared queue folder keeps for stores
+// the daemon does not serve, and marks those stores stranded: their
+// status says where the jobs are (a daemon that serves such a store
+// takes them over).
+func (d *Daemon) reportUnserved() {
+	known := d.qd.Stores()
+	keep := map[string]bool{}
+	for _, st := range d.stores {
+		keep[st.id] = true
+	}
+	for _, u := range d.srv.Unserved() {
+		keep[u.StoreID] = true
+		path := known[u.StoreID]
+		d.log.Warn("jobs wait in the shared queue folder for a store this daemon does not serve; they stay there until a daemon serves the store",
+			"store", path, "store_id", u.StoreID, "jobs", u.Jobs, "queue_dir", d.qd.Dir())
+		if path == "" {
+			continue
+		}
+		if home, err := discovery.ReadQueueHome(path); err != nil || home == nil || home.Dir != d.qd.Dir() {
+			continue // not this folder's (any more)
+		}
+		if live, err := discovery.Find(path); err != nil || live != nil {
+			continue
+		}
+		why := fmt.Sprintf("%d jobs of this store wait in the shared queue folder %s of daemon pid %d, which does not serve it; a daemon serving the store takes them over",
+			u.Jobs, d.qd.Dir(), os.Getpid())
+		if err := queue.MarkStranded(path, why); err != nil {
+			d.log.Warn("mark the store stranded", "store", path, "err", err)
+		}
+	}
+	for id := range known {
+		if !keep[id] {
+			if err := d.qd.Remember(id, ""); err != nil {
+				d.log.Warn("update the shared queue folder's list of stores", "err", err)
+			}
+		}
+	}
+}
+
+// markStranded says, in the stranded marker of each store whose jobs
+// stay queued at the stop, where they are: in the shared queue folder.
+func (d *Daemon) markStranded() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, st := range d.stores {
+		if st.w == nil {
+			continue
+		}
+		n, err := st.w.Queued(ctx)
+		if err != nil || n == 0 {
+			continue // the writer's own marker stands
+		}
+		why := fmt.Sprintf("daemon pid %d stopped with %d jobs queued for this store in the shared queue folder %s; a daemon serving the store takes them over",
+			os.Getpid(), n, d.qd.Dir())
+		if err := queue.MarkStranded(st.path, why); err != nil {
+			d.log.Warn("mark the store stranded", "store", st.path, "err", err)
+		}
+	}
+}
+
+// waitIdle returns when ctx ends, Close is called or, with an exit-idle
+// period, once the daemon has been idle that long: every store's writer
+// has had no job in hand for that long and every queue is empty. Before
+// it returns for idleness it makes sure that no job can come that it
+// would leave behind: it withdraws the discovery files, so that new
+// clients stop coming, then gives the submitters new credentials, which
+// cuts off those still connected (a client that read a discovery file a
+// moment before could otherwise queue a job after the writers stop, and
+// nothing would apply it until some later client started a daemon), and
+// looks again. A job queued by then keeps the daemon: it announces itself
+// again, with the new credentials, and serves on. A client cut off in
+// the middle of a submit does not know whether its job was queued and
+// submits it again, with the same ID, through discovery (and autostart).
+//
+// It reports whether it returned for idleness, submitters refused.
+func (d *Daemon) waitIdle(ctx context.Context) (refused bool) {
+	exitIdle := d.cfg.ExitIdle
+	if exitIdle <= 0 {
+		select {
+		case <-ctx.Done():
+		case <-d.stop:
+		}
+		return false
+	}
+	tick := time.NewTicker(min(max(exitIdle/4, 10*time.Millisecond), time.Second))
+	defer tick.Stop()
+	idle := func() bool {
+		for _, st := range d.stores {
+			if st.w.Idle() < exitIdle {
+				return false
+			}
+			if n, err := st.w.Queued(ctx); err != nil || n > 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-d.stop:
+			return false
+		case <-tick.C:
+		}
+		if !idle() {
+			continue
+		}
+		d.withdraw()
+		fault.Pause("withdrawn")
+		err := d.srv.RefuseSubmitters()
+		if err == nil && idle() {
+			d.log.Info("idle; exiting", "exit_idle", exitIdle)
+			return true
+		}
+		for _, st := range d.stores {
+			if disc, ok := d.srv.StoreDiscovery(st.id); ok {
+				st.d.User, st.d.Password = disc.User, disc.Password
+			}
+		}
+		if err := d.announce(); err != nil {
+			d.log.Error("announce again", "err", err)
+			return false
+		}
+		if err != nil {
+			// Submitters may still be connected: leaving could leave a
+			// job of theirs behind. Serve until stopped.
+			d.log.Error("idle, but new jobs cannot be refused: serving on until stopped, not leaving when idle", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-d.stop:
+			}
+			return false
+		}
+	}
+}
+
+// noSpaceError explains a queue whose --max-bytes JetStream cannot
+// reserve: how much it asked for, how much there is, and what to change.
+func noSpaceError(sp embednats.Space, maxBytes int64) error {
+	if maxBytes <= 0 {
+		maxBytes = queue.DefaultMaxBytes
+	}
+	avail := max(sp.Limit-sp.Reserved, 0)
+	free := "unknown"
+	if sp.Free >= 0 {
+		free = embednats.FormatBytes(sp.Free)
+	}
+	return fmt.Errorf("%w: it reserves --max-bytes up front, %s (%d bytes), but JetStream lets it reserve only %s in %s "+
+		"(%.0f%% of the space free when JetStream started, plus what the queue held; %s free now, %s reserved already); "+
+		"lower --max-bytes to at most %d, or free space",
+		queue.ErrNoSpace, embednats.FormatBytes(maxBytes), maxBytes, embednats.FormatBytes(avail), sp.Dir,
+		embednats.JetStreamShare*100, free, embednats.FormatBytes(sp.Reserved), avail)
+}
+
+// shellQuote quotes s for a sh command line when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:@%,=", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

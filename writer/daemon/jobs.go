@@ -1,0 +1,334 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
+	"github.com/scribehq/scribe/writer/lock"
+)
+
+// locateTimeout bounds one search of the queue (a locate or jobs
+// request): the status service answers one request at a time.
+const locateTimeout = time.Second
+
+// scanLimit is queue.LocateScanLimit, lowered by tests.
+var scanLimit = queue.LocateScanLimit
+
+// handJob is a job of the batch, or exec run, that run has in hand.
+type handJob struct {
+	id  string
+	seq uint64
+}
+
+// noteHand records the jobs of the batch run has in hand, for Locate:
+// acquire is given every batch before it is applied (exec runs included),
+// and setInHand(false) forgets them.
+func (w *Writer) noteHand(batch []jetstream.Msg) {
+	hand := make([]handJob, 0, len(batch))
+	for _, m := range batch {
+		j := handJob{id: msgJobID(m.Headers(), m.Data())}
+		if md, err := m.Metadata(); err == nil {
+			j.seq = md.Sequence.Stream
+		}
+		hand = append(hand, j)
+	}
+	w.mu.Lock()
+	w.hand = hand
+	w.mu.Unlock()
+}
+
+// msgJobID is the job ID of a queued message: its Nats-Msg-Id, else the
+// ID in its body (not every client sets the header), "" if it has none.
+func msgJobID(h nats.Header, data []byte) string {
+	if id := h.Get(nats.MsgIdHdr); id != "" {
+		return id
+	}
+	var j struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(data, &j) // a message without a readable ID is found by no one
+	return j.ID
+}
+
+// handState says whether job id is in the writer's hand and what the writer
+// does with it. waiting is true while the writer has it but waits for the
+// store lock: the job is then as good as queued.
+func (w *Writer) handState(id string) (in, waiting bool, detail string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r := w.running; r != nil {
+		for i, job := range r.plan.Jobs() {
+			if job != id {
+				continue
+			}
+			if i == 0 {
+				return true, false, "its command runs: " + r.String()
+			}
+			return true, false, fmt.Sprintf("it joined the run of job %s, whose command runs: %s", r.plan.Job().ID, r.String())
+		}
+	}
+	if !slices.ContainsFunc(w.hand, func(j handJob) bool { return j.id == id }) {
+		return false, false, ""
+	}
+	switch {
+	case w.deferred != "":
+		return true, false, "deferred: " + w.deferred
+	case w.session == nil && w.waiting != "":
+		return true, true, "the writer has it in hand but waits for the store: " + w.waiting
+	case w.fault != "":
+		return true, false, "being applied; the writer retries after an I/O fault: " + w.fault
+	}
+	return true, false, "being applied"
+}
+
+// inFlight is how many jobs the writer has in hand. w.mu must be held.
+func (w *Writer) inFlight() int {
+	n := len(w.hand)
+	if w.running != nil {
+		n = max(n, len(w.running.plan.Jobs()))
+	}
+	return n
+}
+
+// statusAnswer answers a status request whose body is not empty or
+// DeadLettersRequest: a locate, a jobs listing, or a plain look-up.
+func (w *Writer) statusAnswer(body string) any {
+	ctx, cancel := context.WithTimeout(context.Background(), locateTimeout)
+	defer cancel()
+	switch {
+	case strings.HasPrefix(body, queue.LocateRequest):
+		return w.Locate(ctx, strings.TrimPrefix(body, queue.LocateRequest))
+	case body == queue.JobsRequest, strings.HasPrefix(body, queue.JobsRequest+" "):
+		var q queue.JobsQuery
+		if arg := strings.TrimSpace(strings.TrimPrefix(body, queue.JobsRequest)); arg != "" {
+			if err := json.Unmarshal([]byte(arg), &q); err != nil {
+				return queue.JobList{Error: fmt.Sprintf("jobs query: %v", err)}
+			}
+		}
+		return w.Jobs(ctx, q)
+	}
+	return w.Lookup(body)
+}
+
+// Locate looks job id up in the journal and, when it has no outcome
+// there, in the writer's hand and in the queue: its answer tells queued
+// (with the job's position), in hand and unknown apart. Searching the
+// queue reads it from the oldest job, at most queue.LocateScanLimit jobs
+// and until ctx ends; a job not met by then is unknown, and the answer's
+// Detail says how far the search went.
+func (w *Writer) Locate(ctx context.Context, id string) queue.Lookup {
+	if !queue.ValidID(id) {
+		return queue.Lookup{State: queue.StateUnknown, Detail: fmt.Sprintf("job id %q is not valid", id)}
+	}
+	l := w.Lookup(id)
+	if l.Found {
+		return l
+	}
+	// The hand first, then the queue: a job leaves the hand only after
+	// it is recorded and acked, so it cannot slip between the two.
+	in, waiting, detail := w.handState(id)
+	total, _ := w.Queued(ctx)
+	var pos uint64
+	scanned, complete, err := w.scan(ctx, scanLimit, func(m queuedMsg) bool {
+		if m.id != id {
+			return true
+		}
+		pos = m.pos
+		return false
+	})
+	if in || pos > 0 {
+		found := queue.Lookup{State: queue.StateQueued, Position: pos, Queued: max(total, pos), Detail: detail, PrunedBefore: l.PrunedBefore}
+		if in && !waiting {
+			found.State = queue.StateInHand
+		}
+		return found
+	}
+	// Not in the queue: it may have been decided meanwhile (a job is
+	// acked only once the journal has its outcome), or never queued.
+	if again := w.Lookup(id); again.Found || again.Error != "" {
+		return again
+	}
+	l.State = queue.StateUnknown
+	if !complete && err == nil && uint64(scanned) >= total {
+		complete = true // stopped at the bound, having read every job
+	}
+	switch {
+	case err != nil:
+		l.Detail = fmt.Sprintf("no outcome recorded; the queue could not be searched: %v", err)
+	case !complete:
+		l.Detail = fmt.Sprintf("no outcome recorded, and not among the %d oldest of %d queued jobs (the search stops there)", scanned, total)
+	case scanned == 0:
+		l.Detail = "no outcome recorded, and nothing is queued"
+	default:
+		l.Detail = fmt.Sprintf("no outcome recorded, and not among the %d queued jobs", scanned)
+	}
+	return l
+}
+
+// Jobs lists recorded outcomes, newest first, and queued jobs, oldest
+// first, as q selects: the answer to a JobsRequest. Listing queued jobs
+// reads the queue as Locate does.
+func (w *Writer) Jobs(ctx context.Context, q queue.JobsQuery) queue.JobList {
+	list := queue.JobList{Outcomes: []*queue.Outcome{}, Queued: []queue.QueuedJob{}}
+	if err := q.Normalize(); err != nil {
+		list.Error = err.Error()
+		return list
+	}
+	var errs []string
+	if q.State != queue.StateQueued {
+		err := w.withJournal(func(j *journal.Journal) error {
+			if j == nil {
+				return nil
+			}
+			outs, err := j.Recent(journal.OutcomeFilter{Status: queue.Status(q.State), Since: q.Since, Limit: q.Limit})
+			list.Outcomes = append(list.Outcomes, outs...)
+			return err
+		})
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if q.State == "" || q.State == queue.StateQueued {
+		var err error
+		if list.QueuedTotal, err = w.Queued(ctx); err != nil {
+			errs = append(errs, err.Error())
+		}
+		_, _, err = w.scan(ctx, min(q.Limit, scanLimit), func(m queuedMsg) bool {
+			j := describeQueued(m)
+			if in, waiting, detail := w.handState(m.id); in {
+				j.Detail = detail
+				if !waiting {
+					j.State = queue.StateInHand
+				}
+			}
+			list.Queued = append(list.Queued, j)
+			return true
+		})
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("read the queue: %v", err))
+		}
+		list.QueuedTotal = max(list.QueuedTotal, uint64(len(list.Queued)))
+	}
+	list.Error = strings.Join(errs, "; ")
+	return list
+}
+
+// describeQueued is a queued message as a JobList lists it.
+func describeQueued(m queuedMsg) queue.QueuedJob {
+	j := queue.QueuedJob{ID: m.id, Seq: m.seq, Position: m.pos, State: queue.StateQueued, Ops: []string{}}
+	var body struct {
+		Ops []struct {
+			Op   string `json:"op"`
+			Name string `json:"name"`
+		} `json:"ops"`
+		Submitted time.Time `json:"submitted"`
+	}
+	if json.Unmarshal(m.data, &body) != nil {
+		j.Detail = "not a valid job: it will be a dead letter, or rejected"
+		return j
+	}
+	j.Submitted = body.Submitted
+	for _, op := range body.Ops {
+		kind := op.Op
+		if op.Op == string(queue.OpExec) && op.Name != "" {
+			kind += " " + op.Name
+		}
+		j.Ops = append(j.Ops, kind)
+	}
+	return j
+}
+
+// queuedMsg is a message of the queue met by scan.
+type queuedMsg struct {
+	pos  uint64 // its place in the queue, from 1
+	seq  uint64 // its stream sequence
+	id   string // its job ID (msgJobID)
+	data []byte
+}
+
+// scan reads the queued messages in the order they will be applied: those
+// of the store's former streams still to drain (see WriterConfig.OwnServer),
+// then its own stream's, oldest first, one request each (the stream is a
+// work queue: it admits no second consumer to read it with). It calls fn
+// on each until fn returns false, limit messages were read, or ctx ends;
+// complete says it met every message. A ctx that ends is no error.
+func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (scanned int, complete bool, err error) {
+	type source struct {
+		stream  jetstream.Stream
+		subject string
+		from    uint64 // the first sequence that may be undecided
+	}
+	w.mu.Lock()
+	sources := make([]source, 0, len(w.former)+1)
+	for _, f := range w.former {
+		sources = append(sources, source{f.stream, queue.JobsSubject(f.id), 1})
+	}
+	w.mu.Unlock()
+	sources = append(sources, source{w.stream, queue.JobsSubject(w.storeID), w.floor.Load() + 1})
+	for _, s := range sources {
+		for seq := s.from; ; {
+			if scanned >= limit {
+				return scanned, false, nil
+			}
+			m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(s.subject))
+			if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				break // the end of this stream; or a former one, drained and deleted meanwhile
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return scanned, false, nil
+				}
+				return scanned, false, err
+			}
+			scanned++
+			if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data}) {
+				return scanned, true, nil
+			}
+			seq = m.Sequence + 1
+		}
+	}
+	return scanned, true, nil
+}
+
+// fillReport adds to a status report what the store's lock file and
+// journal say: who holds the lock (as the kernel tells it: see
+// ProbeLock), the journal's numbers, its dead letters and any interrupted
+// batch.
+func (w *Writer) fillReport(r *queue.StatusReport) {
+	w.mu.Lock()
+	r.InFlight = w.inFlight()
+	w.mu.Unlock()
+	r.LockFile = lockPathOf(w.store, w.cfg.LockPath)
+	if held, _, h := lock.ProbeLock(r.LockFile); held {
+		r.Holder = h
+	}
+	err := w.withJournal(func(j *journal.Journal) error {
+		if j == nil {
+			r.Journal = &queue.JournalInfo{Path: journal.Path(w.store)}
+			return nil
+		}
+		info, err := j.Info()
+		if err != nil {
+			return err
+		}
+		r.Journal = &info
+		if _, total, err := j.DeadLetters(0); err == nil {
+			r.Dead = uint64(total)
+		}
+		r.Interrupted, err = j.Interrupted()
+		return err
+	})
+	if err != nil {
+		r.Journal = &queue.JournalInfo{Path: journal.Path(w.store), Error: err.Error()}
+	}
+}

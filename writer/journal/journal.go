@@ -1,0 +1,921 @@
+package journal
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+var (
+	bucketOutcomes = []byte("outcomes") // job ID → Outcome JSON
+	bucketMeta     = []byte("meta")     // keyEpoch, keyLastSeq
+	bucketIntent   = []byte("intent")   // keyIntent → intent JSON and its data, while a batch's files may be unwritten
+	bucketPending  = []byte("pending")  // job ID → nil: the outcomes the standing intent's files make true
+	bucketDead     = []byte("dead")     // stream seq → DeadLetter JSON
+	bucketByTime   = []byte("by_time")  // recorded-at (8 bytes) + job ID → nil: the pruning order
+	keyEpoch       = []byte("epoch")
+	keyLastSeq     = []byte("last_seq")
+	keyPruned      = []byte("pruned_before") // unix nanos: outcomes recorded before it may be gone
+	keyLastPrune   = []byte("last_prune")    // unix nanos of the last prune
+	keyRetention   = []byte("retention")     // the retention the last prune used (the daemon's)
+	keyAttempt     = []byte("attempt")       // seq (8) + attempts (8) of the job being tried one at a time
+	keyIntent      = []byte("batch")
+	keyIntentGen   = []byte("gen")     // in bucketIntent: the standing intent's generation (meta keeps the last one)
+	keyIntentToken = []byte("token")   // in bucketIntent: the standing intent's Token, which the settled mark names once it is carried out
+	keyTally       = []byte("tally")   // applied (8) + rejected (8): how many outcomes of each the outcomes bucket holds
+	prefixData     = []byte("data/")   // in bucketIntent: data/<i> → the raw data of the intent's i-th change
+	keyStuck       = []byte("stuck")   // why the last redo of the intent failed, while it stands
+	keyRunning     = []byte("running") // in bucketIntent: the exec run in progress (runRecord), while its command runs
+	keyFence       = []byte("fence")   // the largest claim token (Fence) a batch was committed under
+)
+
+// journalTimeout bounds the wait for bbolt's own file lock. The journal is
+// opened only under the store lock, so it is only ever contended by a
+// status reader for an instant.
+const journalTimeout = 2 * time.Second
+
+// Path is a store's journal: <store>/.scribe/journal.db
+// (queue.Layout.Journal).
+func Path(store string) string {
+	return queue.Layout{Root: store}.Journal()
+}
+
+// Journal is a store's bbolt journal: the outcome of every job by ID, the
+// epoch counter, the last applied stream sequence and the intent of the
+// last batch, until it is known to be on disk (see docs/recovery.md).
+//
+// A batch costs one synced transaction: its outcomes are recorded with its
+// intent, before any file changes. Until its files are written and synced
+// (settle), those outcomes are provisional: look-ups do not see them, and
+// a holder that finds the intent standing, after a crash, redoes it. Once
+// they are, settle says so in the settled mark (settled.go), which every
+// Journal reads when it opens: from then on every process shows the
+// outcomes. The next batch's transaction drops a settled intent, and so
+// does Close.
+type Journal struct {
+	db *bolt.DB
+	// settled is the token of the intent known to be carried out: by this
+	// process (settle), or as the settled mark said when the journal was
+	// opened (no other process writes the journal while it is open). nil:
+	// none. Any other intent is provisional.
+	settled atomic.Pointer[Token]
+	// mark is the settled mark, open for writing; nil for a read-only
+	// journal, or when the mark could not be opened (settle then drops
+	// the intent in a transaction instead).
+	mark *os.File
+	// fence is the claim this process's writer commits under, if its
+	// store's queue is shared by several daemons (SetFence).
+	fence atomic.Pointer[Fence]
+}
+
+// Fence is a daemon writer's claim on a store whose queue several daemons
+// can reach (a *claim.Claim). Every journal transaction that decides jobs (a
+// batch's outcomes and intent, an exec run's start and end) checks it and
+// the journal's fence token in the same transaction: a writer whose claim
+// is lost or unrenewed, or older than one the journal was written under,
+// commits nothing, however long it was paused between its last check and
+// its commit. Only the daemon's own journal has a fence: direct writers
+// take the store lock, which a daemon on another machine cannot see, and
+// are not fenced.
+type Fence interface {
+	// Token is the claim's fencing token, larger for every later claim.
+	Token() uint64
+	// Check returns nil while the claim certainly holds.
+	Check() error
+}
+
+// ErrFenced means the journal was written under a later claim than this
+// writer's (see Fence): another daemon is the store's writer now.
+var ErrFenced = errors.New("the journal was written by a later claim holder")
+
+// SetFence makes the journal's deciding transactions check f (nil: none).
+func (j *Journal) SetFence(f Fence) {
+	if f == nil {
+		j.fence.Store(nil)
+		return
+	}
+	j.fence.Store(&f)
+}
+
+// checkFence fails a deciding transaction whose writer may no longer be
+// the store's (see Fence), and records a newer token.
+func (j *Journal) checkFence(tx *bolt.Tx) error {
+	p := j.fence.Load()
+	if p == nil {
+		return nil
+	}
+	f := *p
+	if err := f.Check(); err != nil {
+		return err
+	}
+	m := tx.Bucket(bucketMeta)
+	switch stored, token := getUint(m, keyFence), f.Token(); {
+	case stored > token:
+		return fmt.Errorf("%w: this writer's token is %d, the journal's %d", ErrFenced, token, stored)
+	case stored < token:
+		return m.Put(keyFence, putUint(token))
+	}
+	return nil
+}
+
+// Open opens (creating) a journal for writing, held to the rules of
+// .scribe (queue.OpenPrivate). Callers must hold the store lock.
+func Open(path string) (*Journal, error) {
+	_, statErr := os.Lstat(path)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: journalTimeout, OpenFile: queue.OpenPrivate})
+	if errors.Is(err, queue.ErrInsecure) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketOutcomes, bucketMeta, bucketIntent, bucketPending, bucketDead, bucketByTime} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && errors.Is(statErr, fs.ErrNotExist) {
+		// A new journal's entry in .scribe must survive a power cut as
+		// its first batch's outcomes do: bbolt syncs the file only.
+		err = queue.SyncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("init journal %s: %w", path, err)
+	}
+	j := &Journal{db: db}
+	j.loadMark(true)
+	return j, nil
+}
+
+// loadMark opens the settled mark (for writing, too, if write) and takes
+// the intent it names as carried out. Called once the journal is open,
+// so that no writer can change the mark meanwhile.
+func (j *Journal) loadMark(write bool) {
+	path := markPath(j.db.Path())
+	if write {
+		if f, err := openMark(path, true); err == nil {
+			j.mark = f
+		}
+	}
+	if t, ok := readMark(path); ok {
+		j.settled.Store(&t)
+	}
+}
+
+// OpenReadOnly opens a journal for look-ups without the store lock.
+// It fails after a short timeout while a writer has the journal open.
+// The journal and its store's .scribe are held to the rules of .scribe
+// (queue.Layout.Check, queue.OpenPrivate): a journal another user could
+// have written is an *InsecureError, and nothing of it is read.
+func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
+	meta := filepath.Dir(path)
+	check := queue.CheckPrivatePath(meta, true)
+	if filepath.Base(meta) == queue.MetaDir {
+		check = queue.Layout{Root: filepath.Dir(meta)}.Check()
+	}
+	if check != nil {
+		return nil, check
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: true, OpenFile: queue.OpenPrivate})
+	if errors.Is(err, queue.ErrInsecure) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	j := &Journal{db: db}
+	j.loadMark(false)
+	return j, nil
+}
+
+// Close closes the journal, dropping the intent of a batch carried out:
+// no later holder need redo it, or read the mark.
+func (j *Journal) Close() error {
+	if !j.db.IsReadOnly() && j.settled.Load() != nil {
+		var done bool // an intent stands, carried out
+		_ = j.db.View(func(tx *bolt.Tx) error {
+			done = tx.Bucket(bucketIntent).Get(keyIntent) != nil && j.carriedOut(tx)
+			return nil
+		})
+		if done {
+			_ = j.db.Update(func(tx *bolt.Tx) error {
+				if !j.carriedOut(tx) {
+					return nil
+				}
+				return dropIntent(tx)
+			})
+		}
+	}
+	if j.mark != nil {
+		_ = j.mark.Close()
+	}
+	return j.db.Close()
+}
+
+// NextEpoch raises the epoch counter and returns the new value. It is
+// called once per acquisition of the store lock.
+func (j *Journal) NextEpoch() (uint64, error) {
+	var epoch uint64
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		epoch = getUint(m, keyEpoch) + 1
+		return m.Put(keyEpoch, putUint(epoch))
+	})
+	return epoch, err
+}
+
+// Meta returns the current epoch and the last applied stream sequence.
+func (j *Journal) Meta() (epoch, lastSeq uint64, err error) {
+	err = j.db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if m == nil {
+			return nil
+		}
+		epoch, lastSeq = getUint(m, keyEpoch), getUint(m, keyLastSeq)
+		return nil
+	})
+	return epoch, lastSeq, err
+}
+
+// Outcome returns the recorded outcome of a job, or nil if there is none.
+func (j *Journal) Outcome(id string) (*queue.Outcome, error) {
+	var out *queue.Outcome
+	err := j.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOutcomes)
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte(id))
+		if v == nil || j.provisional(tx, []byte(id)) {
+			return nil
+		}
+		o, err := queue.DecodeOutcome(v)
+		out = o
+		return err
+	})
+	return out, err
+}
+
+// provisional reports whether the outcome of id belongs to a batch whose
+// files may not be on disk yet: the standing intent's, unless it is
+// carried out. Every look-up, listing and count of outcomes asks it.
+func (j *Journal) provisional(tx *bolt.Tx, id []byte) bool {
+	p := tx.Bucket(bucketPending)
+	if p == nil || p.Get(id) == nil {
+		return false
+	}
+	return !j.carriedOut(tx)
+}
+
+// carriedOut reports whether the standing intent, if any, is known to be
+// on disk: settled by this process, or named by the settled mark. An
+// intent of an earlier version, which has no token, is not.
+func (j *Journal) carriedOut(tx *bolt.Tx) bool {
+	b := tx.Bucket(bucketIntent)
+	if b == nil || b.Get(keyIntent) == nil {
+		return true
+	}
+	t := j.settled.Load()
+	return t != nil && bytes.Equal(b.Get(keyIntentToken), t[:])
+}
+
+// Lookup returns the outcome of a job or, if there is none, the journal's
+// prune cutoff.
+func (j *Journal) Lookup(id string) (queue.Lookup, error) {
+	o, err := j.Outcome(id)
+	if err != nil {
+		return queue.Lookup{}, err
+	}
+	if o != nil {
+		return queue.Lookup{Found: true, Outcome: o, State: queue.StateOf(o)}, nil
+	}
+	pruned, err := j.PrunedBefore()
+	return queue.Lookup{PrunedBefore: pruned}, err
+}
+
+// Record commits a decided batch in one transaction: its outcomes,
+// dead letters and last sequence and, if it changes files, its intent
+// (in), the data kept raw beside it. It drops the intent of the batch
+// before, which must be carried out. It returns the intent's token, for
+// Settle once its files are on disk. Until then the outcomes are
+// provisional: look-ups do not show them.
+func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (token Token, err error) {
+	var header []byte
+	if in != nil {
+		if token, err = newIntentToken(); err != nil {
+			return token, err
+		}
+		h := *in
+		h.Outcomes = nil
+		h.Changes = make([]Change, len(in.Changes))
+		for i, c := range in.Changes {
+			c.Data = nil // kept raw, under data/<i>
+			h.Changes[i] = c
+		}
+		if header, err = json.Marshal(&h); err != nil {
+			return token, err
+		}
+	}
+	err = j.db.Update(func(tx *bolt.Tx) error {
+		if err := j.checkFence(tx); err != nil {
+			return err
+		}
+		if !j.carriedOut(tx) {
+			return errors.New("the batch before was not carried out: redo it first")
+		}
+		if err := dropIntent(tx); err != nil {
+			return err
+		}
+		if err := putDead(tx, dead); err != nil {
+			return err
+		}
+		if err := recordOutcomes(tx, outs, lastSeq); err != nil {
+			return err
+		}
+		if in == nil {
+			return nil
+		}
+		m, b, p := tx.Bucket(bucketMeta), tx.Bucket(bucketIntent), tx.Bucket(bucketPending)
+		gen := getUint(m, keyIntentGen) + 1
+		if err := m.Put(keyIntentGen, putUint(gen)); err != nil {
+			return err
+		}
+		if err := b.Put(keyIntentGen, putUint(gen)); err != nil {
+			return err
+		}
+		if err := b.Put(keyIntentToken, token[:]); err != nil {
+			return err
+		}
+		if err := b.Put(keyIntent, header); err != nil {
+			return err
+		}
+		for i, c := range in.Changes {
+			if c.Data == nil {
+				continue
+			}
+			if err := b.Put(dataKey(i), c.Data); err != nil {
+				return err
+			}
+		}
+		for _, o := range outs {
+			if o.ID != "" {
+				if err := p.Put([]byte(o.ID), nil); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	return token, err
+}
+
+// Settle records that the files of the intent of token t are on disk: its
+// outcomes stand, for this process at once and, through the settled mark,
+// for every process that opens the journal from then on, even if this
+// one is killed the next instant. Without a mark to write it drops the
+// intent instead, in a synced transaction. If neither works, the intent
+// stays provisional (the error says why), and the next holder redoes it.
+func (j *Journal) Settle(t Token) error {
+	if j.mark != nil {
+		err := writeMark(j.mark, t)
+		if err == nil {
+			j.settled.Store(&t)
+			return nil
+		}
+		_ = j.mark.Close() // write no mark after a failed one: it may be torn
+		j.mark = nil
+	}
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		if !bytes.Equal(tx.Bucket(bucketIntent).Get(keyIntentToken), t[:]) {
+			return errors.New("the intent to settle is not the standing one")
+		}
+		return dropIntent(tx)
+	})
+	if err != nil {
+		return fmt.Errorf("settle batch: %w", err)
+	}
+	j.settled.Store(&t)
+	return nil
+}
+
+func dataKey(i int) []byte { return strconv.AppendInt(bytes.Clone(prefixData), int64(i), 10) }
+
+// dropIntent removes the standing intent: its header, data, generation,
+// stuck note and pending outcomes.
+func dropIntent(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketIntent)
+	if b.Get(keyIntent) == nil && b.Get(keyStuck) == nil {
+		return nil
+	}
+	for _, k := range [][]byte{keyIntent, keyIntentGen, keyIntentToken, keyStuck} {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	var data [][]byte
+	c := b.Cursor()
+	for k, _ := c.Seek(prefixData); k != nil && bytes.HasPrefix(k, prefixData); k, _ = c.Next() {
+		data = append(data, bytes.Clone(k))
+	}
+	for _, k := range data {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	if tx.Bucket(bucketPending).Stats().KeyN == 0 {
+		return nil
+	}
+	if err := tx.DeleteBucket(bucketPending); err != nil {
+		return err
+	}
+	_, err := tx.CreateBucket(bucketPending)
+	return err
+}
+
+// Pending returns the intent of a batch that may not be on disk
+// (interrupted, or failed half way), or nil.
+func (j *Journal) Pending() (*Intent, error) {
+	var in *Intent
+	err := j.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIntent)
+		if b == nil {
+			return nil // a read-only open of a journal never written
+		}
+		v := b.Get(keyIntent)
+		if v == nil || j.carriedOut(tx) {
+			return nil
+		}
+		in = new(Intent)
+		if err := json.Unmarshal(v, in); err != nil {
+			return err
+		}
+		for i := range in.Changes {
+			if d := b.Get(dataKey(i)); d != nil {
+				in.Changes[i].Data = bytes.Clone(d)
+			}
+		}
+		return nil
+	})
+	return in, err
+}
+
+// PendingOutcomes returns the provisional outcomes of the standing intent
+// in: those recorded with it and, from a journal of an earlier version,
+// those it carries itself.
+func (j *Journal) PendingOutcomes(in *Intent) ([]*queue.Outcome, error) {
+	outs := in.Outcomes
+	err := j.db.View(func(tx *bolt.Tx) error {
+		recorded := tx.Bucket(bucketOutcomes)
+		return tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
+			o, err := queue.DecodeOutcome(recorded.Get(k))
+			if err != nil {
+				return fmt.Errorf("outcome %q: %w", k, err)
+			}
+			outs = append(outs, o)
+			return nil
+		})
+	})
+	return outs, err
+}
+
+// SetStuck records why the pending intent could not be carried out, for
+// Interrupted, until it is.
+func (j *Journal) SetStuck(why string) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketIntent).Put(keyStuck, []byte(why))
+	})
+}
+
+// Interrupted describes the batch a holder was interrupted in, if any:
+// how many jobs and files it has and, if carrying it out failed since,
+// why (SetStuck). It is nil when no batch is pending.
+func (j *Journal) Interrupted() (*queue.Interrupted, error) {
+	in, err := j.Pending()
+	if err != nil || in == nil {
+		return nil, err
+	}
+	out := &queue.Interrupted{Jobs: len(in.Outcomes), Files: len(in.Changes)}
+	err = j.db.View(func(tx *bolt.Tx) error {
+		out.Jobs += tx.Bucket(bucketPending).Stats().KeyN
+		out.Stuck = string(tx.Bucket(bucketIntent).Get(keyStuck))
+		return nil
+	})
+	return out, err
+}
+
+// Commit records outcomes, dead letters and the last sequence, and drops
+// the standing intent (settled, or carried out by a redo), all in one
+// transaction. Outcomes already recorded are never overwritten.
+func (j *Journal) Commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		if err := j.checkFence(tx); err != nil {
+			return err
+		}
+		if err := dropIntent(tx); err != nil {
+			return err
+		}
+		if err := putDead(tx, dead); err != nil {
+			return err
+		}
+		return recordOutcomes(tx, outs, lastSeq)
+	})
+}
+
+// Abandon replaces the outcomes of the standing intent with outs (its
+// jobs, rejected: writer.Abandon) and drops it.
+func (j *Journal) Abandon(outs []*queue.Outcome) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		if err := dropIntent(tx); err != nil {
+			return err
+		}
+		b := tx.Bucket(bucketOutcomes)
+		t, err := readTally(tx)
+		if err != nil {
+			return err
+		}
+		for _, o := range outs {
+			if o.ID == "" {
+				continue
+			}
+			if prev, err := queue.DecodeOutcome(b.Get([]byte(o.ID))); err == nil {
+				if err := tx.Bucket(bucketByTime).Delete(timeKey(prev.At, o.ID)); err != nil {
+					return err
+				}
+				t.add(prev.Status, -1)
+			}
+			v, err := encodeRecorded(o)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(o.ID), v); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil); err != nil {
+				return err
+			}
+			t.add(o.Status, 1)
+		}
+		return t.write(tx)
+	})
+}
+
+// encodeRecorded encodes an outcome about to be recorded, cutting it
+// first, in place, if it does not fit queue.MaxOutcomeBytes, so that it
+// can always be delivered in one message: a command's output of control
+// bytes encodes to six times its size. The writer has told it to no one
+// yet, and tells what was recorded.
+func encodeRecorded(o *queue.Outcome) ([]byte, error) {
+	v, err := queue.EncodeOutcome(o)
+	if err != nil || len(v) <= queue.MaxOutcomeBytes {
+		return v, err
+	}
+	*o = *o.Fit(queue.MaxOutcomeBytes)
+	return queue.EncodeOutcome(o)
+}
+
+func putDead(tx *bolt.Tx, dead []queue.DeadLetter) error {
+	for _, d := range dead {
+		v, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketDead).Put(putUint(d.Seq), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordOutcomes records outcomes not yet recorded and the last sequence,
+// and drops the attempt record of the job they settle. Each outcome is
+// fitted first, in place (encodeRecorded): what its caller is told is
+// what was recorded.
+func recordOutcomes(tx *bolt.Tx, outs []*queue.Outcome, lastSeq uint64) error {
+	b := tx.Bucket(bucketOutcomes)
+	t, err := readTally(tx)
+	if err != nil {
+		return err
+	}
+	for _, o := range outs {
+		if o.ID == "" || b.Get([]byte(o.ID)) != nil {
+			continue
+		}
+		v, err := encodeRecorded(o)
+		if err != nil {
+			return err
+		}
+		if err := b.Put([]byte(o.ID), v); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil); err != nil {
+			return err
+		}
+		t.add(o.Status, 1)
+	}
+	if err := t.write(tx); err != nil {
+		return err
+	}
+	m := tx.Bucket(bucketMeta)
+	if lastSeq > getUint(m, keyLastSeq) {
+		if err := m.Put(keyLastSeq, putUint(lastSeq)); err != nil {
+			return err
+		}
+	}
+	return m.Delete(keyAttempt)
+}
+
+// Attempts returns how often the job at seq has been tried without its
+// batch being committed: a daemon's writer applies its first jobs one at
+// a time, each attempt recorded (SetAttempts), and rejects one that
+// killed it too often.
+func (j *Journal) Attempts(seq uint64) (uint64, error) {
+	var n uint64
+	err := j.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketMeta).Get(keyAttempt)
+		if len(v) == 16 && binary.BigEndian.Uint64(v) == seq {
+			n = binary.BigEndian.Uint64(v[8:])
+		}
+		return nil
+	})
+	return n, err
+}
+
+// SetAttempts records that the job at seq is being tried for the n-th time.
+func (j *Journal) SetAttempts(seq, n uint64) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keyAttempt, binary.BigEndian.AppendUint64(putUint(seq), n))
+	})
+}
+
+func timeKey(t time.Time, id string) []byte {
+	return append(putUint(uint64(t.UnixNano())), id...)
+}
+
+// DefaultRetention is how long the journal keeps outcomes by default.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// PruneEvery is how often, at most, MaybePrune prunes a journal, across
+// all the processes that write it.
+const PruneEvery = time.Hour
+
+// MaybePrune prunes (Prune) the outcomes older than retention whose
+// stream sequence is at most maxSeq, if the journal was not pruned in
+// the last PruneEvery by any process, so that the journal stays bounded
+// under continuous load. retention 0 means the one it was last pruned
+// with, or DefaultRetention: a direct writer prunes with the daemon's.
+// It returns how many outcomes it removed and with what retention; a
+// prune not due removes none.
+func (j *Journal) MaybePrune(maxSeq uint64, retention time.Duration) (int, time.Duration, error) {
+	last, recorded, err := j.PruneState()
+	if err != nil || time.Since(last) < PruneEvery {
+		return 0, retention, err
+	}
+	if retention == 0 {
+		retention = cmp.Or(recorded, DefaultRetention)
+	}
+	n, err := j.Prune(time.Now().Add(-retention), maxSeq, retention)
+	return n, retention, err
+}
+
+// pruneLimit bounds the outcomes one Prune removes, so that a prune is
+// one short transaction; the next one carries on.
+const pruneLimit = 10_000
+
+// Prune removes outcomes recorded before cutoff whose stream sequence is
+// at most maxSeq (at most pruneLimit of them), and dead letters likewise.
+// maxSeq keeps what the queue could still redeliver: a job whose outcome
+// is gone would be applied again. Direct writes have sequence 0. Prune
+// records when it ran, the retention it used, and, if it removed any, the
+// cutoff, so that a look-up of a pruned ID can say so.
+func (j *Journal) Prune(cutoff time.Time, maxSeq uint64, retention time.Duration) (int, error) {
+	n := 0
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		idx, outs := tx.Bucket(bucketByTime), tx.Bucket(bucketOutcomes)
+		t, err := readTally(tx)
+		if err != nil {
+			return err
+		}
+		limit := putUint(uint64(cutoff.UnixNano()))
+		var drop [][]byte
+		c := idx.Cursor()
+		for k, _ := c.First(); k != nil && bytes.Compare(k[:8], limit) < 0 && len(drop) < pruneLimit; k, _ = c.Next() {
+			var o struct {
+				Seq    uint64       `json:"seq"`
+				Status queue.Status `json:"status"`
+			}
+			v := outs.Get(k[8:])
+			if v != nil && json.Unmarshal(v, &o) == nil && o.Seq > maxSeq {
+				continue // the queue may still hand it back
+			}
+			if v != nil {
+				t.add(o.Status, -1)
+			}
+			drop = append(drop, bytes.Clone(k))
+		}
+		if err := t.write(tx); err != nil {
+			return err
+		}
+		for _, k := range drop {
+			if err := outs.Delete(k[8:]); err != nil {
+				return err
+			}
+			if err := idx.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(drop)
+		var deadDrop [][]byte
+		dead := tx.Bucket(bucketDead)
+		dc := dead.Cursor()
+		for k, v := dc.First(); k != nil && binary.BigEndian.Uint64(k) <= maxSeq; k, v = dc.Next() {
+			var d queue.DeadLetter
+			if json.Unmarshal(v, &d) == nil && d.At.After(cutoff) {
+				break
+			}
+			deadDrop = append(deadDrop, bytes.Clone(k))
+		}
+		for _, k := range deadDrop {
+			if err := dead.Delete(k); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket(bucketMeta)
+		if err := m.Put(keyLastPrune, putUint(uint64(time.Now().UnixNano()))); err != nil {
+			return err
+		}
+		if err := m.Put(keyRetention, putUint(uint64(retention))); err != nil {
+			return err
+		}
+		if n > 0 && uint64(cutoff.UnixNano()) > getUint(m, keyPruned) {
+			return m.Put(keyPruned, putUint(uint64(cutoff.UnixNano())))
+		}
+		return nil
+	})
+	return n, err
+}
+
+// PruneState returns when the journal was last pruned and with what
+// retention (zero values if never).
+func (j *Journal) PruneState() (last time.Time, retention time.Duration, err error) {
+	err = j.db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if v := getUint(m, keyLastPrune); v != 0 {
+			last = time.Unix(0, int64(v))
+		}
+		retention = time.Duration(getUint(m, keyRetention))
+		return nil
+	})
+	return last, retention, err
+}
+
+// PrunedBefore is the latest prune cutoff: outcomes recorded before it may
+// have been removed. Zero if the journal was never pruned.
+func (j *Journal) PrunedBefore() (time.Time, error) {
+	var t time.Time
+	err := j.db.View(func(tx *bolt.Tx) error {
+		if m := tx.Bucket(bucketMeta); m != nil {
+			if v := getUint(m, keyPruned); v != 0 {
+				t = time.Unix(0, int64(v)).UTC()
+			}
+		}
+		return nil
+	})
+	return t, err
+}
+
+func getUint(b *bolt.Bucket, k []byte) uint64 {
+	v := b.Get(k)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func putUint(v uint64) []byte {
+	return binary.BigEndian.AppendUint64(nil, v)
+}
+
+// DeadLetters returns up to limit dead letters, newest first, and how many
+// the journal keeps in all.
+func (j *Journal) DeadLetters(limit int) (out []queue.DeadLetter, total int, err error) {
+	err = j.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketDead)
+		if b == nil {
+			return nil
+		}
+		total = b.Stats().KeyN
+		c := b.Cursor()
+		for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
+			var d queue.DeadLetter
+			if err := json.Unmarshal(v, &d); err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, total, err
+}
+
+// Info describes the journal: its path and size, how many outcomes it
+// keeps (how many of them applied, how many rejected), its epoch and last
+// applied queue sequence. Provisional outcomes are not counted.
+func (j *Journal) Info() (queue.JournalInfo, error) {
+	info := queue.JournalInfo{Path: j.db.Path()}
+	if fi, err := os.Stat(info.Path); err == nil {
+		info.Bytes = fi.Size()
+	}
+	err := j.db.View(func(tx *bolt.Tx) error {
+		if m := tx.Bucket(bucketMeta); m != nil {
+			info.Epoch, info.LastSeq = getUint(m, keyEpoch), getUint(m, keyLastSeq)
+		}
+		b := tx.Bucket(bucketOutcomes)
+		if b == nil {
+			return nil // a read-only open of a journal never written
+		}
+		t, err := readTally(tx)
+		if err != nil {
+			return err
+		}
+		n := b.Stats().KeyN
+		if p := tx.Bucket(bucketPending); p != nil && !j.carriedOut(tx) {
+			err := p.ForEach(func(k, _ []byte) error {
+				if v := b.Get(k); v != nil {
+					t.add(outcomeStatus(v), -1)
+					n--
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		info.Outcomes, info.Applied, info.Rejected = n, t.applied, t.rejected
+		return nil
+	})
+	return info, err
+}
+
+// OutcomeFilter selects the outcomes Recent lists.
+type OutcomeFilter struct {
+	// Status keeps the outcomes of this status only; empty keeps all.
+	Status queue.Status
+	// Since keeps the outcomes recorded at or after it; zero keeps all.
+	Since time.Time
+	// Limit is the most outcomes listed; 0 means no limit.
+	Limit int
+}
+
+// Recent lists recorded outcomes, newest first, in the order of the
+// journal's by_time index (when each was recorded). It reads the index
+// backwards and stops at f.Since, so its cost follows what it lists (and,
+// with a Status, what it skips), not the journal's size.
+func (j *Journal) Recent(f OutcomeFilter) ([]*queue.Outcome, error) {
+	var out []*queue.Outcome
+	err := j.db.View(func(tx *bolt.Tx) error {
+		idx, outs := tx.Bucket(bucketByTime), tx.Bucket(bucketOutcomes)
+		if idx == nil || outs == nil {
+			return nil // a read-only open of a journal never written
+		}
+		c := idx.Cursor()
+		for k, _ := c.Last(); k != nil && (f.Limit <= 0 || len(out) < f.Limit); k, _ = c.Prev() {
+			if len(k) < 8 {
+				continue
+			}
+			if !f.Since.IsZero() && int64(binary.BigEndian.Uint64(k[:8])) < f.Since.UnixNano() {
+				break
+			}
+			v := outs.Get(k[8:])
+			if v == nil || j.provisional(tx, k[8:]) {
+				continue // pruned under the index (cannot happen in one transaction, but harmless), or not yet on disk
+			}
+			o, err := queue.DecodeOutcome(v)
+			if err != nil {
+				return fmt.Errorf("outcome %q: %w", k[8:], err)
+			}
+			if f.Status != "" && o.Status != f.Status {
+				continue
+			}
+			out = append(out, o)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package writer
-
-import "os"
-
-// punchHole is a no-op where Linux's hole punching is not available: the
-// spool keeps the output's size on disk until the command exits.
-func punchHole(*os.File, int64, int64) {}

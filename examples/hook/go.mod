@@ -5,7 +5,7 @@ go 1.26.0
 require github.com/scribehq/scribe v0.0.0
 
 require (
-	github.com/gofrs/flock v0.13.2 // indirect
+	github.com/BurntSushi/toml v1.6.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -27,6 +28,9 @@ func FuzzDecode(f *testing.F) {
 		`{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"../a"}]}`,
 		`{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":".scribe/lock"}]}`,
 		`{"v":2,"id":"j1","store":"s","ops":[]}`,
+		"{\"v\":2,\"id\":\"j1\",\"store\":\"s\",\"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data_len\":3},{\"op\":\"append\",\"path\":\"b\",\"data_len\":0}]}\n\x00\n\xff",
+		"{\"v\":2,\"id\":\"j1\",\"store\":\"s\",\"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data_len\":3}]}\nab",
+		"{\"v\":1,\"id\":\"j1\",\"store\":\"s\",\"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data_len\":1}]}\nx",
 		`{"v":1,"id":"j1","ops":[{"op":`,
 		`{"ID":"j1","V":1,"Store":"s","Ops":[{"OP":"put","PATH":"a"}]}`,
 		`[]`,
@@ -65,7 +69,8 @@ func FuzzDecode(f *testing.F) {
 		again, err := queue.Encode(back)
 		require.NoError(t, err)
 		assert.Equal(t, string(enc), string(again), "encoding is a fixed point")
-		assert.True(t, json.Valid(enc))
+		header, _, _ := bytes.Cut(enc, []byte("\n"))
+		assert.True(t, json.Valid(header), "the JSON value of %q", enc)
 	})
 }
 

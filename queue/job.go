@@ -17,9 +17,17 @@ import (
 	"unicode/utf8"
 )
 
-// Version is the wire-format version of jobs and outcomes. Decoders reject
-// any other version with ReasonBadVersion.
+// Version is the wire-format version of outcomes and of jobs that are one
+// JSON value. Decoders reject any version but Version and VersionRaw with
+// ReasonBadVersion.
 const Version = 1
+
+// VersionRaw is the wire-format version of a job whose data travels as raw
+// bytes: the job's JSON value (an op's data given by its "data_len"), one
+// newline, then each op's data in op order, concatenated. Encode writes it
+// for every job that carries data, so that no byte of it is escaped or
+// base64-encoded.
+const VersionRaw = 2
 
 // Limits that hold for every job, whatever the daemon's configuration.
 const (
@@ -89,14 +97,17 @@ type Op struct {
 	Timeout time.Duration
 }
 
-// wireOp is Op as JSON. Data travels as "data" (a UTF-8 string) when it is
-// valid UTF-8 and as "data_b64" (standard base64) otherwise, so that job
-// files stay readable by people and any bytes can still be sent.
+// wireOp is Op as JSON. In a job that is one JSON value, data travels as
+// "data" (a UTF-8 string) when it is valid UTF-8 and as "data_b64"
+// (standard base64) otherwise, so that job files stay readable by people
+// and any bytes can still be sent; in a VersionRaw job, as "data_len", the
+// length of its part after the JSON value.
 type wireOp struct {
 	Op        OpKind   `json:"op"`
 	Path      string   `json:"path,omitempty"`
 	Data      *string  `json:"data,omitempty"`
 	DataB64   *string  `json:"data_b64,omitempty"`
+	DataLen   *int     `json:"data_len,omitempty"`
 	IfMatch   string   `json:"if_match,omitempty"`
 	Name      string   `json:"name,omitempty"`
 	Args      []string `json:"args,omitempty"`
@@ -104,16 +115,9 @@ type wireOp struct {
 	TimeoutMS *int64   `json:"timeout_ms,omitempty"`
 }
 
-// MarshalJSON encodes the op in its wire form.
+// MarshalJSON encodes the op in its wire form, data included.
 func (o Op) MarshalJSON() ([]byte, error) {
-	w := wireOp{Op: o.Kind, Path: o.Path, IfMatch: o.IfMatch, Name: o.Name, Args: o.Args, Dir: o.Dir}
-	if o.Timeout != 0 {
-		ms := max(o.Timeout.Milliseconds(), 1)
-		if o.Timeout < 0 {
-			ms = 0 // invalid either way: the decoder refuses it as Validate does
-		}
-		w.TimeoutMS = &ms
-	}
+	w := o.wire()
 	if o.Data != nil {
 		if utf8.Valid(o.Data) {
 			s := string(o.Data)
@@ -124,6 +128,19 @@ func (o Op) MarshalJSON() ([]byte, error) {
 		}
 	}
 	return json.Marshal(w)
+}
+
+// wire is the op's wire form without its data.
+func (o Op) wire() wireOp {
+	w := wireOp{Op: o.Kind, Path: o.Path, IfMatch: o.IfMatch, Name: o.Name, Args: o.Args, Dir: o.Dir}
+	if o.Timeout != 0 {
+		ms := max(o.Timeout.Milliseconds(), 1)
+		if o.Timeout < 0 {
+			ms = 0 // invalid either way: the decoder refuses it as Validate does
+		}
+		w.TimeoutMS = &ms
+	}
+	return w
 }
 
 // UnmarshalJSON decodes the op's wire form.
@@ -152,6 +169,8 @@ func (w *wireOp) op() (Op, error) {
 		}
 	}
 	switch {
+	case w.DataLen != nil:
+		return o, fmt.Errorf("op data_len: only in a job of version %d", VersionRaw)
 	case w.Data != nil && w.DataB64 != nil:
 		return o, fmt.Errorf("op has both data and data_b64")
 	case w.Data != nil:
@@ -229,8 +248,8 @@ func ValidID(id string) bool {
 // basic form and limits. It does not look at the store's files; the writer
 // checks what depends on them. The error is a *RejectError.
 func (j *Job) Validate() error {
-	if j.V != Version {
-		return Reject(ReasonBadVersion, "version %d, want %d", j.V, Version)
+	if j.V != Version && j.V != VersionRaw {
+		return Reject(ReasonBadVersion, "version %d, want %d or %d", j.V, Version, VersionRaw)
 	}
 	if !ValidID(j.ID) {
 		return Reject(ReasonBadInput, "job id %q: want 1-%d characters of [A-Za-z0-9_-]", truncate(j.ID, 40), MaxIDLen)
@@ -338,8 +357,8 @@ func checkCoalesce(key string) error {
 // IsExec reports whether the job runs a command (its op is OpExec).
 func (j *Job) IsExec() bool { return len(j.Ops) == 1 && j.Ops[0].Kind == OpExec }
 
-// Encode validates the job, sets its version if unset, and returns its
-// wire form.
+// Encode validates the job and returns its wire form: VersionRaw if it
+// carries data, Version otherwise (j.V is set to the one written).
 func Encode(j *Job) ([]byte, error) { return EncodeLimit(j, MaxJobBytes) }
 
 // EncodeLimit is Encode for a daemon that takes jobs of up to limit bytes
@@ -348,13 +367,27 @@ func EncodeLimit(j *Job, limit int) ([]byte, error) {
 	if limit <= 0 {
 		limit = MaxJobBytes
 	}
-	if j.V == 0 {
-		j.V = Version
+	if j.V != 0 && j.V != Version && j.V != VersionRaw {
+		if err := j.Validate(); err != nil {
+			return nil, err // a version the caller set, refused as a decoder would
+		}
+	}
+	j.V = Version
+	for _, op := range j.Ops {
+		if op.Data != nil {
+			j.V = VersionRaw
+		}
 	}
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(j)
+	var b []byte
+	var err error
+	if j.V == VersionRaw {
+		b, err = encodeRaw(j)
+	} else {
+		b, err = json.Marshal(j)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -392,22 +425,77 @@ func DecodeLimit(b []byte, limit int) (*Job, error) {
 	return j, nil
 }
 
-// decodeJob decodes a job's wire form strictly, in one pass.
+// encodeRaw writes j as VersionRaw: its JSON value with each op's data
+// length, a newline, and the data.
+func encodeRaw(j *Job) ([]byte, error) {
+	w := wireJob{V: VersionRaw, ID: j.ID, Store: j.Store, Meta: j.Meta, Coalesce: j.Coalesce, Submitted: j.Submitted, Ops: make([]wireOp, len(j.Ops))}
+	size := 0
+	for i, op := range j.Ops {
+		w.Ops[i] = op.wire()
+		if op.Data != nil {
+			n := len(op.Data)
+			w.Ops[i].DataLen = &n
+			size += n
+		}
+	}
+	header, err := json.Marshal(&w)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(header)+1+size)
+	b = append(b, header...)
+	b = append(b, '\n')
+	for _, op := range j.Ops {
+		b = append(b, op.Data...)
+	}
+	return b, nil
+}
+
+// decodeJob decodes a job's wire form strictly, in one pass over its JSON
+// value. A VersionRaw job's data is not copied: its ops' Data share b.
 func decodeJob(b []byte) (*Job, error) {
 	var w wireJob
-	if err := strictUnmarshal(b, &w); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
 		return nil, err
+	}
+	rest := b[dec.InputOffset():]
+	raw := w.V == VersionRaw
+	if raw {
+		if len(rest) == 0 || rest[0] != '\n' {
+			return nil, fmt.Errorf("a job of version %d has a newline after its JSON value", VersionRaw)
+		}
+		rest = rest[1:]
+	} else if len(bytes.TrimLeft(rest, " \t\r\n")) > 0 {
+		return nil, fmt.Errorf("data after the JSON value")
 	}
 	j := &Job{V: w.V, ID: w.ID, Store: w.Store, Meta: w.Meta, Coalesce: w.Coalesce, Submitted: w.Submitted}
 	if w.Ops != nil {
 		j.Ops = make([]Op, len(w.Ops))
 	}
 	for i := range w.Ops {
+		n := w.Ops[i].DataLen
+		w.Ops[i].DataLen = nil
 		op, err := w.Ops[i].op()
 		if err != nil {
 			return nil, err
 		}
+		if n != nil {
+			switch {
+			case !raw:
+				return nil, fmt.Errorf("op %d: data_len: only in a job of version %d", i, VersionRaw)
+			case w.Ops[i].Data != nil || w.Ops[i].DataB64 != nil:
+				return nil, fmt.Errorf("op %d: data_len with data or data_b64", i)
+			case *n < 0 || *n > len(rest):
+				return nil, fmt.Errorf("op %d: data_len %d, but %d bytes follow", i, *n, len(rest))
+			}
+			op.Data, rest = rest[:*n:*n], rest[*n:]
+		}
 		j.Ops[i] = op
+	}
+	if raw && len(rest) > 0 {
+		return nil, fmt.Errorf("%d bytes after the ops' data", len(rest))
 	}
 	return j, nil
 }

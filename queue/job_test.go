@@ -172,7 +172,7 @@ func TestValidate(t *testing.T) {
 			}
 		}, ""},
 		{"version 0", func(j *queue.Job) { j.V = 0 }, queue.ReasonBadVersion},
-		{"version 2", func(j *queue.Job) { j.V = 2 }, queue.ReasonBadVersion},
+		{"version 3", func(j *queue.Job) { j.V = 3 }, queue.ReasonBadVersion},
 		{"empty id", func(j *queue.Job) { j.ID = "" }, queue.ReasonBadInput},
 		{"id with space", func(j *queue.Job) { j.ID = "a b" }, queue.ReasonBadInput},
 		{"id with dot", func(j *queue.Job) { j.ID = "a.b" }, queue.ReasonBadInput},
@@ -263,7 +263,13 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b, err := queue.Encode(tt.job)
 			require.NoError(t, err)
-			assert.Equal(t, queue.Version, tt.job.V, "Encode sets the version")
+			want := queue.Version
+			for _, op := range tt.job.Ops {
+				if op.Data != nil {
+					want = queue.VersionRaw
+				}
+			}
+			assert.Equal(t, want, tt.job.V, "Encode sets the version it writes")
 
 			got, err := queue.Decode(b)
 			require.NoError(t, err)
@@ -287,9 +293,8 @@ func TestEncodeRejects(t *testing.T) {
 		{"oversized", &queue.Job{ID: "a", Store: testStore, Ops: []queue.Op{
 			{Kind: queue.OpPut, Path: "big", Data: []byte(strings.Repeat("x", queue.MaxJobBytes))},
 		}}, queue.ReasonTooLarge},
-		{"oversized by escaping", &queue.Job{ID: "a", Store: testStore, Ops: []queue.Op{
-			// Each control byte becomes a 6-byte \u00XX escape on the wire.
-			{Kind: queue.OpPut, Path: "big", Data: []byte(strings.Repeat("\x01", queue.MaxJobBytes/5))},
+		{"oversized by its raw data", &queue.Job{ID: "a", Store: testStore, Ops: []queue.Op{
+			{Kind: queue.OpPut, Path: "big", Data: []byte(strings.Repeat("\x01", queue.MaxJobBytes))},
 		}}, queue.ReasonTooLarge},
 	}
 	for _, tt := range tests {
@@ -316,7 +321,7 @@ func TestDecode(t *testing.T) {
 		{"upper-case hash", `{"v":1,"id":"j1","store":"s","ops":[{"op":"delete","path":"a","if_match":"sha256:` + strings.Repeat("A", 64) + `"}]}`, queue.ReasonBadInput, "j1"},
 		{"trailing data", `{"v":1,"id":"j1","store":"s","ops":[{"op":"delete","path":"a"}]} {}`, queue.ReasonBadInput, "j1"},
 		{"no version", `{"id":"j1","store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadVersion, "j1"},
-		{"future version", `{"v":2,"id":"j1","store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadVersion, "j1"},
+		{"future version", `{"v":3,"id":"j1","store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadVersion, "j1"},
 		{"no id", `{"v":1,"store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadInput, ""},
 		{"bad id", `{"v":1,"id":"a b","store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadInput, ""},
 		{"long id", `{"v":1,"id":"` + longID + `","store":"s","ops":[{"op":"put","path":"a"}]}`, queue.ReasonBadInput, ""},
@@ -339,6 +344,15 @@ func TestDecode(t *testing.T) {
 		{"not json", `hello`, queue.ReasonBadInput, ""},
 		{"empty", ``, queue.ReasonBadInput, ""},
 		{"array", `[{"id":"j1"}]`, queue.ReasonBadInput, ""},
+		{"raw", "{\"v\":2,\"id\":\"j1\",\"store\":\"s\",\"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data_len\":2}]}\n\x00\n", "", "j1"},
+		{"raw, header over lines", "{\"v\":2,\n \"id\":\"j1\",\"store\":\"s\",\n \"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data_len\":1}]}\nx", "", "j1"},
+		{"raw, string data too", "{\"v\":2,\"id\":\"j1\",\"store\":\"s\",\"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data\":\"x\"}]}\n", "", "j1"},
+		{"raw, no newline", `{"v":2,"id":"j1","store":"s","ops":[{"op":"put","path":"a","data_len":1}]}x`, queue.ReasonBadInput, "j1"},
+		{"raw, short data", "{\"v\":2,\"id\":\"j1\",\"store\":\"s\",\"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data_len\":3}]}\nxy", queue.ReasonBadInput, "j1"},
+		{"raw, bytes left over", "{\"v\":2,\"id\":\"j1\",\"store\":\"s\",\"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data_len\":1}]}\nxy", queue.ReasonBadInput, "j1"},
+		{"raw, negative length", "{\"v\":2,\"id\":\"j1\",\"store\":\"s\",\"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data_len\":-1}]}\n", queue.ReasonBadInput, "j1"},
+		{"raw, length and data", "{\"v\":2,\"id\":\"j1\",\"store\":\"s\",\"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data\":\"x\",\"data_len\":1}]}\nx", queue.ReasonBadInput, "j1"},
+		{"data_len in version 1", "{\"v\":1,\"id\":\"j1\",\"store\":\"s\",\"ops\":[{\"op\":\"put\",\"path\":\"a\",\"data_len\":1}]}\nx", queue.ReasonBadInput, "j1"},
 		{"oversized", `{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"a","data":"` +
 			strings.Repeat("x", queue.MaxJobBytes) + `"}]}`, queue.ReasonTooLarge, "j1"},
 	}

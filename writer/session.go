@@ -204,6 +204,7 @@ func openShared(real string, l *lock.Hold, fence journal.Fence, log *slog.Logger
 	if st.journal, err = journal.Open(journal.Path(real)); err != nil {
 		return nil, err
 	}
+	fault.Pause("journal")
 	st.journal.SetFence(fence)
 	if l.Epoch() == 0 {
 		epoch, err := st.journal.NextEpoch()

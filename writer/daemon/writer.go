@@ -190,6 +190,11 @@ type Writer struct {
 	nextDelivery uint64
 	lost         bool
 
+	// opening serialises opening the store's journal: bbolt's flock makes
+	// a look-up's read-only open wait for the writer's own session (and
+	// time out) while acquire or finishInterrupted is opening it, so a
+	// look-up takes it before it decides which journal to read.
+	opening  sync.Mutex
 	mu       sync.Mutex // guards the fields below
 	session  *writer.Session
 	epoch    uint64
@@ -1174,6 +1179,8 @@ func (w *Writer) maybePrune(ctx context.Context) {
 // a session does); a failure here is only logged, and the next batch
 // tries again.
 func (w *Writer) finishInterrupted() {
+	w.opening.Lock()
+	defer w.opening.Unlock()
 	j, err := journal.OpenReadOnly(journal.Path(w.store), 500*time.Millisecond)
 	if err != nil {
 		return // no journal yet, or held by a writer, which finishes it
@@ -1254,14 +1261,17 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 		if err := w.claimLost(); err != nil {
 			return err
 		}
+		w.opening.Lock()
 		s, err := writer.Open(context.Background(), w.store, w.sessionOptions())
 		if err == nil {
 			w.mu.Lock()
 			w.session, w.epoch, w.waiting = s, s.Epoch(), ""
 			w.mu.Unlock()
+			w.opening.Unlock()
 			w.observeAcquired(start)
 			return nil
 		}
+		w.opening.Unlock()
 		w.mu.Lock()
 		w.waiting = err.Error()
 		w.mu.Unlock()
@@ -1349,6 +1359,8 @@ func (w *Writer) release() {
 // it holds the store, else a read-only open (which fails after a moment
 // while a direct writer has it). fn gets nil if there is no journal yet.
 func (w *Writer) withJournal(fn func(*journal.Journal) error) error {
+	w.opening.Lock()
+	defer w.opening.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.session != nil {

@@ -39,7 +39,9 @@ const (
 // connected to the daemon it discovered, before it sends anything),
 // withdrawn (serve, idle, has withdrawn its discovery files, before it
 // refuses submitters and looks at its queues again), stopped (serve has
-// stopped its writers on its way out; its queue's server still runs).
+// stopped its writers on its way out; its queue's server still runs),
+// journal (a holder taking a store has opened its journal, before its
+// session is ready).
 const envPauseAt = "SCRIBE_PAUSE_AT"
 
 var (

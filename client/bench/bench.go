@@ -20,7 +20,7 @@ import (
 
 // Defaults of a Config, and of `scribe bench`, whose default run (with
 // DefaultHooks and DefaultSubmits, producers as processes) takes about
-// four minutes on a 2-core machine.
+// three minutes on a 2-core machine.
 const (
 	DefaultRounds   = 5
 	DefaultDuration = 500 * time.Millisecond
@@ -339,9 +339,6 @@ func (b *bench) runAll(ctx context.Context) (map[benchKey][]Figures, map[hookKey
 				}
 			}
 		}
-		if b.Hooks == 0 && b.Submits == 0 {
-			continue
-		}
 		for _, h := range b.hookContenders {
 			b.progress.show("round %d/%d  hooks  %s", round, b.Rounds, h)
 			f, err := b.hookRound(ctx, h)
@@ -479,7 +476,7 @@ func (b *bench) report(start time.Time, results map[benchKey][]Figures, hooks ma
 	return rep
 }
 
-// column is a figure of each round; NaN where it was not measured.
+// column is figure f of each round.
 func column[T any](rounds []T, f func(T) float64) []float64 {
 	out := make([]float64, len(rounds))
 	for i, r := range rounds {

@@ -32,6 +32,22 @@ type benchJSON struct {
 		Name   string `json:"name"`
 		Scribe bool   `json:"scribe"`
 	} `json:"contenders"`
+	Hooks []struct {
+		Measure   string `json:"measure"`
+		Contender string `json:"contender"`
+		Processes int    `json:"processes"`
+		Median    struct {
+			P50MS      float64  `json:"p50_ms"`
+			MaxMS      float64  `json:"max_ms"`
+			CPUTotalUS *float64 `json:"cpu_total_us"`
+			Lost       float64  `json:"lost"`
+			Doubled    float64  `json:"doubled"`
+		} `json:"median"`
+	} `json:"hooks"`
+	Targets []struct {
+		Figure string                    `json:"figure"`
+		Ratio  *struct{ Median float64 } `json:"ratio"`
+	} `json:"targets"`
 	Results []struct {
 		Workload  string          `json:"workload"`
 		Producers int             `json:"producers"`
@@ -108,14 +124,17 @@ func TestBenchCLI(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "bench.svg")
 	// The daemon's syncs are counted in TestBenchCLIProcs: each count is
 	// one more run.
+	all := "scribe-apply-always,scribe-apply-1s,scribe-submit-always,scribe-submit-1s,flock,flock-failfast"
 	rep := runBench(t, []string{"append", "put4k"}, []int{1, 2},
-		"--producers", "1,2", "--jobs", "10", "--svg", svg, "--strace=false")
+		"--producers", "1,2", "--jobs", "10", "--svg", svg, "--strace=false", "--procs=false", "--hooks", "0", "--submits", "0",
+		"--contenders", all)
 	assert.False(t, rep.Settings.Strace)
 	var names []string
 	for _, ct := range rep.Contenders {
 		names = append(names, ct.Name)
 	}
-	assert.Equal(t, []string{"scribe-apply-always", "scribe-apply-1s", "scribe-submit-always", "scribe-submit-1s", "flock", "flock-failfast"}, names)
+	assert.Equal(t, strings.Split(all, ","), names)
+	assert.Empty(t, rep.Hooks, "no process measures asked for")
 
 	// The chart is XML and names every contender.
 	f, err := os.Open(svg)
@@ -138,23 +157,55 @@ func TestBenchCLI(t *testing.T) {
 	}
 }
 
-// --procs: each producer is a process of its own. The daemon's syncs are
-// counted when strace is there.
+// By default each producer is a process of its own, and each round adds
+// the process measures: `scribe submit --wait` one after another and all
+// at once, against flock(1). The daemon's syncs are counted when strace
+// is there.
 func TestBenchCLIProcs(t *testing.T) {
 	rep := runBench(t, []string{"merge"}, []int{2},
-		"--procs", "--producers", "2", "--jobs", "5", "--contenders", "scribe-submit-always,flock,flock-failfast")
+		"--producers", "2", "--jobs", "5", "--contenders", "scribe-submit-always,flock,flock-failfast", "--hooks", "3", "--submits", "2")
 	assert.True(t, rep.Settings.Procs)
 	_, err := exec.LookPath("strace")
 	assert.Equal(t, err == nil, rep.Settings.Strace, "the daemon's syncs are counted when strace is there")
+
+	_, err = exec.LookPath("flock")
+	want := 2
+	if err == nil {
+		want = 4 // and flock(1)'s
+	}
+	require.Len(t, rep.Hooks, want)
+	for _, h := range rep.Hooks {
+		assert.Equal(t, map[string]int{"submit": 2, "burst": 3}[h.Measure], h.Processes, "%s %s", h.Measure, h.Contender)
+		assert.Positive(t, h.Median.P50MS, "%s %s", h.Measure, h.Contender)
+		assert.GreaterOrEqual(t, h.Median.MaxMS, h.Median.P50MS)
+		assert.NotNil(t, h.Median.CPUTotalUS)
+		assert.Zero(t, h.Median.Lost, "%s %s lost writes", h.Measure, h.Contender)
+		assert.Zero(t, h.Median.Doubled, "%s %s doubled writes", h.Measure, h.Contender)
+	}
+	var figures []string
+	for _, tg := range rep.Targets {
+		figures = append(figures, tg.Figure)
+		if err == nil {
+			assert.NotNil(t, tg.Ratio, "%s: flock(1) ran, the ratio is there", tg.Figure)
+		}
+	}
+	assert.Contains(t, figures, "submit --wait, warm daemon: wall p50 ms")
+	assert.Contains(t, figures, "3 hooks at once: wall p90 ms")
 }
 
 // Without --json: the table, one row per contender.
 func TestBenchCLITable(t *testing.T) {
 	r := scribe(t, "", "bench", "--rounds", "1", "--dir", t.TempDir(), "--workload", "append", "--producers", "2",
-		"--jobs", "5", "--contenders", "scribe-apply-always,flock")
+		"--jobs", "5", "--contenders", "scribe-apply-always,flock", "--procs=false", "--hooks", "0", "--submits", "0")
 	require.Equal(t, 0, r.code, "bench: %s", r.stderr)
 	assert.Contains(t, r.stdout, "append: ")
 	assert.Contains(t, r.stdout, "vs flock")
+	assert.Contains(t, r.stdout, "targets: ")
+	target := false
+	for line := range strings.Lines(r.stdout) {
+		target = target || strings.HasPrefix(line, "2 producers, append: jobs/s ") && strings.Contains(line, " scribe-apply-always ")
+	}
+	assert.True(t, target, "the targets hold scribe's jobs/s against flock's:\n%s", r.stdout)
 	for _, n := range []string{"scribe-apply-always", "flock"} {
 		assert.Contains(t, r.stdout, "  "+n+" ")
 	}
@@ -165,6 +216,7 @@ func TestBenchCLIUsage(t *testing.T) {
 		{"--producers", "0"},
 		{"--workload", "nope"},
 		{"--rounds", "0"},
+		{"--hooks", "-1"},
 	} {
 		r := scribe(t, "", append([]string{"bench"}, args...)...)
 		assert.Equal(t, 2, r.code, "%v: %s", args, r.stderr)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -17,16 +18,33 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// Defaults of a Config: `scribe bench --producers 1,8,32` takes a few
-// minutes on a 2-core machine.
+// Defaults of a Config, and of `scribe bench`, whose default run (with
+// DefaultHooks and DefaultSubmits, producers as processes) takes about
+// three minutes on a 2-core machine.
 const (
-	DefaultRounds   = 3
+	DefaultRounds   = 5
 	DefaultDuration = 500 * time.Millisecond
 	DefaultRelaxed  = time.Second
+	DefaultHooks    = 30
+	DefaultSubmits  = 20
 )
 
 // DefaultProducers are the producer counts a Config compares by default.
-var DefaultProducers = []int{1, 8, 32, 64}
+var DefaultProducers = []int{1, 32}
+
+// DefaultWorkloads are the workloads a Config runs by default: those of
+// the targets (Report.Targets).
+var DefaultWorkloads = []string{"append", "put1m"}
+
+// DefaultContenders are the contenders a Config runs by default, for the
+// relaxed sync interval given (0: DefaultRelaxed): those of the targets.
+func DefaultContenders(relaxed time.Duration) []string {
+	if relaxed <= 0 {
+		relaxed = DefaultRelaxed
+	}
+	r := relaxed.String()
+	return []string{"scribe-apply-always", "scribe-apply-" + r, "scribe-submit-" + r, "flock"}
+}
 
 const (
 	// benchWarmup untimed jobs go through a fresh daemon first: a starting
@@ -35,7 +53,8 @@ const (
 	// put1mJobsDivisor: with Jobs, the 1 MiB workload does this many
 	// times fewer jobs.
 	put1mJobsDivisor = 10
-	// maxProducers bounds a producer count.
+	// maxProducers bounds a producer count, and the processes of a hook
+	// measure.
 	maxProducers = 4096
 )
 
@@ -98,6 +117,8 @@ type Settings struct {
 	DurationMS float64  `json:"duration_ms,omitempty"` // per run, when sized by time
 	Jobs       int      `json:"jobs,omitempty"`        // per producer and run, when sized by count
 	Procs      bool     `json:"procs"`
+	Hooks      int      `json:"hooks"`   // processes of the hook burst; 0: not run
+	Submits    int      `json:"submits"` // cold submits per round; 0: not run
 	Relaxed    string   `json:"relaxed_sync"`
 	Strace     bool     `json:"strace"` // the daemon's syncs counted
 	Dir        string   `json:"dir"`
@@ -106,7 +127,8 @@ type Settings struct {
 }
 
 // Config is one bench: what it compares, and how. The zero value of a
-// field is its default; only Scribe is required.
+// field is its default (Procs, Hooks and Submits: off); only Scribe is
+// required.
 type Config struct {
 	// Scribe is the scribe binary: the scribe contenders' daemon is its
 	// `scribe serve`, and with Procs each producer is a `scribe bench`
@@ -116,11 +138,12 @@ type Config struct {
 	// DefaultProducers), each from 1 to 4096.
 	Producers []int
 	// Workloads and Contenders are the names of those to run (default
-	// all: WorkloadNames, ContenderNames), run in the bench's order.
+	// DefaultWorkloads, DefaultContenders; all: WorkloadNames,
+	// ContenderNames), run in the bench's order.
 	Workloads  []string
 	Contenders []string
-	// Rounds are the interleaved rounds; figures are medians over them
-	// (default DefaultRounds).
+	// Rounds are the interleaved rounds; figures are medians over them,
+	// ratios the median of each round's (default DefaultRounds).
 	Rounds int
 	// Duration is how long each run's producers produce (default
 	// DefaultDuration); Jobs, if positive, sizes runs by count instead:
@@ -129,6 +152,12 @@ type Config struct {
 	Jobs     int
 	// Procs makes the producers processes (Scribe's), not goroutines.
 	Procs bool
+	// Hooks, if positive, adds the hook burst to each round: that many
+	// `scribe submit --wait` processes at once through a warm daemon,
+	// then as many flock(1) writers. Submits, if positive, adds the cold
+	// submit: that many of each, one after another.
+	Hooks   int
+	Submits int
 	// Relaxed is the relaxed contenders' serve --sync interval (default
 	// DefaultRelaxed).
 	Relaxed time.Duration
@@ -143,7 +172,7 @@ type Config struct {
 	Keep bool
 	// Stderr gets the bench's notes (stores kept, a memory filesystem),
 	// the producer processes' stderr, and with Progress a line of
-	// progress; nil discards them.
+	// progress, kept to the terminal's width; nil discards them.
 	Stderr   io.Writer
 	Progress bool
 	// Version is the scribe version the report names.
@@ -163,6 +192,11 @@ type bench struct {
 	workloads  []Workload
 	failed     bool // a run failed: its folder is kept
 	runs       int  // runs started, for folder names
+	progress   *progress
+	// The process measures: their contenders (flock(1) needs flock and
+	// dd on PATH), and those two programs.
+	hookContenders []string
+	flock, dd      string
 }
 
 // ContenderNames are the names of the contenders, for the relaxed sync
@@ -203,8 +237,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	switch {
 	case cfg.Scribe == "":
 		return nil, fmt.Errorf("%w: no scribe binary", ErrConfig)
-	case cfg.Rounds < 0, cfg.Duration < 0, cfg.Jobs < 0, cfg.Relaxed < 0:
-		return nil, fmt.Errorf("%w: rounds, duration, jobs and relaxed sync may not be negative", ErrConfig)
+	case cfg.Rounds < 0, cfg.Duration < 0, cfg.Jobs < 0, cfg.Relaxed < 0, cfg.Hooks < 0, cfg.Submits < 0:
+		return nil, fmt.Errorf("%w: rounds, duration, jobs, relaxed sync, hooks and submits may not be negative", ErrConfig)
+	case cfg.Hooks > maxProducers, cfg.Submits > maxProducers:
+		return nil, fmt.Errorf("%w: hooks and submits: want at most %d", ErrConfig, maxProducers)
+	}
+	if len(cfg.Workloads) == 0 {
+		cfg.Workloads = DefaultWorkloads
+	}
+	if len(cfg.Contenders) == 0 {
+		cfg.Contenders = DefaultContenders(cfg.Relaxed)
 	}
 	b := &bench{cfg: cfg}
 	for _, p := range cfg.Producers {
@@ -240,22 +282,32 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b.Settings = Settings{
 		Producers: b.Producers, Workloads: names(b.workloads, func(w Workload) string { return w.Name }),
 		Contenders: contenderNames(b.contenders), Rounds: cfg.Rounds, Jobs: cfg.Jobs, Procs: cfg.Procs,
+		Hooks: cfg.Hooks, Submits: cfg.Submits,
 		Relaxed: cfg.Relaxed.String(), Strace: cfg.Strace != "", Dir: base, CPUs: runtime.NumCPU(), OS: runtime.GOOS,
+	}
+	if cfg.Hooks > 0 || cfg.Submits > 0 {
+		b.hookContenders = hookContenders[:1]
+		flock, err1 := exec.LookPath("flock")
+		dd, err2 := exec.LookPath("dd")
+		if err := errors.Join(err1, err2); err != nil {
+			fmt.Fprintf(cfg.Stderr, "scribe bench: warning: the process measures run without flock(1): %v\n", err)
+		} else {
+			b.hookContenders, b.flock, b.dd = hookContenders, flock, dd
+		}
 	}
 	if cfg.Jobs == 0 {
 		b.duration = cfg.Duration
 		b.DurationMS = float64(cfg.Duration.Microseconds()) / 1000
 	}
 
+	b.progress = newProgress(cfg.Stderr, cfg.Progress)
 	start := time.Now()
-	results, err := b.runAll(ctx)
-	if cfg.Progress {
-		fmt.Fprint(cfg.Stderr, "\r\033[K")
-	}
+	results, hooks, err := b.runAll(ctx)
+	b.progress.clear()
 	if err != nil {
 		return nil, err
 	}
-	return b.report(start, results), nil
+	return b.report(start, results, hooks), nil
 }
 
 // benchKey names one cell of the comparison.
@@ -266,54 +318,102 @@ type benchKey struct {
 }
 
 // runAll runs every round: in each, every producer count, workload and
-// contender in turn.
-func (b *bench) runAll(ctx context.Context) (map[benchKey][]Figures, error) {
+// contender in turn, then the process measures.
+func (b *bench) runAll(ctx context.Context) (map[benchKey][]Figures, map[hookKey][]HookFigures, error) {
 	results := map[benchKey][]Figures{}
+	hooks := map[hookKey][]HookFigures{}
 	for round := 1; round <= b.Rounds; round++ {
 		for _, p := range b.Producers {
 			for _, w := range b.workloads {
 				for _, ct := range b.contenders {
-					if b.cfg.Progress {
-						fmt.Fprintf(b.cfg.Stderr, "\r\033[Kround %d/%d  %s  %d producers  %s", round, b.Rounds, w.Name, p, ct.Name)
-					}
+					b.progress.show("round %d/%d  %s  %d producers  %s", round, b.Rounds, w.Name, p, ct.Name)
 					f, err := b.run(ctx, ct, w, p, round == 1)
 					if err := ctx.Err(); err != nil {
-						return nil, fmt.Errorf("bench interrupted: %w", err)
+						return nil, nil, fmt.Errorf("bench interrupted: %w", err)
 					}
 					if err != nil {
-						return nil, fmt.Errorf("round %d, %s, %d producers, %s: %w", round, w.Name, p, ct.Name, err)
+						return nil, nil, fmt.Errorf("round %d, %s, %d producers, %s: %w", round, w.Name, p, ct.Name, err)
 					}
 					k := benchKey{w.Name, p, ct.Name}
 					results[k] = append(results[k], f)
 				}
 			}
 		}
+		for _, h := range b.hookContenders {
+			b.progress.show("round %d/%d  hooks  %s", round, b.Rounds, h)
+			f, err := b.hookRound(ctx, h)
+			if err := ctx.Err(); err != nil {
+				return nil, nil, fmt.Errorf("bench interrupted: %w", err)
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("round %d, hooks, %s: %w", round, h, err)
+			}
+			for measure, fig := range f {
+				k := hookKey{measure, h}
+				hooks[k] = append(hooks[k], fig)
+			}
+		}
 	}
-	return results, nil
+	return results, hooks, nil
 }
 
 // Report is a bench's figures, as `scribe bench --json` prints them: what
 // the table (WriteTable) and the chart (SVG) are drawn from.
 type Report struct {
-	Command    string      `json:"command"`
-	Version    string      `json:"version"`
-	Started    time.Time   `json:"started"`
-	Seconds    float64     `json:"seconds"` // wall time of the whole bench
-	Settings   Settings    `json:"settings"`
-	Workloads  []Workload  `json:"workloads"`
-	Contenders []Contender `json:"contenders"`
-	Results    []Result    `json:"results"`
+	Command    string       `json:"command"`
+	Version    string       `json:"version"`
+	Started    time.Time    `json:"started"`
+	Seconds    float64      `json:"seconds"` // wall time of the whole bench
+	Settings   Settings     `json:"settings"`
+	Workloads  []Workload   `json:"workloads"`
+	Contenders []Contender  `json:"contenders"`
+	Results    []Result     `json:"results"`
+	Hooks      []HookResult `json:"hooks"`
+	Targets    []Target     `json:"targets"` // the headline figures, from Results and Hooks
 }
 
 // Result is one workload, producer count and contender: its rounds,
-// their medians, and its throughput against blocking flock's.
+// their medians, and its throughput against blocking flock's, paired
+// within each round (the contender's jobs/s ÷ the flock run's of the same
+// round), so that a machine's drift between rounds cancels out.
 type Result struct {
-	Workload  string    `json:"workload"`
-	Producers int       `json:"producers"`
-	Contender string    `json:"contender"`
-	Median    Figures   `json:"median"`
-	VsFlock   *float64  `json:"vs_flock"` // median jobs/s ÷ flock's; null without flock
-	Rounds    []Figures `json:"rounds"`
+	Workload      string    `json:"workload"`
+	Producers     int       `json:"producers"`
+	Contender     string    `json:"contender"`
+	Median        Figures   `json:"median"`
+	Spread        Spread    `json:"jobs_per_sec_spread"` // jobs/s over the rounds
+	VsFlock       *float64  `json:"vs_flock"`            // the median of VsFlockRounds; null without flock
+	VsFlockRounds []float64 `json:"vs_flock_rounds"`
+	Rounds        []Figures `json:"rounds"`
+}
+
+// Spread is a figure over rounds: its median, lowest and highest, and
+// how many rounds measured it.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	N      int     `json:"rounds"`
+}
+
+// spread is v's Spread, NaN figures left out; ok false if none is left.
+func spread(v []float64) (s Spread, ok bool) {
+	v = slices.DeleteFunc(slices.Clone(v), math.IsNaN)
+	if len(v) == 0 {
+		return Spread{}, false
+	}
+	return Spread{Median: median(v), Min: v[0], Max: v[len(v)-1], N: len(v)}, true
+}
+
+// paired is a[i] ÷ b[i] for each round measured by both (b[i] positive).
+func paired(a, b []float64) []float64 {
+	var out []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 && !math.IsNaN(a[i]) {
+			out = append(out, a[i]/b[i])
+		}
+	}
+	return out
 }
 
 // Figures are what one run measured (or, in Median, the medians of
@@ -339,30 +439,58 @@ type Figures struct {
 	BatchP50      *float64 `json:"batch_p50_le"` // upper bound of the histogram bucket holding the median batch
 }
 
-// report gathers the medians and ratios.
-func (b *bench) report(start time.Time, results map[benchKey][]Figures) *Report {
+// report gathers the medians, the paired ratios and the targets.
+func (b *bench) report(start time.Time, results map[benchKey][]Figures, hooks map[hookKey][]HookFigures) *Report {
 	rep := &Report{
 		Command: "scribe bench", Version: b.cfg.Version, Started: start.UTC(),
 		Seconds:  time.Since(start).Seconds(),
 		Settings: b.Settings, Workloads: b.workloads, Contenders: b.contenders,
 	}
+	rate := func(f Figures) float64 { return f.JobsPerSec }
 	for _, w := range b.workloads {
 		for _, p := range b.Producers {
-			flock := -1.0
-			if f, ok := results[benchKey{w.Name, p, "flock"}]; ok {
-				flock = medianFigures(f).JobsPerSec
-			}
+			flock, hasFlock := results[benchKey{w.Name, p, "flock"}]
 			for _, ct := range b.contenders {
 				rounds := results[benchKey{w.Name, p, ct.Name}]
 				r := Result{Workload: w.Name, Producers: p, Contender: ct.Name, Median: medianFigures(rounds), Rounds: rounds}
-				if flock > 0 {
-					r.VsFlock = ptr(r.Median.JobsPerSec / flock)
+				r.Spread, _ = spread(column(rounds, rate))
+				if hasFlock {
+					r.VsFlockRounds = paired(column(rounds, rate), column(flock, rate))
+					if s, ok := spread(r.VsFlockRounds); ok {
+						r.VsFlock = ptr(s.Median)
+					}
 				}
 				rep.Results = append(rep.Results, r)
 			}
 		}
 	}
+	for _, m := range hookMeasures {
+		for _, h := range hookContenders {
+			if rounds, ok := hooks[hookKey{m, h}]; ok {
+				rep.Hooks = append(rep.Hooks, HookResult{Measure: m, Contender: h, Processes: b.hookProcs(m),
+					Median: medianHookFigures(rounds), Rounds: rounds})
+			}
+		}
+	}
+	rep.Targets = targets(rep)
 	return rep
+}
+
+// column is figure f of each round.
+func column[T any](rounds []T, f func(T) float64) []float64 {
+	out := make([]float64, len(rounds))
+	for i, r := range rounds {
+		out[i] = f(r)
+	}
+	return out
+}
+
+// orNaN reads an optional figure as a column does: NaN when not measured.
+func orNaN(f *float64) float64 {
+	if f == nil {
+		return math.NaN()
+	}
+	return *f
 }
 
 // Broken is an error if scribe lost or doubled a write: a broken
@@ -379,6 +507,13 @@ func (rep *Report) Broken() error {
 					bad = append(bad, fmt.Sprintf("%s %s at %d producers, round %d: %.0f lost, %.0f doubled",
 						r.Contender, r.Workload, r.Producers, i+1, f.Lost, f.Doubled))
 				}
+			}
+		}
+	}
+	for _, h := range rep.Hooks {
+		for i, f := range h.Rounds {
+			if h.Contender == HookScribe && (f.Lost > 0 || f.Doubled > 0) {
+				bad = append(bad, fmt.Sprintf("submit processes (%s), round %d: %.0f lost, %.0f doubled", h.Measure, i+1, f.Lost, f.Doubled))
 			}
 		}
 	}
@@ -471,12 +606,8 @@ func (e *NameError) Error() string {
 // Is makes a NameError an ErrConfig.
 func (e *NameError) Is(target error) bool { return target == ErrConfig }
 
-// pick selects the named items of all, in all's order; all of them when
-// list is empty.
+// pick selects the named items of all, in all's order.
 func pick[T any](kind string, list []string, all []T, name func(T) string) ([]T, error) {
-	if len(list) == 0 {
-		return all, nil
-	}
 	want := map[string]bool{}
 	for _, f := range list {
 		f = strings.TrimSpace(f)
@@ -528,7 +659,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 	for _, wl := range rep.Workloads {
 		fmt.Fprintf(w, "\n%s: %s\n", wl.Name, wl.About)
-		rows := [][]string{{"producers", "contender", "jobs/s", "p50 ms", "p99 ms", "lost", "retries/job",
+		rows := [][]string{{"producers", "contender", "jobs/s (lowest–highest)", "p50 ms", "p99 ms", "lost", "retries/job",
 			"syncs/job", "CPU µs/job (client+daemon)", "bytes/job", "batch mean/p50", "vs flock"}}
 		for _, r := range rep.Results {
 			if r.Workload != wl.Name {
@@ -552,10 +683,10 @@ func (rep *Report) WriteTable(w io.Writer) {
 				retries = fmt.Sprintf("%.2f", m.RetriesPerJob)
 			}
 			vs := "-"
-			if r.VsFlock != nil {
-				vs = fmt.Sprintf("%.2f×", *r.VsFlock)
+			if v, ok := spread(r.VsFlockRounds); ok && r.Contender != "flock" {
+				vs = spreadText(v, ratioText, "×")
 			}
-			rows = append(rows, []string{strconv.Itoa(r.Producers), r.Contender, fmt.Sprintf("%.0f", m.JobsPerSec),
+			rows = append(rows, []string{strconv.Itoa(r.Producers), r.Contender, spreadText(r.Spread, figureText, ""),
 				fmt.Sprintf("%.2f", m.P50MS), fmt.Sprintf("%.2f", m.P99MS), lost(m), retries,
 				num(m.SyncsPerJob, 2), cpu, bytes, batch, vs})
 		}
@@ -563,7 +694,34 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nlost: counted jobs missing from the files afterwards, and fail-fast writes given up (share of the jobs attempted);")
 	fmt.Fprintln(w, "retries/job: fail-fast lock retries (Submit: queue-full retries); syncs/job: scribe's counted in an untimed run")
-	fmt.Fprintln(w, "under strace in the first round; batch p50: its histogram bucket's upper bound; vs flock: jobs/s ÷ blocking flock's")
+	fmt.Fprintln(w, "under strace in the first round; batch p50: its histogram bucket's upper bound; vs flock: jobs/s ÷ blocking")
+	fmt.Fprintln(w, "flock's of the same round, median (lowest–highest) over the rounds")
+	rep.writeHooks(w)
+	writeTargets(w, rep.Targets, s.Rounds)
+}
+
+// writeHooks writes the process measures' table.
+func (rep *Report) writeHooks(w io.Writer) {
+	if len(rep.Hooks) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nprocesses, each timed from exec to exit: scribe is `scribe submit --wait` through a warm daemon")
+	fmt.Fprintln(w, "(serve --sync always); flock(1) is `flock LOCK dd if=LINE of=FILE oflag=append conv=notrunc,fsync`")
+	rows := [][]string{{"measure", "contender", "processes", "p50 ms", "p90 ms", "max ms", "CPU µs/process (own+daemon)", "lost"}}
+	for _, h := range rep.Hooks {
+		m := h.Median
+		cpu := num(m.CPUTotalUS, 0)
+		if m.CPUDaemonUS != nil {
+			cpu += " (" + num(m.CPUProcUS, 0) + "+" + num(m.CPUDaemonUS, 0) + ")"
+		}
+		measure := "one after another"
+		if h.Measure == MeasureBurst {
+			measure = "all at once"
+		}
+		rows = append(rows, []string{measure, h.Contender, strconv.Itoa(h.Processes), fmt.Sprintf("%.2f", m.P50MS),
+			fmt.Sprintf("%.2f", m.P90MS), fmt.Sprintf("%.2f", m.MaxMS), cpu, fmt.Sprintf("%.0f", m.Lost)})
+	}
+	writeTable(w, rows, 2)
 }
 
 // lost is the lost writes, and their share of the jobs attempted.

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -71,6 +72,95 @@ func TestMedianFigures(t *testing.T) {
 }
 
 func isNaN(f float64) bool { return f != f }
+
+// Ratios are paired within each round: a round where both ran slow
+// cancels out, and a round one of them did not measure is left out.
+func TestPairedSpread(t *testing.T) {
+	nan := math.NaN()
+	r := paired([]float64{200, 100, 300, nan}, []float64{100, 50, 0, 10})
+	assert.Equal(t, []float64{2, 2}, r, "the slow round pairs like the fast; no ratio to a zero or of a NaN")
+	s, ok := spread(r)
+	require.True(t, ok)
+	assert.Equal(t, Spread{Median: 2, Min: 2, Max: 2, N: 2}, s)
+
+	s, ok = spread([]float64{5, nan, 1, 3})
+	require.True(t, ok)
+	assert.Equal(t, Spread{Median: 3, Min: 1, Max: 5, N: 3}, s)
+	_, ok = spread([]float64{nan})
+	assert.False(t, ok)
+
+	assert.Equal(t, "1.50× (1.20–2.00)", spreadText(Spread{Median: 1.5, Min: 1.2, Max: 2, N: 3}, ratioText, "×"))
+	assert.Equal(t, "1234", spreadText(Spread{Median: 1234, Min: 1233.9, Max: 1234.2, N: 3}, figureText, ""), "rounds that agree")
+	assert.Equal(t, "12.5", spreadText(Spread{Median: 12.5, Min: 1, Max: 99, N: 1}, figureText, ""), "one round")
+	assert.Equal(t, "0.25", figureText(0.25))
+}
+
+// The targets pair each scribe figure with the alternative's of the same
+// round, and leave out what did not run.
+func TestTargets(t *testing.T) {
+	fig := func(rate, p50 float64) Figures {
+		return Figures{JobsPerSec: rate, P50MS: p50, CPUTotalUS: ptr(rate / 10)}
+	}
+	rep := &Report{Settings: Settings{Producers: []int{1, 4}, Relaxed: "1s", Hooks: 3, Submits: 2, Rounds: 2}}
+	rep.Results = []Result{
+		{Workload: "append", Producers: 4, Contender: "scribe-apply-1s", Rounds: []Figures{fig(100, 1), fig(50, 1)}},
+		{Workload: "append", Producers: 4, Contender: "flock", Rounds: []Figures{fig(200, 1), fig(50, 1)}},
+		{Workload: "append", Producers: 1, Contender: "scribe-apply-1s", Rounds: []Figures{fig(10, 3), fig(10, 5)}},
+	}
+	rep.Hooks = []HookResult{
+		{Measure: MeasureSubmit, Contender: HookScribe, Rounds: []HookFigures{{P50MS: 10, CPUTotalUS: ptr(100.0)}, {P50MS: 30, CPUTotalUS: ptr(300.0)}}},
+		{Measure: MeasureSubmit, Contender: HookFlock, Rounds: []HookFigures{{P50MS: 5, CPUTotalUS: ptr(10.0)}, {P50MS: 10, CPUTotalUS: ptr(10.0)}}},
+	}
+	byFigure := map[string]Target{}
+	for _, tg := range targets(rep) {
+		byFigure[tg.Figure+" "+tg.Scribe] = tg
+	}
+	tg := byFigure["submit --wait, warm daemon: wall p50 ms scribe submit --wait"]
+	require.NotNil(t, tg.Ratio)
+	assert.Equal(t, Spread{Median: 2.5, Min: 2, Max: 3, N: 2}, *tg.Ratio, "10/5 and 30/10, not 20/7.5")
+	assert.Equal(t, Spread{Median: 20, Min: 10, Max: 30, N: 2}, tg.Value)
+
+	tg = byFigure["4 producers, append: jobs/s scribe-apply-1s"]
+	require.NotNil(t, tg.Ratio)
+	assert.Equal(t, Spread{Median: 0.75, Min: 0.5, Max: 1, N: 2}, *tg.Ratio)
+
+	tg = byFigure["1 producer, append: p50 ms scribe-apply-1s"]
+	assert.Equal(t, 4.0, tg.Value.Median)
+	assert.Nil(t, tg.AltValue, "flock did not run at 1 producer")
+	assert.Nil(t, tg.Ratio)
+
+	for f := range byFigure {
+		assert.NotContains(t, f, "hooks at once", "the burst did not run")
+		assert.NotContains(t, f, "put1m", "put1m did not run")
+		assert.NotContains(t, f, "always", "scribe-apply-always did not run")
+	}
+
+	var out bytes.Buffer
+	writeTargets(&out, targets(rep), 2)
+	assert.Contains(t, out.String(), "2.50× (2.00–3.00)")
+	assert.Contains(t, out.String(), "n/a")
+}
+
+// The progress line never outgrows the terminal, whose width is unknown
+// here: a buffer is no terminal.
+func TestProgressFits(t *testing.T) {
+	assert.Equal(t, "abc", fit("abc", 3))
+	assert.Equal(t, "ab…", fit("abcd", 3))
+	assert.Equal(t, "µ…", fit("µµµ", 2), "columns are runes, not bytes")
+	assert.Empty(t, fit("abc", 0))
+
+	var buf bytes.Buffer
+	p := newProgress(&buf, true)
+	p.show("round %d/%d  %s", 1, 5, strings.Repeat("x", 200))
+	p.add(", again")
+	for line := range strings.SplitSeq(buf.String(), "\r\033[K") {
+		assert.LessOrEqual(t, len([]rune(line)), 79)
+	}
+	assert.Equal(t, 2, strings.Count(buf.String(), "\r\033[K"))
+	buf.Reset()
+	newProgress(&buf, false).show("hidden")
+	assert.Empty(t, buf.String())
+}
 
 func TestCountSyncs(t *testing.T) {
 	const trace = `1234 1700000000.100000 fsync(5)        = 0
@@ -157,9 +247,6 @@ func TestPick(t *testing.T) {
 	got, err := pick("workload", []string{"put4k", "append"}, workloads, func(w Workload) string { return w.Name })
 	require.NoError(t, err)
 	assert.Equal(t, []string{"append", "put4k"}, names(got, func(w Workload) string { return w.Name }), "in the bench's order")
-	got, err = pick("workload", nil, workloads, func(w Workload) string { return w.Name })
-	require.NoError(t, err)
-	assert.Equal(t, WorkloadNames(), names(got, func(w Workload) string { return w.Name }), "none named: all")
 	_, err = pick("workload", []string{"append", "nope"}, workloads, func(w Workload) string { return w.Name })
 	require.ErrorIs(t, err, ErrConfig)
 	assert.EqualError(t, err, `unknown workload "nope"; want some of append, merge, put4k, put1m`)

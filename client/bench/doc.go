@@ -12,7 +12,17 @@
 // the write up, as callers without scribe do. The contenders' producers
 // (NewProducer) are the ones the Go benchmarks of the test suite run too.
 // What each run left in its files is checked afterwards: lost and
-// doubled writes are counted, never assumed.
+// doubled writes are counted, never assumed. Each ratio to flock is
+// paired within its round (the contender's figure over the flock run's
+// next to it), and reported as the median over the rounds with the
+// lowest and highest, so that a busy machine's drift between rounds
+// cancels out and what is left of it shows.
+//
+// A hook is a process, so each round also times processes, exec to exit
+// (Config.Submits, Config.Hooks): `scribe submit --wait` one after
+// another through a warm daemon, and many of them at once, each against
+// as many flock(1) writers running dd, which appends and fsyncs. The
+// report's Targets sum up the headline figures of all of it.
 //
 // Alongside rates and latencies it reports what does not depend on the
 // machine: syncs per job (the daemon's counted under strace, in an

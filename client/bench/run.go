@@ -69,9 +69,7 @@ func (b *bench) run(ctx context.Context, ct Contender, w Workload, producers int
 	if err != nil || !ct.Scribe || !countSyncs || b.cfg.Strace == "" {
 		return f, err
 	}
-	if b.cfg.Progress {
-		fmt.Fprint(b.cfg.Stderr, ", again under strace to count syncs")
-	}
+	b.progress.add(", again under strace for syncs")
 	g, err := b.measure(ctx, ct, w, producers, b.cfg.Strace)
 	if err != nil {
 		return f, fmt.Errorf("the run under strace: %w", err)

@@ -23,7 +23,11 @@ func Bench() cli.Command {
 		Forms: []cli.Form{{Args: "[--producers 1,8,32] [--svg FILE]", Summary: "measure scribe against flock, side by side"}},
 		Help: "Measures scribe against the locks it replaces, side by side: for each round, producer\n" +
 			"count and workload, every contender runs in turn (so that drift on a busy machine hits\n" +
-			"all alike), each on a fresh store; the table shows the medians over the rounds.\n\n" +
+			"all alike), each on a fresh store; the table shows the medians over the rounds, with the\n" +
+			"lowest and highest, and each ratio is paired within its round. Each round then times\n" +
+			"processes, exec to exit: --submits `scribe submit --wait` one after another through a\n" +
+			"warm daemon, and --hooks of them at once, each against as many flock(1) writers (flock\n" +
+			"LOCK dd ... conv=fsync). A targets table sums up the headline figures.\n\n" +
 			"Contenders: scribe-apply-{always,RELAXED} and scribe-submit-{always,RELAXED} (a real\n" +
 			"`scribe serve --sync always|RELAXED` process, a client per producer), flock (blocking)\n" +
 			fmt.Sprintf("and flock-failfast (LOCK_NB, %d retries, then the write is lost, as callers do today).\n", bench.FailFastRetries) +
@@ -38,16 +42,18 @@ func Bench() cli.Command {
 			"CPU: the producers' (getrusage, or each --procs process's own) and the daemon's\n" +
 			"(/proc/PID/stat). Bytes: /proc/PID/io write_bytes of the daemon and the producers\n" +
 			"(wchar where the filesystem does not account write_bytes). batch: jobs per batch, from\n" +
-			"the daemon's metrics. vs flock: jobs/s ÷ blocking flock's at the same load",
+			"the daemon's metrics. vs flock: jobs/s ÷ blocking flock's at the same load and round",
 		Heavy: true,
 		Setup: func(m *cli.Main, fs *cli.FlagSet) func(context.Context, []string) error {
-			producers := fs.String("producers", "1,8,32,64", "concurrent producer `COUNTS`, comma-separated")
-			workloads := fs.String("workload", strings.Join(bench.WorkloadNames(), ","), "`WORKLOADS`, comma-separated: "+strings.Join(bench.WorkloadNames(), ", "))
-			contenders := fs.String("contenders", "", "`CONTENDERS`, comma-separated (default all: "+strings.Join(bench.ContenderNames(0), ", ")+"; 1s there is --relaxed-sync)")
-			rounds := fs.Int("rounds", bench.DefaultRounds, "interleaved rounds, `N`; figures are medians over them")
+			producers := fs.String("producers", "1,32", "concurrent producer `COUNTS`, comma-separated")
+			workloads := fs.String("workload", strings.Join(bench.DefaultWorkloads, ","), "`WORKLOADS`, comma-separated: "+strings.Join(bench.WorkloadNames(), ", "))
+			contenders := fs.String("contenders", "", "`CONTENDERS`, comma-separated (default "+strings.Join(bench.DefaultContenders(0), ",")+"; all: "+strings.Join(bench.ContenderNames(0), ", ")+"; 1s there is --relaxed-sync)")
+			rounds := fs.Int("rounds", bench.DefaultRounds, "interleaved rounds, `N`; figures are medians over them, ratios paired within each")
 			duration := fs.Duration("duration", bench.DefaultDuration, "how long each run's producers produce, `DUR` (Submit: then the queue is drained)")
 			jobs := fs.Int("jobs", 0, "size runs by count instead: `N` jobs per producer and run (put1m: a tenth, at least 1)")
-			procs := fs.Bool("procs", false, "producers are processes (this binary re-run), not goroutines")
+			procs := fs.Bool("procs", true, "producers are processes (this binary re-run), as hooks are; --procs=false: goroutines")
+			hooks := fs.Int("hooks", bench.DefaultHooks, "the hook burst: `N` `scribe submit --wait` processes at once, then N flock(1) writers, each round; 0: none")
+			submits := fs.Int("submits", bench.DefaultSubmits, "the cold submit: `N` `scribe submit --wait` processes one after another through a warm daemon, then N flock(1) writers, each round; 0: none")
 			relaxed := fs.Duration("relaxed-sync", bench.DefaultRelaxed, "the relaxed contenders' serve --sync interval, `DUR`")
 			useStrace := fs.Bool("strace", true, "count the daemon's syncs in an extra, untimed run under strace (if on PATH) in the first round")
 			dir := fs.String("dir", "", "make the stores in a temporary folder under `DIR` (default: the system's); put it on the disk to measure")
@@ -63,7 +69,7 @@ func Bench() cli.Command {
 				if len(args) > 0 {
 					return cli.Usagef("bench takes no arguments, got %q", args)
 				}
-				cfg := bench.Config{Jobs: *jobs, Procs: *procs, Relaxed: *relaxed, Dir: *dir, Keep: *keep,
+				cfg := bench.Config{Jobs: *jobs, Procs: *procs, Hooks: *hooks, Submits: *submits, Relaxed: *relaxed, Dir: *dir, Keep: *keep,
 					Stderr: m.Stderr, Progress: cli.IsTerminal(m.Stderr), Version: m.Version}
 				var err error
 				if cfg.Producers, err = parseProducers(*producers); err != nil {
@@ -78,6 +84,10 @@ func Bench() cli.Command {
 					return cli.Usagef("--jobs %d: want a count ≥ 1, or 0 to size runs by --duration", *jobs)
 				case *relaxed <= 0:
 					return cli.Usagef("--relaxed-sync %s: want a positive duration", *relaxed)
+				case *hooks < 0 || *hooks > 4096:
+					return cli.Usagef("--hooks %d: want 0 to 4096", *hooks)
+				case *submits < 0 || *submits > 4096:
+					return cli.Usagef("--submits %d: want 0 to 4096", *submits)
 				}
 				cfg.Rounds, cfg.Duration = *rounds, *duration
 				cfg.Workloads = strings.Split(*workloads, ",")

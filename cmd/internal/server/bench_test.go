@@ -25,6 +25,8 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--workload", "append,bogus"}, `--workload: unknown workload "bogus"; want some of append, merge, put4k, put1m`},
 		{[]string{"--contenders", "flock,nfs"}, `--contenders: unknown contender "nfs"`},
 		{[]string{"--relaxed-sync", "-1s"}, "--relaxed-sync -1s"},
+		{[]string{"--hooks", "-1"}, "--hooks -1: want 0 to 4096"},
+		{[]string{"--submits", "5000"}, "--submits 5000: want 0 to 4096"},
 		{[]string{"extra"}, "bench takes no arguments"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

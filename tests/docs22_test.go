@@ -33,3 +33,33 @@ func TestDocsUnitSandbox(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(doc), "The sandbox rates "+string(m[1])+" in `systemd-analyze security", "the doc gives the score")
 }
+
+// The MCP server says what its tools do, through the protocol: a fixed
+// list (no list-changed notifications, no logging), read-only look-ups,
+// and idempotent hints only where a repeat without an id changes nothing.
+func TestDocsMCPAnnotations(t *testing.T) {
+	s := startMCP(t, newStore(t))
+	caps := s.cs.InitializeResult().Capabilities
+	require.NotNil(t, caps.Tools)
+	assert.False(t, caps.Tools.ListChanged)
+	assert.Nil(t, caps.Logging)
+	tools, err := s.cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	type hints struct{ readOnly, destructive, idempotent bool }
+	want := map[string]hints{
+		"append": {false, false, false}, "put": {false, true, true}, "merge": {false, true, true},
+		"delete": {false, true, true}, "job": {false, true, false}, "exec": {false, true, false},
+		"outcome": {true, false, false}, "status": {true, false, false},
+	}
+	for _, tool := range tools.Tools {
+		a := tool.Annotations
+		require.NotNil(t, a, tool.Name)
+		got := hints{a.ReadOnlyHint, a.DestructiveHint != nil && *a.DestructiveHint, a.IdempotentHint}
+		assert.Equal(t, want[tool.Name], got, tool.Name)
+		require.NotNil(t, a.OpenWorldHint, tool.Name)
+		assert.False(t, *a.OpenWorldHint, tool.Name)
+		delete(want, tool.Name)
+	}
+	assert.Empty(t, want, "every tool listed")
+	s.close(t)
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -62,4 +63,92 @@ func TestDocsMCPAnnotations(t *testing.T) {
 	}
 	assert.Empty(t, want, "every tool listed")
 	s.close(t)
+}
+
+// docShell is the sh block of doc (a path from the repository's root)
+// that contains marker.
+func docShell(t *testing.T, doc, marker string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", doc))
+	require.NoError(t, err)
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+		if strings.Contains(m[1], marker) {
+			return m[1]
+		}
+	}
+	t.Fatalf("no sh block of %s holds %q", doc, marker)
+	return ""
+}
+
+// runShell runs script with bash, HOME set to home and the scribe under
+// test first on PATH. Its output goes to files, not pipes, so that a
+// daemon it leaves running does not hold the run open.
+func runShell(t *testing.T, home, script string) (stdout, stderr string, code int) {
+	t.Helper()
+	dir := t.TempDir()
+	outPath, errPath := filepath.Join(dir, "stdout"), filepath.Join(dir, "stderr")
+	out, err := os.Create(outPath)
+	require.NoError(t, err)
+	defer out.Close()
+	errf, err := os.Create(errPath)
+	require.NoError(t, err)
+	defer errf.Close()
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "HOME="+home, "PATH="+filepath.Dir(scribeBin)+":"+os.Getenv("PATH"),
+		"SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=")
+	cmd.Stdout, cmd.Stderr = out, errf
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if err != nil {
+		require.ErrorAs(t, err, &ee)
+		code = ee.ExitCode()
+	}
+	o, err := os.ReadFile(outPath)
+	require.NoError(t, err)
+	e, err := os.ReadFile(errPath)
+	require.NoError(t, err)
+	return string(o), string(e), code
+}
+
+// The README's first steps run as written on a fresh home.
+func TestDocsReadmeFirstSteps(t *testing.T) {
+	home, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	script := docShell(t, "README.md", "scribe serve --store ~/notes &")
+	script = strings.ReplaceAll(script, "/tmp/notes.tar", filepath.Join(home, "notes.tar"))
+	store := filepath.Join(home, "notes")
+	t.Cleanup(func() { scribe(t, "", "stop", "--store", store) })
+	stdout, stderr, code := runShell(t, home, script)
+	require.Equal(t, 0, code, "stdout %s\nstderr %s", stdout, stderr)
+	assert.Equal(t, "a line\n", readFile(t, filepath.Join(store, "log.txt")))
+	assert.Contains(t, stdout, "store "+store)
+	assert.FileExists(t, filepath.Join(home, "notes.tar"))
+}
+
+// The shared-lock example of docs/locking.md prints what it says, even
+// right after the daemon's last batch, while the daemon still holds the
+// lock for its idle-release period.
+func TestDocsSharedLockExample(t *testing.T) {
+	home, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	store := filepath.Join(home, "notes")
+	require.NoError(t, os.Mkdir(store, 0o755))
+	startDaemon(t, store, "--lock-file", filepath.Join(store, ".index.lock"))
+	script := docShell(t, "docs/locking.md", "flock ~/notes/.index.lock")
+	var want []string
+	for _, l := range strings.Split(script, "\n") {
+		if c, ok := strings.CutPrefix(l, "# scribe: "); ok {
+			c, _, _ = strings.Cut(c, "   (exit")
+			want = append(want, "scribe: "+strings.ReplaceAll(c, "/home/me", home))
+		}
+	}
+	require.Len(t, want, 2, script)
+	r := scribe(t, "", "submit", "--store", store, "--wait", "append", "log.txt", "")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	stdout, stderr, code := runShell(t, home, script)
+	assert.Equal(t, 0, code, stderr)
+	assert.Equal(t, strings.Join(want, "\n")+"\n", stderr)
+	assert.Contains(t, stdout, "reindexing")
+	assert.Equal(t, "queued, applied once the tool lets go\n", readFile(t, filepath.Join(store, "log.txt")))
 }

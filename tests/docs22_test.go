@@ -152,3 +152,32 @@ func TestDocsSharedLockExample(t *testing.T) {
 	assert.Contains(t, stdout, "reindexing")
 	assert.Equal(t, "queued, applied once the tool lets go\n", readFile(t, filepath.Join(store, "log.txt")))
 }
+
+// The every-key example of docs/config.md is one serve takes without a
+// warning; a creds key without a cluster is warned about, not silently
+// ignored.
+func TestDocsConfigCreds(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "config.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)```toml\n(.*?)```").FindSubmatch(b)
+	require.NotNil(t, m)
+	for _, c := range []struct {
+		name, file, warn string
+	}{
+		{"the example", string(m[1]), ""},
+		{"creds without a cluster", "creds = \"nats/daemon.creds\"\n", `level=WARN msg="creds is ignored: it is the daemon's credentials for a queue on a NATS server or cluster`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := newStore(t)
+			writeConfig(t, store, c.file, 0o600)
+			r := scribe(t, "", "serve", "--store", store, "--check-config")
+			require.Equal(t, 0, r.code, r.stderr)
+			if c.warn == "" {
+				assert.NotContains(t, r.stderr, "WARN")
+				return
+			}
+			assert.Contains(t, r.stderr, c.warn)
+			assert.Contains(t, r.stderr, "creds="+filepath.Join(store, ".scribe", "nats", "daemon.creds"))
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,4 +181,38 @@ func TestDocsConfigCreds(t *testing.T) {
 			assert.Contains(t, r.stderr, "creds="+filepath.Join(store, ".scribe", "nats", "daemon.creds"))
 		})
 	}
+}
+
+// The Node.js example's job digest gives docs/protocol.md's vectors for
+// exec args, as Go does (queue's TestExecDigestVectors).
+func TestDocsNodeDigestVectors(t *testing.T) {
+	node, dir := nodeExample(t)
+	b, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)bytes that are not UTF-8\\):\n\n```text\n(.*?)```").FindSubmatch(b)
+	require.NotNil(t, m, "the vectors' block")
+	var args, want []string
+	for _, v := range strings.Split(strings.TrimSpace(string(m[1])), "\n\n") {
+		l := strings.Split(v, "\n")
+		require.Len(t, l, 3, v)
+		// Bytes that are not UTF-8 cannot be in a JS string: each is given
+		// as the U+FFFD it reads as; lone surrogate escapes stay.
+		sent := regexp.MustCompile(`<([0-9a-f]{2}(?: [0-9a-f]{2})*)>`).ReplaceAllStringFunc(l[0], func(b string) string {
+			return strings.Repeat("\ufffd", len(strings.Fields(b)))
+		})
+		sent = strings.ReplaceAll(sent, "<DEL>", `\u007f`)
+		hashed := strings.ReplaceAll(l[1], "<DEL>", "\x7f")
+		args, want = append(args, sent, hashed), append(want, l[2], l[2])
+	}
+	script := `import { jobDigest } from "./scribe.mjs";
+import { readFileSync } from "node:fs";
+for (const a of JSON.parse(readFileSync(0, "utf8"))) console.log(jobDigest({ ops: [{ op: "exec", name: "mine", args: JSON.parse(a) }] }));`
+	in, err := json.Marshal(args)
+	require.NoError(t, err)
+	cmd := exec.Command(node, "--input-type=module", "-e", script)
+	cmd.Dir, cmd.Stdin = dir, strings.NewReader(string(in))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, strings.Join(want, "\n")+"\n", string(out))
+	assert.Len(t, want, 6, "three vectors, as sent and as hashed")
 }

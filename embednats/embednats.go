@@ -208,7 +208,7 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 		return nil, fmt.Errorf("start nats: %w", err)
 	}
 	s.opts = opts
-	s.ns.SetLoggerV2(&slogAdapter{l: logger}, false, false, false)
+	s.ns.SetLoggerV2(&slogAdapter{l: logger, generated: true}, false, false, false)
 	s.ns.Start()
 	if !s.ns.ReadyForConnections(10 * time.Second) {
 		return nil, errors.New("start nats: not ready after 10s")

@@ -3,9 +3,12 @@ package embednats
 import (
 	"fmt"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // violationEvery is how often, at most, the log gets a line about
@@ -13,9 +16,16 @@ import (
 // and must not be able to flood the daemon's log.
 const violationEvery = 10 * time.Second
 
-// slogAdapter sends nats-server's log to a slog.Logger.
+// slogAdapter sends nats-server's log to a slog.Logger, each line a
+// record: its start-up banner's art is dropped and its "Name: value"
+// lines become attributes.
 type slogAdapter struct {
 	l *slog.Logger
+	// generated means every password the server knows is scribe's own,
+	// random and made at this start: nats-server's advice to hash
+	// plaintext passwords does not apply (hashing would only slow
+	// clients), so it is not logged.
+	generated bool
 	// now is the clock (tests set it); nil means time.Now.
 	now func() time.Time
 
@@ -24,13 +34,43 @@ type slogAdapter struct {
 	suppressed int       // violations not logged since
 }
 
-func (a *slogAdapter) Noticef(format string, v ...any) { a.l.Debug(fmt.Sprintf(format, v...)) }
+func (a *slogAdapter) Noticef(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if key, value, ok := bannerLine(msg); ok {
+		if key != "" {
+			a.l.Debug("nats-server", key, value)
+		}
+		return
+	}
+	a.l.Debug(msg)
+}
+
+// bannerSetting is a "  Name:  value" line of nats-server's start-up
+// banner.
+var bannerSetting = regexp.MustCompile(`^\s+([A-Z][A-Za-z ]*[A-Za-z]):\s+(.*)$`)
+
+// bannerLine reports whether msg is a line of nats-server's start-up
+// banners, which are written for a terminal: for a "  Name:  value" line
+// it returns the name as a record's key ("max_memory") and the value;
+// for the rest (the logo, rules, blank lines, the docs' address) an empty
+// key.
+func bannerLine(msg string) (key, value string, ok bool) {
+	if m := bannerSetting.FindStringSubmatch(msg); m != nil {
+		value = m[2]
+		if u, err := strconv.Unquote(value); err == nil {
+			value = u
+		}
+		return strings.ReplaceAll(strings.ToLower(m[1]), " ", "_"), value, true
+	}
+	if strings.HasPrefix(msg, "-") || strings.HasPrefix(msg, " ") || !strings.ContainsFunc(msg, unicode.IsLetter) {
+		return "", "", true
+	}
+	return "", "", false
+}
+
 func (a *slogAdapter) Warnf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
-	if strings.Contains(msg, "Plaintext passwords detected") {
-		// The passwords are random, made at each start and kept in memory
-		// and an owner-only file: hashing them would only slow clients.
-		a.l.Debug(msg)
+	if a.generated && strings.Contains(msg, "Plaintext passwords detected") {
 		return
 	}
 	if strings.Contains(msg, `not using "TLS Handshake First"`) {

@@ -3,6 +3,7 @@ package embednats
 import (
 	"bytes"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -75,4 +76,42 @@ func TestViolationsAreRateLimited(t *testing.T) {
 	if assert.Len(t, lines(), 4, buf.String()) {
 		assert.Contains(t, lines()[3], "level=ERROR")
 	}
+}
+
+// nats-server's start-up banner reaches the log as records: its settings
+// as attributes, its art not at all; the advice to hash plaintext
+// passwords is dropped where scribe made every password, kept elsewhere.
+func TestBannerAndPasswordLines(t *testing.T) {
+	var buf bytes.Buffer
+	a := &slogAdapter{l: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), generated: true}
+	for _, l := range []string{
+		"Starting nats-server",
+		"  Version:  2.15.2",
+		"  ID:       NB3W5NOBQS",
+		"    _ ___ _____ ___ _____ ___ ___   _   __  __",
+		" _ | | __|_   _/ __|_   _| _ \\ __| /_\\ |  \\/  |",
+		"| || | _|  | | \\__ \\ | | |   / _| / _ \\| |\\/| |",
+		"",
+		"         https://docs.nats.io/jetstream",
+		"---------------- JETSTREAM ----------------",
+		`  Store Directory: "/tmp/s/.scribe/jetstream/jetstream"`,
+		"  Max Memory:      17.66 GB",
+		"-------------------------------------------",
+		"Server is ready",
+	} {
+		a.Noticef("%s", l)
+	}
+	a.Warnf("Plaintext passwords detected, use nkeys or bcrypt")
+	assert.Equal(t, `{"level":"DEBUG","msg":"Starting nats-server"}
+{"level":"DEBUG","msg":"nats-server","version":"2.15.2"}
+{"level":"DEBUG","msg":"nats-server","id":"NB3W5NOBQS"}
+{"level":"DEBUG","msg":"nats-server","store_directory":"/tmp/s/.scribe/jetstream/jetstream"}
+{"level":"DEBUG","msg":"nats-server","max_memory":"17.66 GB"}
+{"level":"DEBUG","msg":"Server is ready"}
+`, regexp.MustCompile(`"time":"[^"]*",`).ReplaceAllString(buf.String(), ""))
+
+	buf.Reset()
+	a.generated = false
+	a.Warnf("Plaintext passwords detected, use nkeys or bcrypt")
+	assert.Contains(t, buf.String(), `"level":"WARN","msg":"Plaintext passwords detected`, "an operator's own passwords")
 }

@@ -247,7 +247,7 @@ func openSource(src QueueSource, log *slog.Logger) (*nats.Conn, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("open the queue in %s: %w", src.Dir, err)
 	}
-	ns.SetLoggerV2(&slogAdapter{l: log.With("queue", src.Dir)}, false, false, false)
+	ns.SetLoggerV2(&slogAdapter{l: log.With("queue", src.Dir), generated: true}, false, false, false)
 	ns.Start()
 	stop := func() { ns.Shutdown(); ns.WaitForShutdown() }
 	if !ns.ReadyForConnections(10 * time.Second) {

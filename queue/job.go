@@ -399,7 +399,10 @@ func EncodeLimit(j *Job, limit int) ([]byte, error) {
 
 // Decode parses and validates a job's wire form. On error the returned job
 // still carries whatever ID could be read (empty if none), so that the
-// rejection can be recorded under it; the error is a *RejectError.
+// rejection can be recorded under it; the error is a *RejectError. A job
+// that decoded but is invalid is returned whole (its Ops non-nil), so its
+// Digest is its own; for bytes that did not decode (not JSON, an unknown
+// field, a wrong type, too large) it holds only the ID, and Ops is nil.
 func Decode(b []byte) (*Job, error) { return DecodeLimit(b, MaxJobBytes) }
 
 // DecodeLimit is Decode for jobs of up to limit bytes (0: MaxJobBytes).
@@ -471,9 +474,7 @@ func decodeJob(b []byte) (*Job, error) {
 		return nil, fmt.Errorf("data after the JSON value")
 	}
 	j := &Job{V: w.V, ID: w.ID, Store: w.Store, Meta: w.Meta, Coalesce: w.Coalesce, Submitted: w.Submitted}
-	if w.Ops != nil {
-		j.Ops = make([]Op, len(w.Ops))
-	}
+	j.Ops = make([]Op, len(w.Ops)) // non-nil even without ops: the job decoded (see Decode)
 	for i := range w.Ops {
 		n := w.Ops[i].DataLen
 		w.Ops[i].DataLen = nil

@@ -5,6 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +152,36 @@ func TestExecDigest(t *testing.T) {
 	put := &queue.Job{Ops: []queue.Op{{Kind: queue.OpPut, Path: "a", Data: []byte("x")}}}
 	h := sha256.Sum256([]byte("12:scribe-job-1,3:put,1:a,0:,1:x,"))
 	assert.Equal(t, "sha256:"+hex.EncodeToString(h[:]), put.Digest())
+}
+
+// TestExecDigestVectors pins the form exec args are hashed in, with the
+// vectors docs/protocol.md gives: control characters, non-ASCII text, and
+// what is not UTF-8 (each such byte, and each lone surrogate escape, reads
+// as U+FFFD).
+func TestExecDigestVectors(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
+	require.NoError(t, err)
+	for _, v := range []struct{ args, hashed, digest string }{
+		{`["tab\there","nl\n","\u0001\u001f\u007f","\b\f\r","q\"b\\"]`,
+			"[\"tab\\there\",\"nl\\n\",\"\\u0001\\u001f\x7f\",\"\\b\\f\\r\",\"q\\\"b\\\\\"]",
+			"sha256:5baf4bb48dc2495662a4daa61c701d38d99e04d2e4c43a1c930092ce2b977674"},
+		{`["é","日本","😀","<a&b>","\u2028\u2029"]`,
+			`["é","日本","😀","\u003ca\u0026b\u003e","\u2028\u2029"]`,
+			"sha256:d72665afe7ecef76a78f8649fd6fd160f8d7fce6050248f60691f90d7d8b860b"},
+		{"[\"a\xe6\x97b\",\"\\ud800\",\"\xed\xa0\x80\",\"\\ud83d\\ude00\"]",
+			"[\"a\ufffd\ufffdb\",\"\ufffd\",\"\ufffd\ufffd\ufffd\",\"😀\"]",
+			"sha256:32a97ec24da7736e117a947e83eb708f78e5f2cc4580a35d5e75d8b53454b42e"},
+	} {
+		j, err := queue.Decode([]byte(`{"v":1,"id":"x","store":"s","ops":[{"op":"exec","name":"mine","args":` + v.args + `}]}`))
+		require.NoError(t, err, v.args)
+		got, err := json.Marshal(j.Ops[0].Args)
+		require.NoError(t, err)
+		assert.Equal(t, v.hashed, string(got), v.args)
+		want := sha256.Sum256([]byte("12:scribe-job-1,4:exec,4:mine,0:,1:0," + strconv.Itoa(len(v.hashed)) + ":" + v.hashed + ","))
+		assert.Equal(t, "sha256:"+hex.EncodeToString(want[:]), j.Digest(), v.args)
+		assert.Equal(t, v.digest, j.Digest(), v.args)
+		assert.True(t, strings.Contains(string(doc), v.digest), "docs/protocol.md gives the vector %s", v.digest)
+	}
 }
 
 func TestValidate(t *testing.T) {

@@ -421,7 +421,10 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 		if e.Job != nil {
 			id = e.Job.ID
 		}
-		if e.Err == nil {
+		// A job that decoded but is invalid has a digest too, so that its
+		// retry and another job under its ID are told apart; bytes that
+		// did not decode (only their ID read) have none.
+		if e.Job != nil && (e.Err == nil || e.Job.Ops != nil) {
 			digest = e.Job.Digest()
 		}
 		if id != "" {

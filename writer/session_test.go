@@ -642,6 +642,41 @@ func TestApplyEntryErr(t *testing.T) {
 	assert.Equal(t, map[string]string{"a": "x"}, readFiles(t, store))
 }
 
+// A job that decodes but is invalid records its digest, so that its retry
+// is told from another job under its ID; bytes that do not decode have none.
+func TestApplyDecodeErrDigest(t *testing.T) {
+	store := newStore(t)
+	s := openSession(t, store, writer.Options{})
+	sid := queue.StoreID(store)
+	entry := func(raw string) writer.Entry {
+		job, err := queue.Decode([]byte(raw))
+		require.Error(t, err, raw)
+		return writer.Entry{Job: job, Err: err}
+	}
+	badVersion := `{"v":3,"id":"v","store":"` + sid + `","ops":[{"op":"put","path":"a","data":"x"}]}`
+	unknownOp := `{"v":1,"id":"u","store":"` + sid + `","ops":[{"op":"chmod","path":"a"}]}`
+	escapes := `{"v":1,"id":"p","store":"` + sid + `","ops":[{"op":"put","path":"../a"}]}`
+	noOps := `{"v":1,"id":"n","store":"` + sid + `"}`
+	notJSON := `{"v":1,"id":"j","store":`
+	entries := []writer.Entry{entry(badVersion), entry(unknownOp), entry(escapes), entry(noOps), entry(notJSON)}
+	res, err := s.Apply(entries)
+	require.NoError(t, err)
+	for i, want := range []queue.Reason{queue.ReasonBadVersion, queue.ReasonUnknownOp, queue.ReasonPathEscapes, queue.ReasonBadInput} {
+		assertOutcome(t, res[i].Outcome, want)
+		assert.Regexp(t, `^sha256:[0-9a-f]{64}$`, res[i].Outcome.Digest, want)
+		assert.Equal(t, entries[i].Job.Digest(), res[i].Outcome.Digest, want)
+	}
+	assertOutcome(t, res[4].Outcome, queue.ReasonBadInput)
+	assert.Empty(t, res[4].Outcome.Digest, "bytes that do not decode have no digest")
+
+	again, err := s.Apply([]writer.Entry{entry(badVersion), entry(strings.Replace(unknownOp, "chmod", "chown", 1))})
+	require.NoError(t, err)
+	assert.True(t, again[0].Duplicate, "the same invalid job again is a retry")
+	assert.Equal(t, queue.ReasonBadVersion, again[0].Outcome.Reason)
+	assert.True(t, again[1].Conflict, "another invalid job under the ID is a conflict")
+	assert.Equal(t, queue.ReasonIDConflict, again[1].Outcome.Reason)
+}
+
 func TestApplyAfterClose(t *testing.T) {
 	store := newStore(t)
 	s, err := writer.Open(context.Background(), store, writer.Options{})

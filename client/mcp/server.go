@@ -234,37 +234,39 @@ func New(cfg Config) (*Server, error) {
 	m := &tools{cfg: cfg, storeID: queue.StoreID(real)}
 	s := sdk.NewServer(&sdk.Implementation{Name: "scribe", Title: "scribe", Version: cfg.Version}, &sdk.ServerOptions{
 		Logger: sdkLog,
+		// The tools are fixed, and the server sends no log messages: it
+		// offers tools, without list-changed notifications, and nothing else.
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
 		Instructions: "scribe serializes the writes to the files of the store " + real + ": each write tool hands a job " +
 			"to the store's one writer and returns its outcome (applied, or rejected with a reason; a rejected job changes " +
 			"nothing). Paths are relative to the store. If a result says the outcome is unknown, look the job up with the " +
 			"outcome tool or call the same tool again with the same arguments and id: it is applied at most once. " +
 			"Never redo such a write another way.",
 	})
-	no, yes := new(bool), new(bool)
-	*yes = true
-	write := func(name, title, desc string, destructive bool, input *jsonschema.Schema) *sdk.Tool {
-		d := no
-		if destructive {
-			d = yes
-		}
+	no := new(bool)
+	// write is a write tool. Every one is idempotent given an id; those
+	// marked idempotent are so without one too (a repeated put, merge or
+	// delete leaves the file as the first did), while a repeated append,
+	// job or exec without an id is a second job.
+	write := func(name, title, desc string, destructive, idempotent bool, input *jsonschema.Schema) *sdk.Tool {
 		return &sdk.Tool{
 			Name: name, Title: title, Description: desc, InputSchema: input, OutputSchema: outcomeSchema(),
-			Annotations: &sdk.ToolAnnotations{Title: title, DestructiveHint: d, OpenWorldHint: no},
+			Annotations: &sdk.ToolAnnotations{Title: title, DestructiveHint: &destructive, IdempotentHint: idempotent, OpenWorldHint: no},
 		}
 	}
 	const answer = " Returns the job's outcome: applied, or rejected with a reason code (isError; the job changed nothing)."
 	sdk.AddTool(s, write("append", "Append to a file",
-		"Append text to a file of the store, creating it (and its folders) if absent. The text goes after whatever the file holds, exactly once."+answer, false, inputSchema[appendArgs]()), m.append)
+		"Append text to a file of the store, creating it (and its folders) if absent. The text goes after whatever the file holds, exactly once."+answer, false, false, inputSchema[appendArgs]()), m.append)
 	sdk.AddTool(s, write("put", "Replace a file",
-		"Replace a file's whole content atomically, creating it (and its folders) if absent. if_match makes it conditional: absent (create only) or the sha256 of the content you read (compare-and-swap)."+answer, true, inputSchema[putArgs]()), m.put)
+		"Replace a file's whole content atomically, creating it (and its folders) if absent. if_match makes it conditional: absent (create only) or the sha256 of the content you read (compare-and-swap)."+answer, true, true, inputSchema[putArgs]()), m.put)
 	sdk.AddTool(s, write("merge", "Merge into a JSON file",
-		"Merge a JSON object into a JSON object file (RFC 7386 merge patch): null removes a member, objects merge recursively, other values replace; an absent file counts as {}. Members keep their order; new ones follow in the patch's order."+answer, true, inputSchema[mergeArgs]()), m.merge)
+		"Merge a JSON object into a JSON object file (RFC 7386 merge patch): null removes a member, objects merge recursively, other values replace; an absent file counts as {}. Members keep their order; new ones follow in the patch's order."+answer, true, true, inputSchema[mergeArgs]()), m.merge)
 	sdk.AddTool(s, write("delete", "Delete a file",
-		"Delete a file of the store. A missing file is not an error; folders are never removed."+answer, true, inputSchema[deleteArgs]()), m.delete)
+		"Delete a file of the store. A missing file is not an error; folders are never removed."+answer, true, true, inputSchema[deleteArgs]()), m.delete)
 	sdk.AddTool(s, write("job", "Apply several ops at once",
-		"Apply several ops (put, append, merge, delete) as one job: in order, all or nothing. Ops are in scribe's wire form: data is text (for merge, the patch as a JSON string), data_b64 for bytes that are not text."+answer, true, inputSchema[jobArgs]()), m.job)
+		"Apply several ops (put, append, merge, delete) as one job: in order, all or nothing. Ops are in scribe's wire form: data is text (for merge, the patch as a JSON string), data_b64 for bytes that are not text."+answer, true, false, inputSchema[jobArgs]()), m.job)
 	sdk.AddTool(s, write("exec", "Run an allowlisted command",
-		"Run a command of the store daemon's allowlist in the store's turn, with the store lock held, and wait for it. Needs the store's daemon (running, or started by this server's autostart); without one the call fails and nothing runs. Applied means the command exited 0; the outcome's exec member holds its exit code and output."+answer, true, inputSchema[execArgs]()), m.exec)
+		"Run a command of the store daemon's allowlist in the store's turn, with the store lock held, and wait for it. Needs the store's daemon (running, or started by this server's autostart); without one the call fails and nothing runs. Applied means the command exited 0; the outcome's exec member holds its exit code and output."+answer, true, false, inputSchema[execArgs]()), m.exec)
 	sdk.AddTool(s, &sdk.Tool{
 		Name: "outcome", Title: "Look up a job's outcome", InputSchema: inputSchema[outcomeArgs](), OutputSchema: lookupSchema(),
 		Description: "Look up a job's recorded outcome by its ID, in the store's journal. found false means no outcome is recorded: the job is still queued, or was never received (for example refused before it reached the store).",

@@ -170,6 +170,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if len(inherited) > 0 {
 		log.Debug("closed the descriptors inherited from the starter", "fds", inherited)
 	}
+	if nf.Creds != "" && onCommandLine["creds"] && !cluster {
+		log.Warn("creds is ignored: it is the daemon's credentials for a queue on a NATS server or cluster (nats_url or nats_config)", "creds", nf.Creds)
+	}
 	if *checkConfig {
 		printConfig(c.Stdout, fs, cfg, sources)
 		printStores(c.Stdout, stores)

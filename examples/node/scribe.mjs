@@ -104,8 +104,18 @@ export function newJobId() {
   return randomBytes(16).toString("hex");
 }
 
-// jobDigest is the job digest (section 8, "Job digest"), for jobs of file
-// ops: what the job asks for, apart from its id.
+// goJSON is exec args as the job digest hashes them: JSON as Go writes it,
+// which JSON.stringify matches once lone surrogates are U+FFFD and <, >, &,
+// U+2028 and U+2029 are escaped.
+function goJSON(args) {
+  return JSON.stringify(args.map((a) => a.toWellFormed())).replace(
+    /[<>&\u2028\u2029]/g,
+    (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"),
+  );
+}
+
+// jobDigest is the job digest (section 8, "Job digest"): what the job asks
+// for, apart from its id.
 export function jobDigest(job) {
   const h = createHash("sha256");
   const ns = (b) => {
@@ -117,8 +127,14 @@ export function jobDigest(job) {
   ns("scribe-job-1");
   if (job.coalesce) ns("coalesce:" + job.coalesce);
   for (const op of job.ops) {
-    if (op.op === "exec") throw new Error("jobDigest: exec ops are not supported by this example");
     ns(op.op);
+    if (op.op === "exec") {
+      ns(op.name);
+      ns(op.dir ?? "");
+      ns(String(op.timeout_ms ?? 0));
+      ns(goJSON(op.args ?? []));
+      continue;
+    }
     ns(op.path);
     ns(op.if_match ?? "");
     ns(op.data_b64 !== undefined ? Buffer.from(op.data_b64, "base64") : (op.data ?? ""));

@@ -27,10 +27,12 @@ import (
 // but not yet synced, so the mark holds only while the machine has not
 // restarted since (the page cache has the files): it names the boot it
 // was written in, and a look-up of a later boot, or one that cannot tell
-// its boot, ignores it; a holder always ignores it, and redoes the
-// intent. So the mark only ever names to a look-up an intent whose files
-// it will find, and to a holder one whose files are durable; losing or
-// tearing it errs on the side of a redo.
+// its boot, ignores it. A holder ignores it always, and redoes the
+// intent: a disk can lose what was not synced without the machine
+// restarting (a drive cut off), and then only that redo brings the bytes
+// back. So the mark only ever names to a holder an intent whose files
+// are durable, and losing or tearing it errs on the side of a redo.
+
 // Token tells one intent apart from every other, in this journal or
 // any journal that replaces it: a mark left by one intent never settles
 // another. Record returns it, Settle takes it.

@@ -238,3 +238,26 @@ func TestFold(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkApplyAppend applies one-job batches appending a line to one
+// file, as a single producer does, with the files synced before each
+// answer and after it.
+func BenchmarkApplyAppend(b *testing.B) {
+	for _, delay := range []time.Duration{0, time.Second} {
+		b.Run(fmt.Sprintf("sync-delay=%v", delay), func(b *testing.B) {
+			store := tempStore(b, nil)
+			s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: delay})
+			require.NoError(b, err)
+			defer s.Close()
+			line := bytes.Repeat([]byte("x"), 99)
+			b.ResetTimer()
+			for i := range b.N {
+				e := jobOf(b, store, fmt.Sprint(i), queue.Op{Kind: queue.OpAppend, Path: "log", Data: append(line, '\n')})
+				if _, err := s.Apply([]Entry{e}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}

@@ -15,14 +15,14 @@ import (
 	"github.com/scribehq/scribe/writer/journal"
 )
 
-// materialize carries out changes and makes them durable: each file is
-// fsynced, then each folder whose entries changed. Removals go first, so
-// that a folder may take the place of a file the batch removes. redo says
-// that the changes may have been carried out in part already (by a holder
-// that died, or an attempt that failed): appends then look at what the
-// file holds before writing (see appendFile).
-func materialize(t *tree, changes []journal.Change, redo bool) error {
-	dirs := map[string]bool{}
+// materialize carries out changes and, if sync, makes them durable: each
+// file is fsynced, then each folder whose entries changed (syncChanges
+// does that later for changes carried out without). Removals go first,
+// so that a folder may take the place of a file the batch removes. redo
+// says that the changes may have been carried out in part already (by a
+// holder that died, or an attempt that failed): appends then look at what
+// the file holds before writing (see appendFile).
+func materialize(t *tree, changes []journal.Change, redo, sync bool) error {
 	ordered := make([]journal.Change, 0, len(changes))
 	for _, c := range changes {
 		if c.Kind == journal.ChangeRemove {
@@ -37,30 +37,16 @@ func materialize(t *tree, changes []journal.Change, redo bool) error {
 	for _, c := range ordered {
 		var err error
 		switch c.Kind {
-		case journal.ChangeWrite, journal.ChangeAppend:
-			if c.New {
-				// A new file's folders may be new too, and their entries
-				// must reach the disk as well: also on a redo, which finds
-				// folders a crashed attempt made and never synced.
-				for d := path.Dir(c.Path); d != "."; {
-					d = path.Dir(d)
-					dirs[d] = true
-				}
-			}
-			if c.Kind == journal.ChangeWrite {
-				err = t.replace(c.Path, c.Data, c.Mode)
-			} else {
-				err = appendFile(t, c, redo)
-			}
+		case journal.ChangeWrite:
+			err = t.replace(c.Path, c.Data, c.Mode, sync)
+		case journal.ChangeAppend:
+			err = appendFile(t, c, redo, sync)
 		case journal.ChangeRemove:
 			err = t.remove(c.Path)
 		case journal.ChangeMkdir:
 			var fd int
 			if fd, err = t.openDir(c.Path, true); err == nil {
 				unix.Close(fd)
-			}
-			for d := c.Path; d != "."; d = path.Dir(d) {
-				dirs[path.Dir(d)] = true
 			}
 		default:
 			err = fmt.Errorf("unknown change kind %q", c.Kind)
@@ -69,9 +55,54 @@ func materialize(t *tree, changes []journal.Change, redo bool) error {
 			return fmt.Errorf("%s %s: %w", c.Kind, c.Path, err)
 		}
 		fault.Crash("file")
-		// A rename, a removal or a new name changes the folder; an append
-		// to a file that was there changes only the file, synced above.
-		if c.Kind != journal.ChangeAppend || c.New {
+	}
+	if !sync {
+		return nil
+	}
+	return syncDirs(t, changes)
+}
+
+// syncChanges makes changes carried out without sync durable: each file
+// is fsynced, then each folder whose entries changed. A file gone since
+// (another program removed it) has nothing left to sync.
+func syncChanges(t *tree, changes []journal.Change) error {
+	for _, c := range changes {
+		if c.Kind != journal.ChangeWrite && c.Kind != journal.ChangeAppend {
+			continue
+		}
+		f, err := t.openFile(c.Path, unix.O_RDONLY, 0, false)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			err = f.Sync()
+			f.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("sync %s: %w", c.Path, err)
+		}
+	}
+	return syncDirs(t, changes)
+}
+
+// syncDirs fsyncs each folder whose entries changes changed: a rename, a
+// removal or a new name changes the folder (an append to a file that was
+// there changes only the file), and a new file's or folder's folders may
+// be new too, and their entries must reach the disk as well: also on a
+// redo, which finds folders a crashed attempt made and never synced.
+func syncDirs(t *tree, changes []journal.Change) error {
+	dirs := map[string]bool{}
+	for _, c := range changes {
+		switch {
+		case c.Kind == journal.ChangeMkdir:
+			for d := c.Path; d != "."; d = path.Dir(d) {
+				dirs[path.Dir(d)] = true
+			}
+		case c.Kind != journal.ChangeRemove && c.New:
+			for d := c.Path; d != "."; d = path.Dir(d) {
+				dirs[path.Dir(d)] = true
+			}
+		case c.Kind != journal.ChangeAppend:
 			dirs[path.Dir(c.Path)] = true
 		}
 	}
@@ -83,7 +114,7 @@ func materialize(t *tree, changes []journal.Change, redo bool) error {
 	return nil
 }
 
-// appendFile adds c.Data at the end of the file and syncs it. It never
+// appendFile adds c.Data at the end of the file and, if sync, syncs it. It never
 // removes a byte another program wrote: in normal operation the data is
 // written with O_APPEND, after whatever the file holds by then (a shell
 // >> beside scribe keeps its lines). A redo first looks at the file from
@@ -95,7 +126,7 @@ func materialize(t *tree, changes []journal.Change, redo bool) error {
 //   - anything else (another program wrote there): append the data whole.
 //
 // So a redo overwrites at most scribe's own partial bytes, and cuts none.
-func appendFile(t *tree, c journal.Change, redo bool) error {
+func appendFile(t *tree, c journal.Change, redo, sync bool) error {
 	flags := unix.O_WRONLY | unix.O_APPEND | unix.O_CREAT
 	if redo {
 		flags = unix.O_RDWR | unix.O_CREAT
@@ -113,8 +144,10 @@ func appendFile(t *tree, c journal.Change, redo bool) error {
 	if err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		return err
+	if sync {
+		if err := f.Sync(); err != nil {
+			return err
+		}
 	}
 	return f.Close()
 }

@@ -241,6 +241,10 @@ func (s *Session) StartExec(plan *ExecPlan) error {
 	if err := st.verify(); err != nil {
 		return err
 	}
+	// The command may change the files: no redo may overwrite what it did.
+	if err := st.sync(); err != nil {
+		return err
+	}
 	if why := plan.cmd.LockBusy(); why != "" {
 		return &DeferError{Why: why}
 	}

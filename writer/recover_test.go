@@ -230,7 +230,7 @@ func TestMaterializeIdempotent(t *testing.T) {
 			store := tempStore(t, recoverBefore)
 			tr := openTestTree(t, store)
 			for i := range tt.times {
-				require.NoError(t, materialize(tr, recoverChanges, i > 0))
+				require.NoError(t, materialize(tr, recoverChanges, i > 0, true))
 				assert.Equal(t, recoverAfter, storeFiles(t, store))
 			}
 		})
@@ -250,7 +250,7 @@ func TestMaterializeErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := tempStore(t, map[string]string{"f": "file", "d/x": "in d"})
-			err := materialize(openTestTree(t, store), []journal.Change{tt.change}, false)
+			err := materialize(openTestTree(t, store), []journal.Change{tt.change}, false, true)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.change.Path)
 			got := storeFiles(t, store)
@@ -335,7 +335,7 @@ func TestApplyRecordsIntent(t *testing.T) {
 	assert.Equal(t, map[string]string{"log": "ab", "old": "x"}, storeFiles(t, store), "the overlay does not touch the disk")
 
 	// Replaying the overlay's changes on the untouched store is what Apply does.
-	require.NoError(t, materialize(s.st.tree, ov.changes(), false))
+	require.NoError(t, materialize(s.st.tree, ov.changes(), false, true))
 	assert.Equal(t, map[string]string{"log": "abcd", "n/new": "fresh"}, storeFiles(t, store))
 }
 

@@ -53,6 +53,12 @@ type Options struct {
 	// Fence, if set, is the daemon's claim on the store (a *claim.Claim):
 	// the journal commits nothing once it fails (see journal.Fence).
 	Fence journal.Fence
+	// SyncDelay, if positive, lets the fsync of a batch's files follow its
+	// answer, by up to about this long (see Session.Sync): the journal,
+	// synced before any file changes, holds every change not yet synced,
+	// and a holder after a power loss redoes them. 0 syncs a batch's files
+	// before Apply returns.
+	SyncDelay time.Duration
 }
 
 // defaults fills in o's defaults.
@@ -91,6 +97,7 @@ type Session struct {
 	mode      queue.Mode
 	maxFile   int64
 	retention time.Duration
+	syncDelay time.Duration
 }
 
 // opened is this process's registry of what its Sessions share under each
@@ -156,6 +163,9 @@ type shared struct {
 	// epoch is the hold's: a run record of this epoch belongs to a
 	// command this hold is running (see recoverRun).
 	epoch uint64
+	// carry is what batches answered before their files were synced
+	// (Options.SyncDelay) left to sync.
+	carry carry
 }
 
 // Open holds a store for a caller that applies jobs to it: it takes the
@@ -184,7 +194,7 @@ func Open(ctx context.Context, store string, o Options) (_ *Session, err error) 
 		}
 	}
 	hs.st.sessions++
-	return &Session{store: real, storeID: queue.StoreID(real), lock: l, held: hs, st: hs.st, epoch: l.Epoch(), mode: o.Mode, maxFile: o.MaxFileBytes, retention: o.Retention}, nil
+	return &Session{store: real, storeID: queue.StoreID(real), lock: l, held: hs, st: hs.st, epoch: l.Epoch(), mode: o.Mode, maxFile: o.MaxFileBytes, retention: o.Retention, syncDelay: o.SyncDelay}, nil
 }
 
 // openShared opens the journal and root under the hold l, raises the
@@ -243,6 +253,52 @@ func openShared(real string, l *lock.Hold, fence journal.Fence, log *slog.Logger
 		return nil, err
 	}
 	return st, nil
+}
+
+// Sync makes the files of the batches Apply answered durable, if it left
+// their fsync for later (Options.SyncDelay): Apply does it once the
+// oldest of them is SyncDelay old, or they pass a bound, before an exec
+// job's command runs, and Close before it lets go of the store. A writer
+// that stays idle calls it when SyncBy says. If it fails, those batches
+// are redone (the journal has them) before the next one.
+func (s *Session) Sync() error {
+	if s.st == nil {
+		return ErrClosed
+	}
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	return s.st.sync()
+}
+
+// SyncBy returns when the files of the batches Apply answered without
+// syncing them are due to be synced (Sync), or the zero time if there
+// are none.
+func (s *Session) SyncBy() time.Time {
+	if s.st == nil {
+		return time.Time{}
+	}
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	if len(s.st.carry.changes) == 0 {
+		return time.Time{}
+	}
+	return s.st.carry.since.Add(s.syncDelay)
+}
+
+// sync fsyncs the carried files and folders, then settles the standing
+// intent for good. If a file cannot be synced, the intent is unsettled:
+// recover redoes it.
+func (st *shared) sync() error {
+	c := st.carry
+	if len(c.changes) == 0 {
+		return nil
+	}
+	st.carry = carry{}
+	if err := syncChanges(st.tree, c.changes); err != nil {
+		st.journal.Unsettle()
+		return err
+	}
+	return st.journal.Settle(c.token)
 }
 
 // MaybePrune drops outcomes older than the retention period whose stream
@@ -304,7 +360,8 @@ func (s *shared) recover() error {
 		return s.recoverRun()
 	}
 	s.log.Warn("redoing an interrupted batch", "epoch", in.Epoch, "files", len(in.Changes))
-	if err := materialize(s.tree, in.Changes, true); err != nil {
+	s.carry = carry{} // the intent holds it: redone and synced with it
+	if err := materialize(s.tree, in.Changes, true, true); err != nil {
 		stuck := &StuckError{Files: len(in.Changes), Err: err}
 		if n, jerr := s.journal.Interrupted(); jerr == nil && n != nil {
 			stuck.Jobs = n.Jobs
@@ -388,7 +445,8 @@ type Result struct {
 }
 
 // Apply applies entries in order as one batch: each job's ops all or
-// nothing, the files touched once and fsynced, every outcome recorded in
+// nothing, the files touched once and fsynced (or, with
+// Options.SyncDelay, synced later: see Sync), every outcome recorded in
 // one journal transaction. A job ID the journal already has is not applied
 // again; its recorded outcome is returned. An error means an I/O fault:
 // nothing of the batch is recorded as applied, though it may be half on
@@ -476,11 +534,22 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	}
 	// One synced journal write: the outcomes with the intent. They stand
 	// once the files are on disk; a crash before that leaves the intent,
-	// which the next holder redoes.
-	var in *journal.Intent
+	// which the next holder redoes. The changes of batches answered
+	// before their files were synced are carried in it again, else synced
+	// first: the journal always holds what is not synced.
 	changes := ov.changes()
-	if len(changes) > 0 {
-		in = &journal.Intent{Epoch: s.epoch, Changes: changes, LastSeq: lastSeq}
+	intent, carried := changes, []string(nil)
+	if c := &s.st.carry; len(c.changes) > 0 {
+		folded, ok := fold(c.changes, changes)
+		if ok && s.syncDelay > 0 && time.Since(c.since) < s.syncDelay && fits(folded, len(c.ids)+len(decided)) {
+			intent, carried = folded, c.ids
+		} else if err := s.st.sync(); err != nil {
+			return nil, err
+		}
+	}
+	var in *journal.Intent
+	if len(intent) > 0 {
+		in = &journal.Intent{Epoch: s.epoch, Changes: intent, LastSeq: lastSeq, Carried: carried}
 	}
 	token, err := jn.Record(in, decided, deadLetters(entries, results), lastSeq)
 	if err != nil {
@@ -490,15 +559,29 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 		return results, nil
 	}
 	fault.Crash("intent")
-	if err := materialize(t, changes, false); err != nil {
+	if err := materialize(t, changes, false, s.syncDelay == 0); err != nil {
 		return nil, err
 	}
 	fault.Crash("files")
 	if err := s.st.verify(); err != nil {
 		return nil, err
 	}
-	if err := jn.Settle(token); err != nil {
-		return nil, err
+	if s.syncDelay == 0 {
+		if err := jn.Settle(token); err != nil {
+			return nil, err
+		}
+		return results, nil
+	}
+	jn.SettleWritten(token)
+	c := &s.st.carry
+	if len(c.changes) == 0 {
+		c.since = time.Now()
+	}
+	c.changes, c.token, c.ids = intent, token, carried
+	for _, o := range decided {
+		if o.ID != "" {
+			c.ids = append(c.ids, o.ID)
+		}
 	}
 	return results, nil
 }
@@ -525,7 +608,8 @@ func (s *Session) Close() error {
 	if s.st == nil {
 		return nil
 	}
-	var errs []error
+	// The next holder must find the files durable.
+	errs := []error{s.Sync()}
 	s.held.mu.Lock()
 	if s.st.sessions--; s.st.sessions == 0 {
 		errs = append(errs, s.st.close())

@@ -272,9 +272,9 @@ func (t *tree) remove(p string) error {
 }
 
 // replace atomically replaces p with data through a temporary file beside
-// it, synced before the rename; mode 0 means a new file (0666 less the
+// it, synced before the rename if sync; mode 0 means a new file (0666 less the
 // umask), else the replaced file's mode, kept exactly.
-func (t *tree) replace(p string, data []byte, mode fs.FileMode) error {
+func (t *tree) replace(p string, data []byte, mode fs.FileMode, sync bool) error {
 	dfd, err := t.openDir(path.Dir(p), true)
 	if err != nil {
 		return err
@@ -305,9 +305,11 @@ func (t *tree) replace(p string, data []byte, mode fs.FileMode) error {
 		f.Close()
 		return &pathError{p, err}
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return &pathError{p, err}
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return &pathError{p, err}
+		}
 	}
 	if err := f.Close(); err != nil {
 		return &pathError{p, err}

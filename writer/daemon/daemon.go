@@ -297,6 +297,11 @@ func (d *Daemon) writerConfig(st *store) WriterConfig {
 		Store: st.path, LockPath: st.lockFile, Settings: d.cfg.Writer, Limits: d.cfg.Queue.Limits,
 		Command: d.cfg.Command, Version: d.cfg.Version, Logger: d.log, Commands: d.cfg.Commands,
 	}
+	// The journal holds what a file's fsync has not made durable yet: a
+	// queue that is not synced at once need not wait for the files either.
+	if cfg.SyncDelay == 0 {
+		cfg.SyncDelay = d.cfg.Queue.SyncInterval
+	}
 	if d.met != nil { // not a nil *metrics in the interface
 		cfg.Observer = d.met
 	}

@@ -67,6 +67,11 @@ type Settings struct {
 	// Retention is how long outcomes are kept; 0 means
 	// journal.DefaultRetention.
 	Retention time.Duration
+	// SyncDelay, if positive, lets the fsync of a batch's files follow its
+	// answer by up to this long (writer.Options.SyncDelay); 0 syncs them
+	// first. A Daemon sets it to its queue's sync interval, unless it
+	// syncs always.
+	SyncDelay time.Duration
 }
 
 // WriterConfig configures a Writer. Store and Conn are required.
@@ -713,6 +718,10 @@ func (w *Writer) run(ctx context.Context) {
 				continue // stops at the top
 			case <-w.purgeDue():
 				w.purge(ctx, true)
+			case <-w.syncDue():
+				if err := w.session.Sync(); err != nil {
+					w.log.Warn("sync the files of answered batches", "err", err)
+				}
 			case <-idle.C:
 				w.purge(ctx, true)
 				w.release()
@@ -754,6 +763,20 @@ func (w *Writer) run(ctx context.Context) {
 		w.purge(ctx, false)
 		idle.Reset(w.cfg.IdleRelease)
 	}
+}
+
+// syncDue fires when the files of the batches the writer answered
+// before syncing them are due to be synced; nil (never ready) if there
+// are none.
+func (w *Writer) syncDue() <-chan time.Time {
+	if w.session == nil {
+		return nil
+	}
+	by := w.session.SyncBy()
+	if by.IsZero() {
+		return nil
+	}
+	return time.After(time.Until(by))
 }
 
 // lostClaim is closed once the claim is lost; nil (never ready) without
@@ -1205,6 +1228,7 @@ func (w *Writer) sessionOptions() writer.Options {
 	o := writer.Options{
 		LockPath: w.cfg.LockPath, Mode: queue.ModeDaemon, Command: w.cfg.Command,
 		MaxFileBytes: w.cfg.MaxFileBytes, Retention: cmp.Or(w.cfg.Retention, journal.DefaultRetention), Logger: w.log,
+		SyncDelay: w.cfg.SyncDelay,
 	}
 	if w.cfg.Claim != nil { // not a nil *claim.Claim in the interface
 		o.Fence = w.cfg.Claim

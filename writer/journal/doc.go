@@ -15,10 +15,11 @@
 //
 // A batch costs one synced transaction: its outcomes are recorded with its
 // intent, before any file changes. Until the files are written and synced
-// (Settle) those outcomes are provisional: look-ups do not show them, and
-// a holder that finds the intent standing, after a crash, redoes it. The
-// settled mark, <store>/.scribe/settled, tells every other process that
-// the intent was carried out.
+// (Settle), or only written (SettleWritten: the next batch's intent then
+// carries the changes again), those outcomes are provisional: look-ups
+// do not show them, and a holder that finds the intent standing, after a
+// crash, redoes it. The settled mark, <store>/.scribe/settled, tells
+// every other process that the intent was carried out.
 //
 // # Caveats
 //
@@ -38,5 +39,9 @@
 //
 // The settled mark is written with one pwrite and no fsync: a power loss
 // may lose it, and then the intent looks interrupted and is redone, which
-// is harmless. It never names an intent whose files were not durable.
+// is harmless. A synced mark never names an intent whose files were not
+// durable; a written one (SettleWritten) names one whose files are only
+// written, for look-ups in the same boot of the machine (read from
+// /proc/sys/kernel/random/boot_id; where there is none, it is not
+// written), and no holder trusts it.
 package journal

@@ -34,4 +34,9 @@ type Intent struct {
 	Changes  []Change         `json:"changes"`
 	Outcomes []*queue.Outcome `json:"outcomes"`
 	LastSeq  uint64           `json:"last_seq"`
+	// Carried are the IDs of outcomes recorded with an earlier intent
+	// whose changes this one carries again, their files not yet synced:
+	// they stay provisional with it (Record keeps them in the pending
+	// outcomes, which is where a later holder finds them).
+	Carried []string `json:"-"`
 }

@@ -72,6 +72,12 @@ type Journal struct {
 	// opened (no other process writes the journal while it is open). nil:
 	// none. Any other intent is provisional.
 	settled atomic.Pointer[Token]
+	// unsynced says that the files of the settled intent were written but
+	// not yet synced (SettleWritten): Settle is still to come. Only the
+	// holder, under the store lock, reads or writes it.
+	unsynced bool
+	// boot identifies the running boot in written marks ("" if unknown).
+	boot string
 	// mark is the settled mark, open for writing; nil for a read-only
 	// journal, or when the mark could not be opened (settle then drops
 	// the intent in a transaction instead).
@@ -174,7 +180,12 @@ func (j *Journal) loadMark(write bool) {
 			j.mark = f
 		}
 	}
-	if t, ok := readMark(path); ok {
+	j.boot = currentBoot()
+	// A written mark shows outcomes to look-ups; a holder redoes its
+	// intent, and so syncs its files: a disk can lose what was not synced
+	// without the machine restarting (a drive cut off, a power cut of its
+	// own).
+	if t, synced, ok := readMark(path, j.boot); ok && (synced || !write) {
 		j.settled.Store(&t)
 	}
 }
@@ -205,10 +216,10 @@ func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	return j, nil
 }
 
-// Close closes the journal, dropping the intent of a batch carried out:
-// no later holder need redo it, or read the mark.
+// Close closes the journal, dropping the intent of a batch carried out
+// and synced: no later holder need redo it, or read the mark.
 func (j *Journal) Close() error {
-	if !j.db.IsReadOnly() && j.settled.Load() != nil {
+	if !j.db.IsReadOnly() && j.settled.Load() != nil && !j.unsynced {
 		var done bool // an intent stands, carried out
 		_ = j.db.View(func(tx *bolt.Tx) error {
 			done = tx.Bucket(bucketIntent).Get(keyIntent) != nil && j.carriedOut(tx)
@@ -313,8 +324,10 @@ func (j *Journal) Lookup(id string) (queue.Lookup, error) {
 // Record commits a decided batch in one transaction: its outcomes,
 // dead letters and last sequence and, if it changes files, its intent
 // (in), the data kept raw beside it. It drops the intent of the batch
-// before, which must be carried out. It returns the intent's token, for
-// Settle once its files are on disk. Until then the outcomes are
+// before, which must be carried out; if its files are not synced yet
+// (SettleWritten), in must carry its changes again, and its outcomes
+// (Intent.Carried). It returns the intent's token, for Settle (or
+// SettleWritten) once its files are on disk. Until then the outcomes are
 // provisional: look-ups do not show them.
 func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (token Token, err error) {
 	var header []byte
@@ -381,8 +394,16 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 				}
 			}
 		}
+		for _, id := range in.Carried {
+			if err := p.Put([]byte(id), nil); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
+	if err == nil {
+		j.unsynced = false
+	}
 	return token, err
 }
 
@@ -394,9 +415,10 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 // stays provisional (the error says why), and the next holder redoes it.
 func (j *Journal) Settle(t Token) error {
 	if j.mark != nil {
-		err := writeMark(j.mark, t)
+		err := writeMark(j.mark, t, "")
 		if err == nil {
 			j.settled.Store(&t)
+			j.unsynced = false
 			return nil
 		}
 		_ = j.mark.Close() // write no mark after a failed one: it may be torn
@@ -412,7 +434,45 @@ func (j *Journal) Settle(t Token) error {
 		return fmt.Errorf("settle batch: %w", err)
 	}
 	j.settled.Store(&t)
+	j.unsynced = false
 	return nil
+}
+
+// SettleWritten records that the files of the intent of token t are
+// written but not yet synced: its outcomes stand for this process at
+// once and, through a written settled mark, for look-ups of every
+// process that opens the journal before the machine restarts (the page
+// cache has the files). Settle follows once they are synced; until then
+// a later Record must carry the intent's changes again, and Close keeps
+// it, and a holder after this one redoes it (which is harmless), and so
+// makes the files durable. If the mark cannot be written (or the boot is
+// unknown), look-ups of other processes take the intent as interrupted
+// until Settle.
+func (j *Journal) SettleWritten(t Token) {
+	if j.mark != nil && j.boot != "" {
+		if err := writeMark(j.mark, t, j.boot); err != nil {
+			_ = j.mark.Close() // write no mark after a failed one: it may be torn
+			j.mark = nil
+		}
+	}
+	j.settled.Store(&t)
+	j.unsynced = true
+}
+
+// Unsettle takes SettleWritten back when the intent's files could not be
+// synced: the intent is interrupted again, for this process (Pending)
+// and, as far as the mark can still say so, for every other, so that it
+// is redone.
+func (j *Journal) Unsettle() {
+	j.settled.Store(nil)
+	j.unsynced = false
+	if j.mark != nil {
+		// A synced mark of no intent's token: it settles nothing.
+		if err := writeMark(j.mark, Token{}, ""); err != nil {
+			_ = j.mark.Close()
+			j.mark = nil
+		}
+	}
 }
 
 func dataKey(i int) []byte { return strconv.AppendInt(bytes.Clone(prefixData), int64(i), 10) }

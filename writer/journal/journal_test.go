@@ -194,7 +194,7 @@ func TestSettledMarkNamesOneIntent(t *testing.T) {
 	require.NoError(t, ro.Close())
 
 	mark := queue.Layout{Root: store}.Settled()
-	forged := markBytes(second)
+	forged := markBytes(second, "")
 	require.NoError(t, os.WriteFile(mark, forged, 0o600))
 	require.NoError(t, os.Chmod(mark, 0o622))
 	_, err = OpenReadOnly(Path(store), time.Second)

@@ -1,0 +1,263 @@
+package writer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/journal"
+)
+
+// jobOf is an entry of a job of ops on store.
+func jobOf(t testing.TB, store, id string, ops ...queue.Op) Entry {
+	t.Helper()
+	return Entry{Job: &queue.Job{V: queue.Version, ID: id, Store: queue.StoreID(resolve(t, store)), Ops: ops}}
+}
+
+// applyAll applies each entry as a batch of its own and checks that it
+// was applied.
+func applyAll(t testing.TB, s *Session, entries ...Entry) {
+	t.Helper()
+	for _, e := range entries {
+		res, err := s.Apply([]Entry{e})
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusApplied, res[0].Outcome.Status, res[0].Outcome.Detail)
+	}
+}
+
+func opAppend(p, data string) queue.Op {
+	return queue.Op{Kind: queue.OpAppend, Path: p, Data: []byte(data)}
+}
+func opPut(p, data string) queue.Op { return queue.Op{Kind: queue.OpPut, Path: p, Data: []byte(data)} }
+
+// unsynced is the standing intent's changes while its files are written
+// and not synced, nil otherwise.
+func unsynced(s *Session) []journal.Change {
+	return s.st.carry.changes
+}
+
+// dieUnsynced lets go of s as a process SIGKILLed right after Apply
+// returned would, its files written and not synced.
+func dieUnsynced(t testing.TB, s *Session) {
+	t.Helper()
+	s.st.carry = carry{} // what a killed process knew is gone
+	dieAfterApply(t, s)
+}
+
+// markSynced reports whether the settled mark says its intent's files
+// were synced.
+func markSynced(t testing.TB, store string) bool {
+	t.Helper()
+	b, err := os.ReadFile(queue.Layout{Root: store}.Settled())
+	require.NoError(t, err)
+	return bytes.HasPrefix(b, []byte("scribe settled v1 "))
+}
+
+// With a sync delay, a batch is answered before its files are synced:
+// the journal's one intent holds every change not yet synced (an append
+// after an append joins it), with their outcomes. A SIGKILL loses
+// nothing: other processes see the outcomes. A power loss may lose the
+// files: the intent is interrupted and its outcomes hidden. Either way
+// the next holder redoes it from the journal, and every job's bytes are
+// there once.
+func TestSyncDelayJournalHoldsWhatIsNotSynced(t *testing.T) {
+	for _, loss := range []string{"SIGKILL", "power loss"} {
+		t.Run(loss, func(t *testing.T) {
+			store := tempStore(t, map[string]string{"log": "base\n"})
+			s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: time.Hour})
+			require.NoError(t, err)
+			applyAll(t, s,
+				jobOf(t, store, "a", opAppend("log", "one\n")),
+				jobOf(t, store, "b", opAppend("log", "two\n")),
+				jobOf(t, store, "c", opPut("docs/new", "x")))
+			assert.False(t, s.SyncBy().IsZero(), "due later")
+			dieUnsynced(t, s)
+			_, pending := intentStands(t, store)
+			assert.Equal(t, 3, pending, "every outcome not yet synced waits on the intent")
+			j, err := journal.Open(journal.Path(store))
+			require.NoError(t, err)
+			in, err := j.Pending()
+			require.NoError(t, err)
+			require.NotNil(t, in, "a holder redoes it")
+			assert.Equal(t, []journal.Change{
+				{Path: "docs/new", Kind: journal.ChangeWrite, Data: []byte("x"), New: true},
+				{Path: "log", Kind: journal.ChangeAppend, Data: []byte("one\ntwo\n"), Base: 5, Mode: 0o644},
+			}, in.Changes)
+			require.NoError(t, j.Close())
+
+			if loss == "power loss" {
+				// The page cache is gone: the files as they were, and the
+				// mark may be gone too or of the boot before, untrusted.
+				require.NoError(t, os.Remove(queue.Layout{Root: store}.Settled()))
+				require.NoError(t, os.WriteFile(filepath.Join(store, "log"), []byte("base\n"), 0o644))
+				require.NoError(t, os.RemoveAll(filepath.Join(store, "docs")))
+			}
+			ro := readOnly(t, store)
+			for _, id := range []string{"a", "b", "c"} {
+				l, err := ro.Lookup(id)
+				require.NoError(t, err)
+				assert.Equal(t, loss == "SIGKILL", l.Found, "%s: shown only while its files are sure to be there", id)
+			}
+			require.NoError(t, ro.Close())
+
+			s2, err := Open(context.Background(), store, Options{})
+			require.NoError(t, err)
+			require.NoError(t, s2.Close())
+			assert.Equal(t, map[string]string{"log": "base\none\ntwo\n", "docs/new": "x"}, storeFiles(t, store))
+			ro = readOnly(t, store)
+			for _, id := range []string{"a", "b", "c"} {
+				l, err := ro.Lookup(id)
+				require.NoError(t, err)
+				assert.True(t, l.Found, id)
+			}
+			stands, _ := intentStands(t, store)
+			assert.False(t, stands)
+		})
+	}
+}
+
+// The carried files are synced, and the next intent states only its own
+// batch: on Sync; when the oldest carried batch is SyncDelay old; when
+// the carry would pass its bound; when a change cannot be folded into
+// it; on Close, which leaves no intent for the next holder.
+func TestSyncDelaySyncs(t *testing.T) {
+	open := func(t *testing.T, delay time.Duration) (string, *Session) {
+		store := tempStore(t, map[string]string{"log": "base\n"})
+		s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: delay})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return store, s
+	}
+	onlyLast := func(t *testing.T, s *Session, data string) {
+		t.Helper()
+		changes := unsynced(s)
+		require.Len(t, changes, 1)
+		assert.Equal(t, data, string(changes[0].Data), "the intent states the last batch alone")
+	}
+	t.Run("Sync", func(t *testing.T) {
+		store, s := open(t, time.Hour)
+		applyAll(t, s, jobOf(t, store, "a", opAppend("log", "one\n")))
+		require.NoError(t, s.Sync())
+		assert.True(t, s.SyncBy().IsZero())
+		assert.Nil(t, unsynced(s))
+		assert.True(t, markSynced(t, store))
+		applyAll(t, s, jobOf(t, store, "b", opAppend("log", "two\n")))
+		onlyLast(t, s, "two\n")
+	})
+	t.Run("age", func(t *testing.T) {
+		store, s := open(t, time.Nanosecond)
+		applyAll(t, s, jobOf(t, store, "a", opAppend("log", "one\n")), jobOf(t, store, "b", opAppend("log", "two\n")))
+		onlyLast(t, s, "two\n")
+	})
+	t.Run("bound", func(t *testing.T) {
+		store, s := open(t, time.Hour)
+		for i := range maxCarryEntries + 1 {
+			applyAll(t, s, jobOf(t, store, fmt.Sprint(i), opAppend("log", fmt.Sprintf("%d\n", i))))
+		}
+		onlyLast(t, s, fmt.Sprintf("%d\n", maxCarryEntries))
+	})
+	t.Run("foreign bytes", func(t *testing.T) {
+		store, s := open(t, time.Hour)
+		applyAll(t, s, jobOf(t, store, "a", opAppend("log", "one\n")))
+		f, err := os.OpenFile(filepath.Join(store, "log"), os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString("shell\n")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		applyAll(t, s, jobOf(t, store, "b", opAppend("log", "two\n")))
+		onlyLast(t, s, "two\n")
+		assert.Equal(t, "base\none\nshell\ntwo\n", storeFiles(t, store)["log"])
+	})
+	t.Run("Close", func(t *testing.T) {
+		store := tempStore(t, nil)
+		s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: time.Hour})
+		require.NoError(t, err)
+		applyAll(t, s, jobOf(t, store, "a", opAppend("log", "one\n")))
+		require.NoError(t, s.Close())
+		assert.True(t, markSynced(t, store))
+		stands, _ := intentStands(t, store)
+		assert.False(t, stands, "synced and dropped")
+	})
+	t.Run("no sync delay", func(t *testing.T) {
+		store, s := open(t, 0)
+		applyAll(t, s, jobOf(t, store, "a", opAppend("log", "one\n")))
+		assert.Nil(t, unsynced(s))
+		assert.True(t, s.SyncBy().IsZero())
+		assert.True(t, markSynced(t, store))
+	})
+}
+
+// fold joins what one intent can state for both batches, and refuses
+// the rest.
+func TestFold(t *testing.T) {
+	appendAt := func(p string, base int64, data string) journal.Change {
+		return journal.Change{Path: p, Kind: journal.ChangeAppend, Base: base, Data: []byte(data)}
+	}
+	write := func(p, data string, isNew bool) journal.Change {
+		return journal.Change{Path: p, Kind: journal.ChangeWrite, Data: []byte(data), New: isNew}
+	}
+	remove := func(p string) journal.Change { return journal.Change{Path: p, Kind: journal.ChangeRemove} }
+	mkdir := func(p string) journal.Change { return journal.Change{Path: p, Kind: journal.ChangeMkdir} }
+	cases := []struct {
+		name          string
+		carried, next []journal.Change
+		want          []journal.Change // nil: refused
+	}{
+		{"other files", []journal.Change{appendAt("a", 0, "1")}, []journal.Change{write("b", "x", true)},
+			[]journal.Change{appendAt("a", 0, "1"), write("b", "x", true)}},
+		{"append after append", []journal.Change{appendAt("a", 3, "12")}, []journal.Change{appendAt("a", 5, "34")},
+			[]journal.Change{appendAt("a", 3, "1234")}},
+		{"bytes between appends", []journal.Change{appendAt("a", 3, "12")}, []journal.Change{appendAt("a", 9, "34")}, nil},
+		{"append after write", []journal.Change{write("a", "x", false)}, []journal.Change{appendAt("a", 1, "y")}, nil},
+		{"write after a new file", []journal.Change{appendAt("a", 0, "1")}, []journal.Change{write("a", "x", false)},
+			[]journal.Change{write("a", "x", false)}},
+		{"write keeps new", []journal.Change{write("a", "1", true)}, []journal.Change{write("a", "x", false)},
+			[]journal.Change{write("a", "x", true)}},
+		{"remove", []journal.Change{write("a", "1", false)}, []journal.Change{remove("a")}, []journal.Change{remove("a")}},
+		{"remove of a file made", []journal.Change{write("a", "1", true)}, []journal.Change{remove("a")}, nil},
+		{"write after remove", []journal.Change{remove("a")}, []journal.Change{write("a", "x", true)},
+			[]journal.Change{write("a", "x", true)}},
+		{"file becomes a folder", []journal.Change{remove("a")}, []journal.Change{write("a/b", "x", true)}, nil},
+		{"folder above a carried file", []journal.Change{write("a/b", "x", true)}, []journal.Change{write("a", "x", true)}, nil},
+		{"folder made", []journal.Change{write("a", "x", false)}, []journal.Change{mkdir("d")}, nil},
+		{"folder carried", []journal.Change{mkdir("d")}, []journal.Change{write("d", "x", true)}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := fold(tc.carried, tc.next)
+			assert.Equal(t, tc.want != nil, ok)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// BenchmarkApplyAppend applies one-job batches appending a line to one
+// file, as a single producer does, with the files synced before each
+// answer and after it.
+func BenchmarkApplyAppend(b *testing.B) {
+	for _, delay := range []time.Duration{0, time.Second} {
+		b.Run(fmt.Sprintf("sync-delay=%v", delay), func(b *testing.B) {
+			store := tempStore(b, nil)
+			s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: delay})
+			require.NoError(b, err)
+			defer s.Close()
+			line := bytes.Repeat([]byte("x"), 99)
+			b.ResetTimer()
+			for i := range b.N {
+				e := jobOf(b, store, fmt.Sprint(i), queue.Op{Kind: queue.OpAppend, Path: "log", Data: append(line, '\n')})
+				if _, err := s.Apply([]Entry{e}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}

@@ -1,0 +1,177 @@
+package journal
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+// inBoot makes the journals opened from now on read their boot from a
+// file holding id, as after a restart of the machine.
+func inBoot(t testing.TB, id string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "boot_id")
+	require.NoError(t, os.WriteFile(p, []byte(id+"\n"), 0o600))
+	saved := bootPath
+	bootPath = p
+	t.Cleanup(func() { bootPath = saved })
+}
+
+// A written mark (files written, not synced) settles its intent for the
+// look-ups of every process of the same boot, as a synced mark does; a
+// holder that opens the journal after the writer died redoes it, which
+// syncs the files. After a restart of the machine the page cache, and so
+// the files, may be gone: the mark is ignored and the intent, with every
+// outcome it carries, is interrupted.
+func TestWrittenMarkHoldsInItsBootOnly(t *testing.T) {
+	inBoot(t, "boot-1")
+	store := testStore(t)
+	j := openTest(t, store)
+	now := time.Now().UTC()
+	first, err := j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}},
+		[]*queue.Outcome{applied("first", now)}, nil, 0)
+	require.NoError(t, err)
+	j.SettleWritten(first)
+	// The next batch carries the first's change, not yet synced, and its
+	// outcome.
+	second, err := j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\ntwo\n"), New: true}}, Carried: []string{"first"}},
+		[]*queue.Outcome{applied("second", now)}, nil, 0)
+	require.NoError(t, err)
+	j.SettleWritten(second)
+	die(t, j)
+
+	ro := readOnly(t, store)
+	for _, id := range []string{"first", "second"} {
+		o, err := ro.Outcome(id)
+		require.NoError(t, err)
+		assert.NotNil(t, o, "%s: the same boot has the files", id)
+	}
+	require.NoError(t, ro.Close())
+
+	j = openTest(t, store)
+	in, err := j.Pending()
+	require.NoError(t, err)
+	require.NotNil(t, in, "the next holder redoes it")
+	assert.Equal(t, []byte("one\ntwo\n"), in.Changes[0].Data)
+	require.NoError(t, j.Close())
+	stands, npending := intentOnDisk(t, store)
+	assert.True(t, stands, "not redone: kept")
+	assert.Equal(t, 2, npending, "with the outcome it carries")
+
+	// Its own writer closing without syncing keeps it too.
+	j = openTest(t, store)
+	require.NoError(t, j.Commit(nil, nil, 0))
+	third, err := j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\ntwo\n"), New: true}}, Carried: []string{"first", "second"}}, nil, nil, 0)
+	require.NoError(t, err)
+	j.SettleWritten(third)
+	require.NoError(t, j.Close())
+	stands, npending = intentOnDisk(t, store)
+	assert.True(t, stands, "Close keeps an intent whose files are not synced")
+	assert.Equal(t, 2, npending)
+
+	inBoot(t, "boot-2")
+	ro = readOnly(t, store)
+	for _, id := range []string{"first", "second"} {
+		o, err := ro.Outcome(id)
+		require.NoError(t, err)
+		assert.Nil(t, o, "%s: after a restart the files may be lost", id)
+	}
+	intr, err := ro.Interrupted()
+	require.NoError(t, err)
+	assert.Equal(t, &queue.Interrupted{Jobs: 2, Files: 1}, intr)
+	require.NoError(t, ro.Close())
+
+	// Once synced, the mark holds whatever happens.
+	j = openTest(t, store)
+	in, err = j.Pending()
+	require.NoError(t, err)
+	require.NotNil(t, in)
+	require.NoError(t, j.Settle(third))
+	die(t, j)
+	inBoot(t, "boot-3")
+	o, err := readOnly(t, store).Outcome("first")
+	require.NoError(t, err)
+	assert.NotNil(t, o)
+}
+
+// Where the system does not tell its boot, no written mark is written
+// or trusted: the intent stays interrupted for other processes until it
+// is synced.
+func TestWrittenMarkNeedsTheBoot(t *testing.T) {
+	inBoot(t, "")
+	store := testStore(t)
+	j := openTest(t, store)
+	token, err := j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}},
+		[]*queue.Outcome{applied("a", time.Now().UTC())}, nil, 0)
+	require.NoError(t, err)
+	j.SettleWritten(token)
+	o, err := j.Outcome("a")
+	require.NoError(t, err)
+	assert.NotNil(t, o, "this process knows the files are written")
+	die(t, j)
+	o, err = readOnly(t, store).Outcome("a")
+	require.NoError(t, err)
+	assert.Nil(t, o)
+}
+
+// A sync that failed takes the written mark back: the intent is redone.
+func TestUnsettle(t *testing.T) {
+	inBoot(t, "boot-1")
+	store := testStore(t)
+	j := openTest(t, store)
+	token, err := j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}},
+		[]*queue.Outcome{applied("a", time.Now().UTC())}, nil, 0)
+	require.NoError(t, err)
+	j.SettleWritten(token)
+	j.Unsettle()
+	in, err := j.Pending()
+	require.NoError(t, err)
+	assert.NotNil(t, in, "to redo in this process")
+	die(t, j)
+	o, err := readOnly(t, store).Outcome("a")
+	require.NoError(t, err)
+	assert.Nil(t, o, "and in every other")
+}
+
+// Both kinds of mark are one length, and an earlier version, which reads
+// only synced marks, never takes a written one for settled.
+func TestMarkForms(t *testing.T) {
+	var tok Token
+	tok[0] = 7
+	synced, written := markBytes(tok, ""), markBytes(tok, "b00d")
+	assert.Len(t, synced, markLen)
+	assert.Len(t, written, markLen)
+	got, isSynced, ok := parseMark(synced, "")
+	assert.True(t, ok && isSynced && got == tok)
+	_, _, ok = parseMark(written, "")
+	assert.False(t, ok, "no boot: not trusted")
+	_, _, ok = parseMark(written, "other")
+	assert.False(t, ok, "another boot: not trusted")
+	got, isSynced, ok = parseMark(written, "b00d")
+	assert.True(t, ok && !isSynced && got == tok)
+	assert.NotContains(t, string(written), markPrefix, "an earlier version's prefix")
+}
+
+// intentOnDisk reports whether the store's journal keeps an intent and
+// how many outcomes wait on it, read with bbolt itself.
+func intentOnDisk(t testing.TB, store string) (bool, int) {
+	t.Helper()
+	db, err := bolt.Open(Path(store), 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	require.NoError(t, err)
+	defer db.Close()
+	var stands bool
+	var pending int
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		stands = tx.Bucket(bucketIntent).Get(keyIntent) != nil
+		pending = tx.Bucket(bucketPending).Stats().KeyN
+		return nil
+	}))
+	return stands, pending
+}

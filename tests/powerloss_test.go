@@ -48,9 +48,9 @@ import (
 //
 // The next cut runs on the recovered copy. $SCRIBE_POWERCUTS sets the
 // number of cuts with --sync always on ext4 and on xfs (12 by default,
-// 24 between them;
-// btrfs gets half as many, and each filesystem one cut with --sync 1s for
-// every four of them), and $SCRIBE_POWERCUT_SEED replays a run.
+// 24 between them; btrfs gets half as many, and each filesystem one cut
+// with --sync 1s for every four of them), and $SCRIBE_POWERCUT_SEED
+// replays a run.
 func TestPowerLoss(t *testing.T) {
 	requirePowerCut(t)
 	always := 12

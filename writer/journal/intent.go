@@ -1,9 +1,15 @@
 package journal
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
+	"strconv"
 
 	"github.com/scribehq/scribe/queue"
+	bolt "go.etcd.io/bbolt"
 )
 
 // Kinds of Change.
@@ -39,4 +45,313 @@ type Intent struct {
 	// they stay provisional with it (Record keeps them in the pending
 	// outcomes, which is where a later holder finds them).
 	Carried []string `json:"-"`
+}
+
+// carriedOut reports whether the standing intent, if any, is known to be
+// on disk: settled by this process, or named by the settled mark. An
+// intent of an earlier version, which has no token, is not.
+func (j *Journal) carriedOut(tx *bolt.Tx) bool {
+	b := tx.Bucket(bucketIntent)
+	if b == nil || b.Get(keyIntent) == nil {
+		return true
+	}
+	t := j.settled.Load()
+	return t != nil && bytes.Equal(b.Get(keyIntentToken), t[:])
+}
+
+// Record commits a decided batch in one transaction: its outcomes,
+// dead letters and last sequence and, if it changes files, its intent
+// (in), the data kept raw beside it. It drops the intent of the batch
+// before, which must be carried out; if its files are not synced yet
+// (SettleWritten), in must carry its changes again, and its outcomes
+// (Intent.Carried). It returns the intent's token, for Settle (or
+// SettleWritten) once its files are on disk. Until then the outcomes are
+// provisional: look-ups do not show them.
+func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (token Token, err error) {
+	var header []byte
+	if in != nil {
+		if token, err = newIntentToken(); err != nil {
+			return token, err
+		}
+		h := *in
+		h.Outcomes = nil
+		h.Changes = make([]Change, len(in.Changes))
+		for i, c := range in.Changes {
+			c.Data = nil // kept raw, under data/<i>
+			h.Changes[i] = c
+		}
+		if header, err = json.Marshal(&h); err != nil {
+			return token, err
+		}
+	}
+	err = j.db.Update(func(tx *bolt.Tx) error {
+		if err := j.checkFence(tx); err != nil {
+			return err
+		}
+		if !j.carriedOut(tx) {
+			return errors.New("the batch before was not carried out: redo it first")
+		}
+		if err := dropIntent(tx); err != nil {
+			return err
+		}
+		if err := putDead(tx, dead); err != nil {
+			return err
+		}
+		if err := recordOutcomes(tx, outs, lastSeq); err != nil {
+			return err
+		}
+		if in == nil {
+			return nil
+		}
+		m, b, p := tx.Bucket(bucketMeta), tx.Bucket(bucketIntent), tx.Bucket(bucketPending)
+		gen := getUint(m, keyIntentGen) + 1
+		if err := m.Put(keyIntentGen, putUint(gen)); err != nil {
+			return err
+		}
+		if err := b.Put(keyIntentGen, putUint(gen)); err != nil {
+			return err
+		}
+		if err := b.Put(keyIntentToken, token[:]); err != nil {
+			return err
+		}
+		if err := b.Put(keyIntent, header); err != nil {
+			return err
+		}
+		for i, c := range in.Changes {
+			if c.Data == nil {
+				continue
+			}
+			if err := b.Put(dataKey(i), c.Data); err != nil {
+				return err
+			}
+		}
+		for _, o := range outs {
+			if o.ID != "" {
+				if err := p.Put([]byte(o.ID), nil); err != nil {
+					return err
+				}
+			}
+		}
+		for _, id := range in.Carried {
+			if err := p.Put([]byte(id), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		j.unsynced = false
+	}
+	return token, err
+}
+
+// Settle records that the files of the intent of token t are on disk: its
+// outcomes stand, for this process at once and, through the settled mark,
+// for every process that opens the journal from then on, even if this
+// one is killed the next instant. Without a mark to write it drops the
+// intent instead, in a synced transaction. If neither works, the intent
+// stays provisional (the error says why), and the next holder redoes it.
+func (j *Journal) Settle(t Token) error {
+	if j.mark != nil {
+		err := writeMark(j.mark, t, "")
+		if err == nil {
+			j.settled.Store(&t)
+			j.unsynced = false
+			return nil
+		}
+		_ = j.mark.Close() // write no mark after a failed one: it may be torn
+		j.mark = nil
+	}
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		if !bytes.Equal(tx.Bucket(bucketIntent).Get(keyIntentToken), t[:]) {
+			return errors.New("the intent to settle is not the standing one")
+		}
+		return dropIntent(tx)
+	})
+	if err != nil {
+		return fmt.Errorf("settle batch: %w", err)
+	}
+	j.settled.Store(&t)
+	j.unsynced = false
+	return nil
+}
+
+// SettleWritten records that the files of the intent of token t are
+// written but not yet synced: its outcomes stand for this process at
+// once and, through a written settled mark, for look-ups of every
+// process that opens the journal before the machine restarts (the page
+// cache has the files). Settle follows once they are synced; until then
+// a later Record must carry the intent's changes again, and Close keeps
+// it, and a holder after this one redoes it (which is harmless), and so
+// makes the files durable. If the mark cannot be written (or the boot is
+// unknown), look-ups of other processes take the intent as interrupted
+// until Settle.
+func (j *Journal) SettleWritten(t Token) {
+	if j.mark != nil && j.boot != "" {
+		if err := writeMark(j.mark, t, j.boot); err != nil {
+			_ = j.mark.Close() // write no mark after a failed one: it may be torn
+			j.mark = nil
+		}
+	}
+	j.settled.Store(&t)
+	j.unsynced = true
+}
+
+// Unsettle takes SettleWritten back when the intent's files could not be
+// synced: the intent is interrupted again, for this process (Pending)
+// and, as far as the mark can still say so, for every other, so that it
+// is redone.
+func (j *Journal) Unsettle() {
+	j.settled.Store(nil)
+	j.unsynced = false
+	if j.mark != nil {
+		// A synced mark of no intent's token: it settles nothing.
+		if err := writeMark(j.mark, Token{}, ""); err != nil {
+			_ = j.mark.Close()
+			j.mark = nil
+		}
+	}
+}
+
+func dataKey(i int) []byte { return strconv.AppendInt(bytes.Clone(prefixData), int64(i), 10) }
+
+// dropIntent removes the standing intent: its header, data, generation,
+// stuck note and pending outcomes.
+func dropIntent(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketIntent)
+	if b.Get(keyIntent) == nil && b.Get(keyStuck) == nil {
+		return nil
+	}
+	for _, k := range [][]byte{keyIntent, keyIntentGen, keyIntentToken, keyStuck} {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	var data [][]byte
+	c := b.Cursor()
+	for k, _ := c.Seek(prefixData); k != nil && bytes.HasPrefix(k, prefixData); k, _ = c.Next() {
+		data = append(data, bytes.Clone(k))
+	}
+	for _, k := range data {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	if tx.Bucket(bucketPending).Stats().KeyN == 0 {
+		return nil
+	}
+	if err := tx.DeleteBucket(bucketPending); err != nil {
+		return err
+	}
+	_, err := tx.CreateBucket(bucketPending)
+	return err
+}
+
+// Pending returns the intent of a batch that may not be on disk
+// (interrupted, or failed half way), or nil.
+func (j *Journal) Pending() (*Intent, error) {
+	var in *Intent
+	err := j.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIntent)
+		if b == nil {
+			return nil // a read-only open of a journal never written
+		}
+		v := b.Get(keyIntent)
+		if v == nil || j.carriedOut(tx) {
+			return nil
+		}
+		in = new(Intent)
+		if err := json.Unmarshal(v, in); err != nil {
+			return err
+		}
+		for i := range in.Changes {
+			if d := b.Get(dataKey(i)); d != nil {
+				in.Changes[i].Data = bytes.Clone(d)
+			}
+		}
+		return nil
+	})
+	return in, err
+}
+
+// PendingOutcomes returns the provisional outcomes of the standing intent
+// in: those recorded with it and, from a journal of an earlier version,
+// those it carries itself.
+func (j *Journal) PendingOutcomes(in *Intent) ([]*queue.Outcome, error) {
+	outs := in.Outcomes
+	err := j.db.View(func(tx *bolt.Tx) error {
+		recorded := tx.Bucket(bucketOutcomes)
+		return tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
+			o, err := queue.DecodeOutcome(recorded.Get(k))
+			if err != nil {
+				return fmt.Errorf("outcome %q: %w", k, err)
+			}
+			outs = append(outs, o)
+			return nil
+		})
+	})
+	return outs, err
+}
+
+// SetStuck records why the pending intent could not be carried out, for
+// Interrupted, until it is.
+func (j *Journal) SetStuck(why string) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketIntent).Put(keyStuck, []byte(why))
+	})
+}
+
+// Interrupted describes the batch a holder was interrupted in, if any:
+// how many jobs and files it has and, if carrying it out failed since,
+// why (SetStuck). It is nil when no batch is pending.
+func (j *Journal) Interrupted() (*queue.Interrupted, error) {
+	in, err := j.Pending()
+	if err != nil || in == nil {
+		return nil, err
+	}
+	out := &queue.Interrupted{Jobs: len(in.Outcomes), Files: len(in.Changes)}
+	err = j.db.View(func(tx *bolt.Tx) error {
+		out.Jobs += tx.Bucket(bucketPending).Stats().KeyN
+		out.Stuck = string(tx.Bucket(bucketIntent).Get(keyStuck))
+		return nil
+	})
+	return out, err
+}
+
+// Abandon replaces the outcomes of the standing intent with outs (its
+// jobs, rejected: writer.Abandon) and drops it.
+func (j *Journal) Abandon(outs []*queue.Outcome) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		if err := dropIntent(tx); err != nil {
+			return err
+		}
+		b := tx.Bucket(bucketOutcomes)
+		t, err := readTally(tx)
+		if err != nil {
+			return err
+		}
+		for _, o := range outs {
+			if o.ID == "" {
+				continue
+			}
+			if prev, err := queue.DecodeOutcome(b.Get([]byte(o.ID))); err == nil {
+				if err := tx.Bucket(bucketByTime).Delete(timeKey(prev.At, o.ID)); err != nil {
+					return err
+				}
+				t.add(prev.Status, -1)
+			}
+			v, err := encodeRecorded(o)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(o.ID), v); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketByTime).Put(timeKey(o.At, o.ID), nil); err != nil {
+				return err
+			}
+			t.add(o.Status, 1)
+		}
+		return t.write(tx)
+	})
 }

@@ -108,8 +108,7 @@ func TestWrittenMarkNeedsTheBoot(t *testing.T) {
 	inBoot(t, "")
 	store := testStore(t)
 	j := openTest(t, store)
-	token, err := j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}},
-		[]*queue.Outcome{applied("a", time.Now().UTC())}, nil, 0)
+	token, err := recordAppend(j, "a")
 	require.NoError(t, err)
 	j.SettleWritten(token)
 	o, err := j.Outcome("a")
@@ -126,8 +125,7 @@ func TestUnsettle(t *testing.T) {
 	inBoot(t, "boot-1")
 	store := testStore(t)
 	j := openTest(t, store)
-	token, err := j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}},
-		[]*queue.Outcome{applied("a", time.Now().UTC())}, nil, 0)
+	token, err := recordAppend(j, "a")
 	require.NoError(t, err)
 	j.SettleWritten(token)
 	j.Unsettle()
@@ -174,4 +172,11 @@ func intentOnDisk(t testing.TB, store string) (bool, int) {
 		return nil
 	}))
 	return stands, pending
+}
+
+// recordAppend records an intent that appends a line to a new file, with
+// the applied outcome of job id pending with it.
+func recordAppend(j *Journal, id string) (Token, error) {
+	return j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}},
+		[]*queue.Outcome{applied(id, time.Now().UTC())}, nil, 0)
 }

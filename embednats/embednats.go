@@ -170,8 +170,10 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 		// No TLSHandshakeFirstFallback: TLS-first clients only.
 		TLSHandshakeFirst: true,
 		// A loaded machine can take seconds for a handshake; the default
-		// 2 s made hooks fail with "does not answer" under heavy load.
-		TLSTimeout: 5,
+		// 2 s made hooks fail with "does not answer" under heavy load. It
+		// also bounds the daemon's own in-process handshakes (connect),
+		// so it is no shorter than their timeout.
+		TLSTimeout: inProcessTimeout.Seconds(),
 	}
 	type creds struct{ daemonUser, daemonPass, clientUser, clientPass string }
 	storeCreds := make([]creds, len(spec.stores))
@@ -250,6 +252,13 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 	return s, nil
 }
 
+// inProcessTimeout bounds the daemon's connections to its own server,
+// the TLS handshake included. No network is crossed, but the handshake is
+// CPU work on both sides: nats.go's default 2 s is missed on a loaded
+// machine (a race-built daemon among many processes on two cores), and
+// the daemon then fails to start with "tls error: i/o timeout".
+const inProcessTimeout = 10 * time.Second
+
 // connect makes one of the daemon's in-process connections. Submitters
 // may subscribe to _INBOX.> (their replies arrive there), so the daemon's
 // own replies, above all the jobs its pull consumer is delivered, must
@@ -261,7 +270,7 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 func (s *Server) connect(user, pass string) (*nats.Conn, error) {
 	conn, err := nats.Connect("", nats.InProcessServer(s.ns), nats.UserInfo(user, pass),
 		nats.Name("scribe-daemon"), nats.CustomInboxPrefix(DaemonInboxPrefix),
-		nats.Secure(s.selfTLS), nats.TLSHandshakeFirst())
+		nats.Secure(s.selfTLS), nats.TLSHandshakeFirst(), nats.Timeout(inProcessTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("connect in-process: %w", err)
 	}

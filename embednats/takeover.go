@@ -263,7 +263,8 @@ func openSource(src QueueSource, log *slog.Logger) (*nats.Conn, func(), error) {
 			return nil, nil, fmt.Errorf("open the queue in %s: %w", src.Dir, err)
 		}
 	}
-	conn, err := nats.Connect("", nats.InProcessServer(ns), nats.UserInfo(user, pass), nats.Name("scribe-takeover"))
+	conn, err := nats.Connect("", nats.InProcessServer(ns), nats.UserInfo(user, pass), nats.Name("scribe-takeover"),
+		nats.Timeout(inProcessTimeout))
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("open the queue in %s: %w", src.Dir, err)

@@ -22,10 +22,8 @@ import (
 // binaries: the tagged one must obey the hook (so the case can fail), the
 // normal one must apply the job and exit 0.
 func TestFaultTagNormalBuildIgnoresHooks(t *testing.T) {
-	plain := filepath.Join(t.TempDir(), "scribe-plain")
-	build := exec.Command("go", "build", "-o", plain, "github.com/scribehq/scribe/cmd/scribe")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build without -tags %s: %s", faultTag, out)
+	plain, err := plainBin()
+	require.NoError(t, err, "build without -tags %s", faultTag)
 
 	tests := []struct {
 		name string

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,32 +35,102 @@ var (
 // faultTag is the build tag that compiles the fault-injection hooks in.
 const faultTag = "scribefault"
 
+// cmdPackages are the programs under test, each built once by TestMain
+// into binDir under its package's last element (cmd/scribe → scribe).
+var cmdPackages = []string{"github.com/scribehq/scribe/cmd/scribe"}
+
+// binDir holds the binaries TestMain built.
+var binDir string
+
+// testParallel is how many tests of this package run at once unless
+// -parallel says otherwise. Its default, GOMAXPROCS, leaves a 2-core
+// machine mostly idle: the tests spend their time waiting for processes
+// they started, fsyncs and timers. The heavy ones also take a slot of
+// heavySlots.
+const testParallel = 6
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("SCRIBE_TEST_HELPER"); mode != "" {
 		os.Exit(runHelper(mode))
+	}
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", strconv.Itoa(testParallel))
 	}
 	dir, err := os.MkdirTemp("", "scribe-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	scribeBin = filepath.Join(dir, "scribe")
-	args := []string{"build", "-tags", faultTag, "-o", scribeBin}
+	binDir = dir
 	if raceBuild {
-		args = append(args, "-race")
 		// A race-enabled binary sleeps 1 s at exit by default; the tests
 		// run thousands of them. Races still fail them (exit 66).
 		os.Setenv("GORACE", "atexit_sleep_ms=0 exitcode=66 "+os.Getenv("GORACE"))
 	}
-	build := exec.Command("go", append(args, "github.com/scribehq/scribe/cmd/scribe")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build scribe:", err)
+	if err := buildBinaries(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	scribeBin = filepath.Join(dir, "scribe")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// buildBinaries builds every package of cmdPackages into dir with the
+// fault tag, side by side when there are several.
+func buildBinaries(dir string) error {
+	errs := make([]error, len(cmdPackages))
+	var wg sync.WaitGroup
+	for i, pkg := range cmdPackages {
+		wg.Go(func() { errs[i] = goBuild(filepath.Join(dir, path.Base(pkg)), pkg, true) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// goBuild builds pkg into out, with -race when the tests run with it and
+// with the fault tag if tagged.
+func goBuild(out, pkg string, tagged bool) error {
+	args := []string{"build", "-o", out}
+	if tagged {
+		args = append(args, "-tags", faultTag)
+	}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	b, err := exec.Command("go", append(args, pkg)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// plainBin builds cmd/scribe once without the fault tag, for the tests
+// that need a user's build. Its other flags are scribeBin's, so that go's
+// cache serves every package the tag does not change.
+var plainBin = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(binDir, "scribe-plain")
+	return bin, goBuild(bin, "github.com/scribehq/scribe/cmd/scribe", false)
+})
+
+// heavySlots bounds how many heavy tests (many processes at once, power
+// cuts, benches) run together: two, so that beside the others they leave
+// the machine responsive enough for the deadlines the tests and the
+// daemons keep.
+var heavySlots = make(chan struct{}, 2)
+
+// heavy takes a slot of heavySlots until t and its subtests end. Call it
+// after t.Parallel: the test waits in the parallel phase, not the serial
+// one.
+func heavy(t testing.TB) {
+	t.Helper()
+	heavySlots <- struct{}{}
+	t.Cleanup(func() { <-heavySlots })
 }
 
 // result is a finished scribe process.

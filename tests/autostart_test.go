@@ -90,7 +90,7 @@ func stopAutostarted(t *testing.T, store string) {
 	})
 }
 
-// Must show 1: with no daemon, 30 hooks firing at once, each a multi-op
+// With no daemon, 30 hooks firing at once, each a multi-op
 // job, start exactly one daemon; all 30 are applied once, and the daemon
 // leaves by itself once idle.
 func TestAutostartConcurrentHooks(t *testing.T) {
@@ -193,7 +193,7 @@ func TestAutostartGateHeldByAnother(t *testing.T) {
 	assert.Len(t, servingPIDs(t, store), 1)
 }
 
-// Must show 1, second half: the daemon SIGKILLed while jobs wait behind
+// The daemon SIGKILLed while jobs wait behind
 // an outside holder of the store lock; the next submit with autostart
 // brings one back, which applies the stranded jobs first, in order.
 func TestAutostartAfterKill(t *testing.T) {

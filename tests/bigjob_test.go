@@ -13,7 +13,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// Issue 12, big jobs: a daemon started with --max-job-bytes takes jobs
+// A daemon started with --max-job-bytes takes jobs
 // past the 1 MiB default, says so in daemon.json, and a client learns it
 // from there; binary data arrives byte for byte. A daemon left at the
 // default refuses the same job before anything is queued, and a limit

@@ -20,7 +20,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// The command line's rough edges, each as a new user meets it (issue 11).
+// The command line's rough edges, each as a new user meets it.
 
 // edgeRun is scribe with more environment, and stdin from a file when one
 // is given.

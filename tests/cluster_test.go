@@ -28,7 +28,7 @@ import (
 	"github.com/scribehq/scribe/writer/journal"
 )
 
-// Issue 13's "must show": the queue on a NATS JetStream cluster. Every
+// The queue on a NATS JetStream cluster. Every
 // test here runs real processes on loopback: three `scribe serve
 // --nats-config` nodes (embednats.StartNode), writer daemons started with
 // `scribe serve --store S --nats-url …`, producers through
@@ -462,7 +462,7 @@ func requireAlive(t *testing.T, d *daemon, what string) {
 	}
 }
 
-// Must show 1: a 3-node JetStream cluster of `scribe serve --nats-config`
+// A 3-node JetStream cluster of `scribe serve --nats-config`
 // processes, the store's stream R3, producers connected to nodes 1 and 2
 // (Go clients and `scribe submit` processes), the writer to node 3: every
 // job is applied exactly once, in each producer's order, and its outcome
@@ -540,7 +540,7 @@ func TestClusterThreeNodes(t *testing.T) {
 	assert.Contains(t, r.stdout, `"applied"`)
 }
 
-// Must show 2: under continuous load, the store's stream leader's node is
+// Under continuous load, the store's stream leader's node is
 // SIGKILLed; then (the node restarted) the node the writer is connected
 // to. Producers retry with the same IDs, those on a killed node reconnect
 // to another; every job whose Submit returned nil is applied exactly
@@ -727,7 +727,7 @@ func journalOutcomes(t *testing.T, path string) (outs []*queue.Outcome, info que
 	return outs, info
 }
 
-// Must show 3: two daemons for the same store against the cluster. One
+// Two daemons for the same store against the cluster. One
 // holds the claim and applies, the other stands by; the journal's epochs
 // never interleave, and an exec command that checks a marker file under
 // the store lock never finds another run inside. SIGKILL the holder: the
@@ -1029,7 +1029,7 @@ func filesOf(t *testing.T, store string) map[string]string {
 	return files
 }
 
-// Must show 4: `scribe serve --nats-url` against a plain nats-server
+// `scribe serve --nats-url` against a plain nats-server
 // binary (built from the module scribe depends on) works as the embedded
 // default does: the same workload gives the same exit codes, outcomes
 // and files, byte for byte. A pre-existing stream of the store's name

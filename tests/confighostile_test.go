@@ -68,7 +68,7 @@ func hookCommands(store string) map[string][]string {
 	}
 }
 
-// Must show 9: a FIFO as the config file. It used to block the open with
+// A FIFO as the config file. It used to block the open with
 // no bound, even with a daemon serving the store, and the process then
 // ignored SIGTERM. Now every command that reads it refuses it at once.
 func TestConfigFIFODoesNotHang(t *testing.T) {
@@ -102,7 +102,7 @@ func TestConfigFIFODoesNotHang(t *testing.T) {
 	}
 }
 
-// Must show 9: three million nested arrays used to crash every hook with
+// Three million nested arrays used to crash every hook with
 // a Go stack overflow after growing a 1 GB stack. Now the file is refused
 // before the decoder sees it: FILE:LINE: PROBLEM, the config error's exit
 // code (2), in little memory.
@@ -135,7 +135,7 @@ func TestConfigDeepNestingRefused(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(store, "a.txt"))
 }
 
-// Must show 9: a config file larger than the bound (64 KiB) is refused,
+// A config file larger than the bound (64 KiB) is refused,
 // naming the line where it goes past it.
 func TestConfigTooLargeRefused(t *testing.T) {
 	store := newStore(t)
@@ -150,7 +150,7 @@ func TestConfigTooLargeRefused(t *testing.T) {
 	}
 }
 
-// Must show 9: a config file that is a folder, a symlink (to a device), or
+// A config file that is a folder, a symlink (to a device), or
 // a device is refused at once by the one check of .scribe: neither read
 // nor followed, exit 1 as for any file of .scribe another user could have
 // put there.

@@ -49,7 +49,7 @@ func producerJob(t *testing.T, dir string, p, i int) []string {
 	return []string{"--job", f}
 }
 
-// Issue 4, must show 1: producers submit appends, puts, merges and multi-op
+// Producers submit appends, puts, merges and multi-op
 // jobs with known IDs while the daemon is SIGKILLed at random moments and
 // restarted. A submit that fails is retried with the same ID. In the end
 // every job is applied exactly once, in its producer's order; every outcome

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 8, item 6: the disk under the store, queue and journal included,
+// The disk under the store, queue and journal included,
 // fills up and is freed again. JetStream's write error must not stay set:
 // the daemon says what is wrong while the disk is full, recovers by itself
 // once space is back, and every job whose submit returned success is
@@ -160,7 +160,7 @@ func TestQueueRecoversAfterDiskFull(t *testing.T) {
 	t.Logf("%d submits succeeded, %d failed while the disk was full", len(okIDs), len(failedIDs))
 }
 
-// Issue 8, item 6, at start: the queue reserves --max-bytes of disk up
+// The queue reserves --max-bytes of disk up
 // front, and a disk too full for it is refused. A daemon that cannot
 // have it exits at once, saying how much it needs, how much there
 // is, and which flag lowers it.

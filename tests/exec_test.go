@@ -24,7 +24,7 @@ import (
 	"github.com/scribehq/scribe/queue/discovery"
 )
 
-// Exec jobs (issue 10). The commands are tests/testdata/mine.py, a
+// Exec jobs. The commands are tests/testdata/mine.py, a
 // stand-in for a tool's "mine": it takes a lock of its own with a
 // non-blocking flock and exits 75 ("already running") when that lock is
 // held, like the tools scribe was made for, and appends lines to a log

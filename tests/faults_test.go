@@ -90,7 +90,7 @@ func checkCrashWorkload(t *testing.T, store string, jobs []crashJob) {
 	assert.Equal(t, wantState, state)
 }
 
-// Issue 4, must show 2: the daemon dies (SIGKILL, by the SCRIBE_CRASH_AT
+// The daemon dies (SIGKILL, by the SCRIBE_CRASH_AT
 // hook) at each step of the batch pipeline in turn; after a restart every
 // job is applied exactly once and no file is torn.
 func TestCrashAtEachStep(t *testing.T) {
@@ -145,7 +145,7 @@ func TestCrashAtEachStep(t *testing.T) {
 	}
 }
 
-// Must show 3: producers SIGKILLed mid-submit and retried with the same ID
+// Producers SIGKILLed mid-submit and retried with the same ID
 // never double a job.
 func TestKilledSubmittersRetrySameID(t *testing.T) {
 	store := newStore(t)
@@ -180,7 +180,7 @@ func TestKilledSubmittersRetrySameID(t *testing.T) {
 	}
 }
 
-// Must show 4: garbage, an unknown version and a job that panics the
+// Garbage, an unknown version and a job that panics the
 // applier, published raw between valid jobs: the valid ones apply, the
 // daemon stays up, the bad ones are rejected or dead-lettered, visibly.
 func TestPoisonMessages(t *testing.T) {
@@ -243,7 +243,7 @@ func TestPoisonMessages(t *testing.T) {
 	assert.Equal(t, 0, ok.code, ok.stderr)
 }
 
-// Must show 6: a full queue refuses new jobs at once with a clear error
+// A full queue refuses new jobs at once with a clear error
 // (exit 75) and drops nothing; after draining, submits work again and the
 // jobs applied are exactly the jobs accepted.
 func TestQueueFull(t *testing.T) {
@@ -274,7 +274,7 @@ func TestQueueFull(t *testing.T) {
 	assert.Equal(t, accepted+1, strings.Count(readFile(t, filepath.Join(store, "log.txt")), "\n"))
 }
 
-// Must show 7: SIGTERM under load exits 0 and releases the lock; nothing
+// SIGTERM under load exits 0 and releases the lock; nothing
 // accepted is lost (a restart drains the rest).
 func TestSIGTERMUnderLoad(t *testing.T) {
 	store := newStore(t)

@@ -51,7 +51,7 @@ func outcomeOf(t *testing.T, store, id string) *queue.Outcome {
 	return &out
 }
 
-// Issue 8.1: no job, alone or batched with others, can make a batch that
+// No job, alone or batched with others, can make a batch that
 // is decided and then impossible to carry out.
 func TestOneJobCannotBrickTheStore(t *testing.T) {
 	t.Run("a file and a folder of one name in one job, direct", func(t *testing.T) {
@@ -107,7 +107,7 @@ func TestOneJobCannotBrickTheStore(t *testing.T) {
 	})
 }
 
-// Issue 8.1: a redo that cannot succeed (here another program put a folder
+// A redo that cannot succeed (here another program put a folder
 // where the batch writes a file) is reported, with the way out, and the
 // operator can give it up; the store then takes writes again.
 func TestStuckBatchIsReportedAndCanBeAbandoned(t *testing.T) {
@@ -161,7 +161,7 @@ func TestStuckBatchIsReportedAndCanBeAbandoned(t *testing.T) {
 	d.stop(t)
 }
 
-// Issue 8.3: swapping a folder of the store with a symlink into .scribe,
+// Swapping a folder of the store with a symlink into .scribe,
 // as fast as the kernel allows, while jobs write into that folder, never
 // lets a job reach scribe's own files.
 func TestSymlinkSwapCannotReachScribeFolder(t *testing.T) {
@@ -259,7 +259,7 @@ func TestSymlinkSwapCannotReachScribeFolder(t *testing.T) {
 	assert.NotEqual(t, 0, r.code, "flock(1) got the store lock while scribe lock held it: %+v", r)
 }
 
-// Issue 8.4: scribe's appends never remove bytes another program appends
+// scribe's appends never remove bytes another program appends
 // to the same file meanwhile (a shell's >>).
 func TestAppendKeepsOtherWritersBytes(t *testing.T) {
 	store := newStore(t)

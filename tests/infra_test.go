@@ -42,7 +42,7 @@ func daemonFault(t *testing.T, store string) string {
 	return rep.Fault
 }
 
-// Issue 4, must show 5: the store's disk turns read-only, or fills up,
+// The store's disk turns read-only, or fills up,
 // under load. Nothing is recorded as applied that is not on disk; status
 // shows the fault; when it clears, every queued job applies exactly once.
 func TestStoreFaults(t *testing.T) {

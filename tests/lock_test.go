@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Must show 2: while the daemon holds the store lock, a direct writer is
+// While the daemon holds the store lock, a direct writer is
 // refused at once with exit 75 and the daemon's pid; once the daemon has
 // been idle for its idle-release period, the same command gets in.
 func TestDirectWriterRefusedWhileDaemonHolds(t *testing.T) {
@@ -76,7 +76,7 @@ func holdWith(t *testing.T, cmd *exec.Cmd) (release func()) {
 	return release
 }
 
-// Must show 3: while an outside process holds the store lock, jobs wait in
+// While an outside process holds the store lock, jobs wait in
 // the queue; when it lets go, all are applied, none rejected or lost.
 func TestOutsideHolderDefersJobs(t *testing.T) {
 	store := newStore(t)
@@ -120,7 +120,7 @@ func TestOutsideHolderDefersJobs(t *testing.T) {
 	assert.NotContains(t, d.log.String(), "job rejected")
 }
 
-// Must show 4: a second daemon for the same store exits at once, naming
+// A second daemon for the same store exits at once, naming
 // the first; the first keeps serving.
 func TestSecondDaemonRefused(t *testing.T) {
 	store := newStore(t)
@@ -136,7 +136,7 @@ func TestSecondDaemonRefused(t *testing.T) {
 	assert.Equal(t, "still served", readFile(t, filepath.Join(store, "a.txt")))
 }
 
-// Must show 7: without a daemon the default route writes directly under
+// Without a daemon the default route writes directly under
 // the lock; --route require exits 69 and writes nothing.
 func TestNoDaemonRoutes(t *testing.T) {
 	store := newStore(t)

@@ -17,7 +17,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// Background children of `scribe lock` (issue 8, item 5). Each test runs
+// Background children of `scribe lock`. Each test runs
 // `scribe lock -- sh -c '... &'`, whose background child keeps descriptor 3
 // and the SCRIBE_LOCK_* environment, and steps it through signal files the
 // test creates. The scripts get their paths from the environment: D (the

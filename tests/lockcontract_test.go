@@ -85,7 +85,7 @@ func inodeOf(t *testing.T, path string) uint64 {
 	return st.Ino
 }
 
-// Issue 3, must show 1: a holder whose critical section lasts ten times
+// A holder whose critical section lasts ten times
 // every lock-related threshold the daemon is given is never robbed: neither
 // a waiting direct writer nor the daemon's writer enters before it leaves.
 func TestLongHolderIsNeverRobbed(t *testing.T) {
@@ -118,7 +118,7 @@ func TestLongHolderIsNeverRobbed(t *testing.T) {
 	assert.Equal(t, bEnter+1, bLeave, "nothing entered while B held the store: %q", lines)
 }
 
-// Must show 2: a holder killed with SIGKILL mid-section frees the lock at
+// A holder killed with SIGKILL mid-section frees the lock at
 // once; nothing removes or recreates the lock file.
 func TestKilledHolderFreesTheLock(t *testing.T) {
 	store := newStore(t)
@@ -137,7 +137,7 @@ func TestKilledHolderFreesTheLock(t *testing.T) {
 	assert.Equal(t, ino, inodeOf(t, lockFile), "the lock file is the same file")
 }
 
-// Must show 3: two processes racing for a free store lock 1000 times never
+// Two processes racing for a free store lock 1000 times never
 // both win, and the lock file's inode never changes.
 func TestRacingAcquirersNeverBothWin(t *testing.T) {
 	store := newStore(t)
@@ -172,7 +172,7 @@ func TestRacingAcquirersNeverBothWin(t *testing.T) {
 	assert.Len(t, inodes, 1, "the lock file was never replaced")
 }
 
-// Must show 4: nested holds — a `scribe lock` child and grandchild join the
+// Nested holds — a `scribe lock` child and grandchild join the
 // parent's hold at once; any unrelated process stays excluded meanwhile.
 func TestNestedHoldsThroughChildren(t *testing.T) {
 	store := newStore(t)
@@ -196,7 +196,7 @@ echo done; read _ || true`, scribeBin, store)
 	assert.Equal(t, 0, r.code, "released with the outermost hold")
 }
 
-// Must show 5: after a critical section panics (and the panic is
+// After a critical section panics (and the panic is
 // recovered), another process can lock at once, while the panicking
 // process is still alive.
 func TestReleaseOnPanic(t *testing.T) {
@@ -207,7 +207,7 @@ func TestReleaseOnPanic(t *testing.T) {
 	assert.Equal(t, 0, r.code, r.stderr)
 }
 
-// Must show 6: scribe and other flock(2) users exclude each other on one
+// scribe and other flock(2) users exclude each other on one
 // lock file: flock(1) and Python's fcntl.flock.
 func TestInteropWithOtherFlockUsers(t *testing.T) {
 	store := newStore(t)
@@ -249,7 +249,7 @@ sys.stdin.readline()
 	require.Eventually(t, func() bool { return readFile(t, filepath.Join(store, "f.txt")) == "012" }, 20*time.Second, 20*time.Millisecond)
 }
 
-// Must show 7: fair hand-off. With producers keeping the queue busy, a
+// Fair hand-off. With producers keeping the queue busy, a
 // waiting direct writer gets the lock well within its wait, and every
 // queued job is still applied exactly once.
 func TestFairHandOff(t *testing.T) {
@@ -295,7 +295,7 @@ func TestFairHandOff(t *testing.T) {
 	}
 }
 
-// Must show 8: a refused direct writer exits 75 quickly.
+// A refused direct writer exits 75 quickly.
 func TestFailFastLatency(t *testing.T) {
 	store := newStore(t)
 	release := holdStore(t, "--store", store)
@@ -311,7 +311,7 @@ func TestFailFastLatency(t *testing.T) {
 	assert.Less(t, ds[len(ds)/2], time.Second)
 }
 
-// Must show 9: a store reached through a symlink, a relative path, ".."
+// A store reached through a symlink, a relative path, ".."
 // segments or a trailing slash is the same store with the same lock; two
 // different stores never contend.
 func TestPathAliasesShareOneLock(t *testing.T) {

@@ -112,7 +112,7 @@ func (s *mcpServer) close(t *testing.T) {
 	assert.Contains(t, s.stderr.String(), "stdin closed, exiting")
 }
 
-// Issue 11.1: an MCP host's writes go through the store's daemon, each
+// An MCP host's writes go through the store's daemon, each
 // exactly once; a call repeated with its id gets the recorded outcome.
 func TestMCPServerThroughDaemon(t *testing.T) {
 	store := newStore(t)

@@ -12,7 +12,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// Issue 8, item 9: merge through a real daemon is RFC 7386 (arrays are
+// Merge through a real daemon is RFC 7386 (arrays are
 // replaced as written, nulls inside them too), gives the same bytes every
 // time (the file's key order, then new keys in the patch's order), and
 // rejects a file with a repeated key as invalid_json, leaving it alone.

@@ -131,7 +131,7 @@ func killServes(t *testing.T, store string) {
 	})
 }
 
-// Must show 5 (a): another user given write access to .scribe swaps in a
+// Another user given write access to .scribe swaps in a
 // journal of their own, which has note-1 as a different job. Every
 // entrance refuses, the same way: first because the folder is open to
 // others, then, once its owner closes it again, because the journal is
@@ -166,7 +166,7 @@ func TestOtherUserSwapsJournal(t *testing.T) {
 	assert.Equal(t, "owner", readFile(t, filepath.Join(store, "a.txt")))
 }
 
-// Must show 5 (b): another user plants .scribe/autostart as a symlink to
+// Another user plants .scribe/autostart as a symlink to
 // a file path; the owner's hook (submit --autostart, no daemon running)
 // refuses, and the file it points to is not created.
 func TestOtherUserPlantsAutostartGate(t *testing.T) {
@@ -201,7 +201,7 @@ func TestOtherUserPlantsAutostartGate(t *testing.T) {
 	})
 }
 
-// Must show 5 (c): the same for the store lock and the config file. A
+// The same for the store lock and the config file. A
 // lock file planted as a symlink is neither followed nor created, one
 // planted as the other user's own file is not written to; a config file
 // of the other user's (which could name the commands the daemon runs) is

@@ -14,7 +14,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// Issue 8, item 7: the store ID is a hash of the store's path, so renaming
+// The store ID is a hash of the store's path, so renaming
 // the folder gives it a new ID and a new stream, while the queue (inside
 // the folder) still holds the old stream's jobs. The daemon on the new
 // path must drain them first, in order, exactly once, record their

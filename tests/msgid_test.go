@@ -12,7 +12,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// Issue 8, item 8: a message whose Nats-Msg-Id header and job ID disagree
+// A message whose Nats-Msg-Id header and job ID disagree
 // is rejected and kept as a dead letter, recorded under neither ID (either
 // may be someone else's); a message without the header is accepted.
 func TestMsgIDMismatchIsDeadLettered(t *testing.T) {

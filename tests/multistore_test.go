@@ -22,7 +22,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// Issue 12, item 6: one daemon, many stores.
+// One daemon, many stores.
 
 // startMulti starts `scribe serve` for several stores, its shared queue
 // in queueDir, and waits until it serves them all: every store's

@@ -43,7 +43,7 @@ func runProducers(t *testing.T, store string, args func(p, i int) []string) {
 	}
 }
 
-// Must show 1: 16 concurrent producers × 25 real `scribe submit --wait`
+// 16 concurrent producers × 25 real `scribe submit --wait`
 // processes through one daemon lose, double and reorder nothing.
 func TestConcurrentSubmitProcesses(t *testing.T) {
 	store := newStore(t)
@@ -87,7 +87,7 @@ func TestConcurrentSubmitProcesses(t *testing.T) {
 	})
 }
 
-// Must show 5: a job ID already applied returns the recorded outcome and
+// A job ID already applied returns the recorded outcome and
 // changes nothing, through the daemon and directly; the same ID for a
 // different job is a conflict.
 func TestResubmitAppliedID(t *testing.T) {
@@ -102,7 +102,7 @@ func TestResubmitAppliedID(t *testing.T) {
 			again := scribe(t, "", "submit", "--store", store, "--route", route, "--wait", "--json", "--id", "job-1", "append", "f.txt", "once\n")
 			require.Equal(t, 0, again.code, again.stderr)
 			// The same ID for a different job is a conflict, never the
-			// first job's outcome (issue 8.8).
+			// first job's outcome.
 			other := scribe(t, "", "submit", "--store", store, "--route", route, "--wait", "--json", "--id", "job-1", "append", "f.txt", "twice\n")
 			require.Equal(t, 1, other.code, "%+v", other)
 			assert.Contains(t, other.stderr, string(queue.ReasonIDConflict))
@@ -117,7 +117,7 @@ func TestResubmitAppliedID(t *testing.T) {
 	}
 }
 
-// Must show 6: bad jobs are rejected with a reason code, change nothing,
+// Bad jobs are rejected with a reason code, change nothing,
 // and do not block the next job: from the CLI, and published raw on the
 // queue so that only the daemon's writer can catch them.
 func TestRejectedJobsDoNotBlock(t *testing.T) {

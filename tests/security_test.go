@@ -184,7 +184,7 @@ func outsideTree(t testing.TB, store string) string {
 	return outside
 }
 
-// Must show 1: the listener is on 127.0.0.1 only, connecting needs the
+// The listener is on 127.0.0.1 only, connecting needs the
 // credentials of the owner-only discovery file, and they change with every
 // start.
 func TestDaemonListenerAndCredentials(t *testing.T) {
@@ -259,7 +259,7 @@ func TestDaemonListenerAndCredentials(t *testing.T) {
 	nc.Close()
 }
 
-// Must show 2: with the submitters' credentials, nothing can delete, purge
+// With the submitters' credentials, nothing can delete, purge
 // or inspect the queue, read the jobs, or reach another store; the daemon
 // cannot be made to do it either; and the queue keeps working.
 func TestSubmitterCannotManageQueue(t *testing.T) {
@@ -451,7 +451,7 @@ func TestForgedOutcomesIgnored(t *testing.T) {
 	assert.Equal(t, "victim\n", readFile(t, filepath.Join(store, "v.txt")))
 }
 
-// Must show 3: hostile paths, sent raw so that only the daemon judges
+// Hostile paths, sent raw so that only the daemon judges
 // them, are each rejected with their reason, and nothing outside the store
 // (nor inside it) changes.
 func TestHostilePathsThroughDaemon(t *testing.T) {
@@ -577,7 +577,7 @@ func TestHostilePathsThroughDaemon(t *testing.T) {
 	assert.Equal(t, "still working\n", readFile(t, in("next.txt")))
 }
 
-// Must show 3: a folder (or file) swapped for a symlink out of the store
+// A folder (or file) swapped for a symlink out of the store
 // after the job was queued and before it is applied is caught when the job
 // is applied; nothing outside changes.
 func TestSymlinkSwappedInWhileQueued(t *testing.T) {
@@ -641,7 +641,7 @@ func TestSymlinkSwappedInWhileQueued(t *testing.T) {
 	assert.Equal(t, "ok\n", readFile(t, in("ok.txt")))
 }
 
-// Must show 4: jobs over the size limits, with too many ops, or merging
+// Jobs over the size limits, with too many ops, or merging
 // into files that are not JSON objects are rejected before any change, and
 // the next job applies.
 func TestLimitsAndContentRejected(t *testing.T) {
@@ -756,7 +756,7 @@ func serveBriefly(t testing.TB, store string, limit time.Duration) result {
 	return r
 }
 
-// Must show 5: `scribe serve` refuses at once to serve a store whose
+// `scribe serve` refuses at once to serve a store whose
 // .scribe folder, or the discovery file in it, another user could change;
 // it says which path and why, and leaves everything as it found it.
 func TestServeRefusesInsecureMeta(t *testing.T) {

@@ -83,7 +83,7 @@ func (b *bgScribe) finish(t *testing.T) result {
 	return result{code: b.code, stdout: b.stdout.String(), stderr: b.stderr.String()}
 }
 
-// Issue 11.2, must show 1: a job queued behind a held store lock is
+// A job queued behind a held store lock is
 // "queued (position N of M)" for status, not "unknown", and a wait
 // started meanwhile returns its outcome once the lock is free.
 func TestStatusWaitQueuedBehindLock(t *testing.T) {
@@ -190,7 +190,7 @@ func jobsList(t *testing.T, store string, args ...string) (applied, rejected int
 	return applied, rejected, m
 }
 
-// Issue 11.2, must show 2: status --json and jobs --json report what was
+// status --json and jobs --json report what was
 // done, with and without a daemon, under the same keys; after the daemon
 // is killed, the store lock is free, whatever the lock file remembers.
 func TestStatusJobsCounts(t *testing.T) {
@@ -269,7 +269,7 @@ func TestStatusJobsCounts(t *testing.T) {
 	assert.Contains(t, r.stderr, "precondition_failed")
 }
 
-// Issue 11.2, must show 3: with --json, stdout holds valid JSON even when
+// With --json, stdout holds valid JSON even when
 // the command refuses before doing anything, with the usual exit code.
 func TestStatusWaitJobsJSONRefusals(t *testing.T) {
 	store := newStore(t)

@@ -1,10 +1,8 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // announce makes this process look like the store's daemon to clients
@@ -43,7 +42,7 @@ func TestDirectWriteTakesTheDaemonsLockFile(t *testing.T) {
 	sharedReal, err := discovery.ResolveLockFile(store, shared)
 	require.NoError(t, err)
 	announce(t, store, sharedReal)
-	flockHold(t, shared) // the daemon's hold, as far as the lock goes
+	testkit.HoldFlock(t, shared) // the daemon's hold, as far as the lock goes
 	job := func() *queue.Job {
 		return &queue.Job{Ops: []queue.Op{{Kind: queue.OpAppend, Path: "f.txt", Data: []byte("x\n")}}}
 	}
@@ -76,26 +75,6 @@ func TestDirectWriteTakesTheDaemonsLockFile(t *testing.T) {
 			assert.NoFileExists(t, filepath.Join(store, "f.txt"))
 		})
 	}
-}
-
-// flockHold holds the lock file with flock(1), another process, until
-// the test ends.
-func flockHold(t *testing.T, path string) {
-	t.Helper()
-	bin, err := exec.LookPath("flock")
-	if err != nil {
-		t.Skip("flock(1) from util-linux is needed")
-	}
-	cmd := exec.Command(bin, "--exclusive", path, "sh", "-c", "echo held; read _")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "held\n", line)
 }
 
 // "./f.txt" is "f.txt": the client trims a leading "./" before the job

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // Many Applies at once on one client each get their own job's outcome,
@@ -125,10 +124,10 @@ func TestOutcomeAcrossReconnect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store := newStore(t)
 			release := mustHoldStore(t, store)
-			var r *relay
+			var r *testkit.Relay
 			srv := startDaemonVia(t, store, func(addr string) string {
-				r = startRelay(t, addr)
-				return r.addr()
+				r = testkit.StartRelay(t, "127.0.0.1:0", addr)
+				return r.Addr()
 			})
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
@@ -150,15 +149,15 @@ func TestOutcomeAcrossReconnect(t *testing.T) {
 				applied <- out
 			}()
 			waitQueued(t, c, job.ID)
-			require.Equal(t, 1, r.connections())
+			require.Equal(t, 1, r.Connections())
 
 			if tc.down {
-				r.refuse(true) // redials fail until the outcome is out
+				r.Refuse(true) // redials fail until the outcome is out
 			}
-			r.cut()
+			r.Cut()
 			if !tc.down {
 				// Back on a new connection, listening, before the outcome.
-				require.Eventually(t, func() bool { return r.connections() == 2 }, 30*time.Second, 5*time.Millisecond)
+				require.Eventually(t, func() bool { return r.Connections() == 2 }, 30*time.Second, 5*time.Millisecond)
 			}
 			release()
 			select {
@@ -166,13 +165,13 @@ func TestOutcomeAcrossReconnect(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("no outcome published")
 			}
-			r.refuse(false)
+			r.Refuse(false)
 			out := <-applied
 			require.NotNil(t, out)
 			assert.Equal(t, job.ID, out.ID)
 			assert.Equal(t, job.Digest(), out.Digest)
 			assert.True(t, out.Applied(), "%+v", out)
-			assert.Equal(t, 2, r.connections(), "one redial that got through")
+			assert.Equal(t, 2, r.Connections(), "one redial that got through")
 			b, err := os.ReadFile(filepath.Join(store, "f.txt"))
 			require.NoError(t, err)
 			assert.Equal(t, "a\n", string(b))
@@ -205,81 +204,4 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// relay forwards TCP connections to a backend, and can drop them all, as
-// a lost network would, or refuse new ones for a while.
-type relay struct {
-	ln      net.Listener
-	backend string
-
-	mu      sync.Mutex
-	conns   int // forwarded
-	open    []net.Conn
-	refused bool
-}
-
-func startRelay(t *testing.T, backend string) *relay {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	r := &relay{ln: ln, backend: backend}
-	t.Cleanup(func() { ln.Close(); r.cut() })
-	go r.accept()
-	return r
-}
-
-func (r *relay) addr() string { return r.ln.Addr().String() }
-
-func (r *relay) accept() {
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		r.mu.Lock()
-		if r.refused {
-			r.mu.Unlock()
-			c.Close()
-			continue
-		}
-		r.conns++
-		r.open = append(r.open, c)
-		r.mu.Unlock()
-		go r.forward(c)
-	}
-}
-
-func (r *relay) forward(c net.Conn) {
-	defer c.Close()
-	b, err := net.Dial("tcp", r.backend)
-	if err != nil {
-		return
-	}
-	defer b.Close()
-	go func() { _, _ = io.Copy(c, b); c.Close() }()
-	_, _ = io.Copy(b, c)
-}
-
-// cut drops every connection made so far.
-func (r *relay) cut() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range r.open {
-		c.Close()
-	}
-	r.open = nil
-}
-
-// refuse makes new connections close at once (on) or be forwarded.
-func (r *relay) refuse(on bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.refused = on
-}
-
-func (r *relay) connections() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.conns
 }

@@ -94,6 +94,7 @@ func stopAutostarted(t *testing.T, store string) {
 // job, start exactly one daemon; all 30 are applied once, and the daemon
 // leaves by itself once idle.
 func TestAutostartConcurrentHooks(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	stopAutostarted(t, store)
 	const n = 30
@@ -175,6 +176,7 @@ func TestAutostartConcurrentHooks(t *testing.T) {
 // mid-start would) delays the others by the client's patience (5 s), then
 // they start one regardless, instead of failing after 10 s.
 func TestAutostartGateHeldByAnother(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	stopAutostarted(t, store)
 	require.NoError(t, os.Mkdir(filepath.Join(store, ".scribe"), 0o700))
@@ -197,6 +199,7 @@ func TestAutostartGateHeldByAnother(t *testing.T) {
 // an outside holder of the store lock; the next submit with autostart
 // brings one back, which applies the stranded jobs first, in order.
 func TestAutostartAfterKill(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	stopAutostarted(t, store)
 	r, err := submitAuto(store, "", "--wait", "append", "log.txt", "start\n")

@@ -19,6 +19,7 @@ import (
 // default refuses the same job before anything is queued, and a limit
 // past what JetStream can store is a usage error.
 func TestMaxJobBytes(t *testing.T) {
+	t.Parallel()
 	big := bytes.Repeat([]byte{0xff, 0x00, 'x', '\n'}, 3<<18) // 3 MiB, not UTF-8: it travels as base64
 	file := filepath.Join(t.TempDir(), "big.bin")
 	require.NoError(t, os.WriteFile(file, big, 0o600))

@@ -34,6 +34,7 @@ import (
 // opens itself), not the descriptor 7 the daemon inherited from its
 // starter, not close-on-exec.
 func TestExecCommandGetsOnlyItsDocumentedEnvironment(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	writeConfig(t, m.store, m.command("env", []string{"--env", m.out}, `timeout = "30s"`,
 		// PYTHONCOERCECLOCALE: Python would otherwise add LC_CTYPE to
@@ -111,6 +112,7 @@ func TestExecCommandGetsOnlyItsDocumentedEnvironment(t *testing.T) {
 // while the daemon it started still runs (its exit-idle is a minute),
 // and the daemon holds no descriptor on the host's pipe.
 func TestAutostartedDaemonKeepsNoHookDescriptor(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	stopAutostarted(t, store)
 	const exitIdle = time.Minute

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -14,10 +13,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // The command line's rough edges, each as a new user meets it.
@@ -33,29 +32,11 @@ func edgeRun(t *testing.T, env []string, stdin *os.File, args ...string) result 
 	return runWith(t, scribeBin, env, in, args...)
 }
 
-// edgePTY opens a pseudo-terminal and returns its terminal end, or skips.
-func edgePTY(t *testing.T) *os.File {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	require.NoError(t, unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0))
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	t.Cleanup(func() { tty.Close() })
-	return tty
-}
-
 // `--wait 10s` is `--wait=10s`, for submit and lock alike; submit's bare
 // --wait waits for the outcome without bound, lock refuses one, and a
 // bounded one runs out with 75.
 func TestEdgeWaitSpelling(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	f := filepath.Join(store, "f.txt")
 
@@ -98,6 +79,7 @@ func TestEdgeWaitSpelling(t *testing.T) {
 // After a daemon's write, a direct writer meets the daemon's idle-release
 // period: the busy error says so, and how to wait.
 func TestEdgeBusyHintAfterDaemonWrite(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	const idle = 5 * time.Second
 	startDaemon(t, store, "--idle-release", idle.String())
@@ -128,6 +110,7 @@ func TestEdgeBusyHintAfterDaemonWrite(t *testing.T) {
 // What the lock file says of a holder is shown quoted and cut, whoever
 // wrote it; a direct submit records its op and path there, never DATA.
 func TestEdgeHolderCommandQuoted(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	lockFile := queue.Layout{Root: store}.Lock()
 	require.NoError(t, os.MkdirAll(filepath.Dir(lockFile), 0o700))
@@ -169,6 +152,7 @@ func TestEdgeHolderCommandQuoted(t *testing.T) {
 // DATA: --newline ends it with one; left out, it is read from stdin only
 // when stdin is not a terminal.
 func TestEdgeDataAndNewline(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	notes := filepath.Join(store, "notes.txt")
 	for range 2 {
@@ -181,7 +165,7 @@ func TestEdgeDataAndNewline(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "a line\na line\nends with one\npiped line\n", readFile(t, notes))
 
-	tty := edgePTY(t)
+	_, tty := testkit.OpenPTY(t)
 	r = edgeRun(t, nil, tty, "submit", "--store", store, "append", "notes.txt")
 	assert.Equal(t, 2, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "DATA is missing; give DATA, or - to read it from stdin (stdin is a terminal)")
@@ -205,6 +189,7 @@ func TestEdgeDataAndNewline(t *testing.T) {
 // "./notes.txt" is notes.txt, on every route; "a/./b" is refused with a
 // hint. An unknown OP is a usage error.
 func TestEdgePathsAndOps(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	r := scribe(t, "", "submit", "--store", store, "--route", "direct", "put", "./direct.txt", "d")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -227,6 +212,7 @@ func TestEdgePathsAndOps(t *testing.T) {
 // Ctrl-C during submit --wait exits 130 and names the job, which is
 // applied later all the same.
 func TestEdgeInterruptedWait(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	release := holdStore(t, "--store", store, "--wait", "10s") // the daemon cannot apply anything
@@ -263,6 +249,7 @@ func TestEdgeInterruptedWait(t *testing.T) {
 // arguments, and the store comes from $SCRIBE_STORE, or is named when
 // it is missing.
 func TestCLIHelpFlagsAndStore(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	for _, args := range [][]string{{"-h"}, {"help"}, {"submit", "-h"}, {"help", "lock"}, {"lock", "--help"}} {
 		r := scribe(t, "", args...)
@@ -298,6 +285,7 @@ func TestCLIHelpFlagsAndStore(t *testing.T) {
 
 // A --job file that is not a job says where, in JSON's words.
 func TestEdgeJobFileErrors(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	job := filepath.Join(t.TempDir(), "job.json")
 	require.NoError(t, os.WriteFile(job, []byte(`{"ops":[{"op":"put","path":"a","data":"x"},{"op":"put","path":5}]}`), 0o600))
@@ -310,6 +298,7 @@ func TestEdgeJobFileErrors(t *testing.T) {
 // serve refuses a --lock-file in a folder that does not exist, instead of
 // waiting for ever for a lock it cannot take.
 func TestEdgeServeLockFileFolder(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	gone := filepath.Join(t.TempDir(), "gone")
 	r := scribe(t, "", "serve", "--store", store, "--lock-file", filepath.Join(gone, "index.lock"))
@@ -322,6 +311,7 @@ func TestEdgeServeLockFileFolder(t *testing.T) {
 // names in its discovery file: while the daemon holds it, the writer is
 // refused, and writes nothing. Given another, it is told which to use.
 func TestEdgeDirectWriterUsesDaemonLockFile(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	shared := filepath.Join(t.TempDir(), "index.lock")
 	startDaemon(t, store, "--lock-file", shared, "--idle-release", "30s")

@@ -37,6 +37,7 @@ func demanded(t testing.TB, store string) bool {
 // A bad flag is one line on stderr that says what is wrong and where to
 // look, and exit 2; with --json, stdout holds it as JSON too.
 func TestCLIBadFlagIsOneLine(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	for _, tc := range []struct {
 		args []string
@@ -67,6 +68,7 @@ func TestCLIBadFlagIsOneLine(t *testing.T) {
 // --help lists every command, and each command's help spells its flags
 // as they are typed, with placeholders that say what they take.
 func TestCLIHelpAndPlaceholders(t *testing.T) {
+	t.Parallel()
 	r := scribe(t, "", "--help")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Empty(t, r.stderr)
@@ -103,6 +105,7 @@ func TestCLIHelpAndPlaceholders(t *testing.T) {
 // --wait is refused, since waiting for the store lock is always bounded,
 // and the help says --wait DUR.
 func TestCLILockWaitSpellings(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	for _, wait := range [][]string{{"--wait=5s"}, {"--wait", "5s"}} {
 		r := scribe(t, "", append(append([]string{"lock", "--store", store}, wait...), "--", "true")...)
@@ -119,6 +122,7 @@ func TestCLILockWaitSpellings(t *testing.T) {
 // The completion scripts come from the binary for the three shells; a
 // fourth is a usage error.
 func TestCLICompletionScripts(t *testing.T) {
+	t.Parallel()
 	for shell, want := range map[string]string{
 		"bash": "complete -o default -F _scribe scribe",
 		"zsh":  "compdef _scribe scribe",
@@ -137,6 +141,7 @@ func TestCLICompletionScripts(t *testing.T) {
 // docs/cli.md's lines that load completion run as written, each in its
 // shell (when installed), and leave scribe's completion defined there.
 func TestCLICompletionDocs(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/cli.md")
 	require.NoError(t, err)
 	m := regexp.MustCompile("(?s)\n## Shell completion\n.*?```sh\n(.*?)```").FindSubmatch(doc)
@@ -183,6 +188,7 @@ func TestCLICompletionDocs(t *testing.T) {
 // recover out (exit 75), where recover once took <store>/.scribe/lock and
 // went ahead beside it.
 func TestCLIRecoverTakesTheDaemonsLock(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	lockFile := filepath.Join(t.TempDir(), "tool.lock")
 	startDaemon(t, store, "--lock-file", lockFile)

@@ -468,6 +468,7 @@ func requireAlive(t *testing.T, d *daemon, what string) {
 // job is applied exactly once, in each producer's order, and its outcome
 // is recorded.
 func TestClusterThreeNodes(t *testing.T) {
+	t.Parallel()
 	e := startScribeCluster(t, newStore(t))
 	w := e.startWriter(t, e.c.URLs[2])
 	disc, err := queue.ReadDiscovery(e.store)
@@ -547,6 +548,7 @@ func TestClusterThreeNodes(t *testing.T) {
 // once, in each producer's order, and the writer keeps serving. The
 // longest pause producers saw is logged.
 func TestClusterLeaderLoss(t *testing.T) {
+	t.Parallel()
 	e := startScribeCluster(t, newStore(t))
 	w := e.startWriter(t, e.c.URLs[2]) // node 3 only: its reconnects go to the servers the cluster advertises
 	js := e.daemonConn(t)
@@ -736,6 +738,7 @@ func journalOutcomes(t *testing.T, path string) (outs []*queue.Outcome, info que
 // three claim TTLs: a third daemon takes the claim over, and the paused
 // one, resumed, exits non-zero and commits nothing more.
 func TestClusterTwoDaemonsOneWriter(t *testing.T) {
+	t.Parallel()
 	const ttl = time.Second
 	e := startScribeCluster(t, newStore(t))
 	out := t.TempDir()
@@ -1035,6 +1038,7 @@ func filesOf(t *testing.T, store string) map[string]string {
 // and files, byte for byte. A pre-existing stream of the store's name
 // with another retention stops the daemon, naming the difference.
 func TestClusterPlainNATSServer(t *testing.T) {
+	t.Parallel()
 	embedded := newStore(t)
 	remote, err := filepath.EvalSymlinks(newStore(t))
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 // form a cluster, the third serves the store, and a submit as from
 // another host (by URL, user and store ID) is applied.
 func TestClusterDocsExample(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "docs", "cluster.md"))
 	require.NoError(t, err)
 	doc := string(b)

@@ -21,6 +21,7 @@ import (
 // starts, and each is applied once, in order. A job queued through the
 // cluster afterwards applies after them.
 func TestClusterMoveKeepsQueuedJobs(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	real, err := filepath.EvalSymlinks(store)
 	require.NoError(t, err)
@@ -69,6 +70,7 @@ func TestClusterMoveKeepsQueuedJobs(t *testing.T) {
 // settings of the embedded queue in the same file are refused with it,
 // and the client's $SCRIBE_NATS_URL never moves a daemon's queue.
 func TestClusterFromConfigFile(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	real, err := filepath.EvalSymlinks(store)
 	require.NoError(t, err)

@@ -43,6 +43,7 @@ func coalesceJob(t *testing.T, key string, args []string, extra string) string {
 // differ runs on its own. Jobs that ask for exactly the lead's run still
 // join it: one run for many.
 func TestCoalescedJoinerDecidedAsAlone(t *testing.T) {
+	t.Parallel()
 	store, err := filepath.EvalSymlinks(newStore(t))
 	require.NoError(t, err)
 	out := t.TempDir()

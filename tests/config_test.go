@@ -33,6 +33,7 @@ func setting(t testing.TB, out, key string) (value, from string) {
 }
 
 func TestConfigCheckReportsFile(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	path := writeConfig(t, store, "# daemon settings\nmax_jobs = 500\nsync = \"1s\"\n", 0o600)
 	r := scribe(t, "", "serve", "--store", store, "--check-config")
@@ -50,6 +51,7 @@ func TestConfigCheckReportsFile(t *testing.T) {
 }
 
 func TestConfigFlagOverridesFile(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	path := writeConfig(t, store, "max_jobs = 500\nsync = \"1s\"\n", 0o600)
 	r := scribe(t, "", "serve", "--store", store, "--max-jobs", "42", "--check-config")
@@ -62,6 +64,7 @@ func TestConfigFlagOverridesFile(t *testing.T) {
 }
 
 func TestConfigExplicitFileRunsDaemon(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	other := filepath.Join(t.TempDir(), "scribe.toml")
 	require.NoError(t, os.WriteFile(other, []byte("sync = \"250ms\"\n"), 0o600))
@@ -71,6 +74,7 @@ func TestConfigExplicitFileRunsDaemon(t *testing.T) {
 }
 
 func TestConfigInsecureFileRefused(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	path := writeConfig(t, store, "max_jobs = 500\n", 0o620)
 	r := scribe(t, "", "serve", "--store", store)
@@ -81,6 +85,7 @@ func TestConfigInsecureFileRefused(t *testing.T) {
 }
 
 func TestConfigBadFileExitsUsage(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	path := writeConfig(t, store, "batch = 10\nmax_jobs = -1\nbogus = true\n", 0o600)
 	for _, args := range [][]string{

@@ -72,6 +72,7 @@ func hookCommands(store string) map[string][]string {
 // no bound, even with a daemon serving the store, and the process then
 // ignored SIGTERM. Now every command that reads it refuses it at once.
 func TestConfigFIFODoesNotHang(t *testing.T) {
+	t.Parallel()
 	for _, withDaemon := range []bool{false, true} {
 		name := "no daemon"
 		if withDaemon {
@@ -107,6 +108,7 @@ func TestConfigFIFODoesNotHang(t *testing.T) {
 // before the decoder sees it: FILE:LINE: PROBLEM, the config error's exit
 // code (2), in little memory.
 func TestConfigDeepNestingRefused(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	path := writeConfig(t, store, "autostart = true\nexit_idle = "+strings.Repeat("[", 3_000_000)+"\n", 0o600)
 	for cmd, args := range hookCommands(store) {
@@ -138,6 +140,7 @@ func TestConfigDeepNestingRefused(t *testing.T) {
 // A config file larger than the bound (64 KiB) is refused,
 // naming the line where it goes past it.
 func TestConfigTooLargeRefused(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	path := writeConfig(t, store, "autostart = false\n"+strings.Repeat("# padding\n", 7000), 0o600)
 	for cmd, args := range hookCommands(store) {
@@ -155,6 +158,7 @@ func TestConfigTooLargeRefused(t *testing.T) {
 // nor followed, exit 1 as for any file of .scribe another user could have
 // put there.
 func TestConfigNotARegularFileRefused(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		make    func(t *testing.T, path string)
 		problem string

@@ -55,6 +55,7 @@ func producerJob(t *testing.T, dir string, p, i int) []string {
 // every job is applied exactly once, in its producer's order; every outcome
 // a producer received matches the journal; no file is torn.
 func TestSIGKILLRestart(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	dir := t.TempDir()
 	d := startDaemon(t, store)

@@ -24,6 +24,7 @@ import (
 // once space is back, and every job whose submit returned success is
 // applied exactly once, in order; no submit reports a false success.
 func TestQueueRecoversAfterDiskFull(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	mountTmpfs(t, store, "16m")
 	d := startDaemon(t, store, "--max-bytes", strconv.Itoa(4<<20))
@@ -165,6 +166,7 @@ func TestQueueRecoversAfterDiskFull(t *testing.T) {
 // have it exits at once, saying how much it needs, how much there
 // is, and which flag lowers it.
 func TestDiskFullAtStartNamesMaxBytes(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	const maxBytes = int64(1) << 50 // 1 PiB: more than any test machine has free
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -18,6 +18,7 @@ import (
 // its exposure under 5 (the figure the doc gives), where the bare unit
 // rated 9.6.
 func TestDocsUnitSandbox(t *testing.T) {
+	t.Parallel()
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		t.Skip("systemd-analyze is not installed")
@@ -40,6 +41,7 @@ func TestDocsUnitSandbox(t *testing.T) {
 // list (no list-changed notifications, no logging), read-only look-ups,
 // and idempotent hints only where a repeat without an id changes nothing.
 func TestDocsMCPAnnotations(t *testing.T) {
+	t.Parallel()
 	s := startMCP(t, newStore(t))
 	caps := s.cs.InitializeResult().Capabilities
 	require.NotNil(t, caps.Tools)
@@ -113,6 +115,7 @@ func runShell(t *testing.T, home, script string) (stdout, stderr string, code in
 
 // The README's first steps run as written on a fresh home.
 func TestDocsReadmeFirstSteps(t *testing.T) {
+	t.Parallel()
 	home, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	script := docShell(t, "README.md", "scribe serve --store ~/notes &")
@@ -130,6 +133,7 @@ func TestDocsReadmeFirstSteps(t *testing.T) {
 // right after the daemon's last batch, while the daemon still holds the
 // lock for its idle-release period.
 func TestDocsSharedLockExample(t *testing.T) {
+	t.Parallel()
 	home, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	store := filepath.Join(home, "notes")
@@ -158,6 +162,7 @@ func TestDocsSharedLockExample(t *testing.T) {
 // warning; a creds key without a cluster is warned about, not silently
 // ignored.
 func TestDocsConfigCreds(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "docs", "config.md"))
 	require.NoError(t, err)
 	m := regexp.MustCompile("(?s)```toml\n(.*?)```").FindSubmatch(b)
@@ -186,6 +191,7 @@ func TestDocsConfigCreds(t *testing.T) {
 // The Node.js example's job digest gives docs/protocol.md's vectors for
 // exec args, as Go does (queue's TestExecDigestVectors).
 func TestDocsNodeDigestVectors(t *testing.T) {
+	t.Parallel()
 	node, dir := nodeExample(t)
 	b, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
 	require.NoError(t, err)

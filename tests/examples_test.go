@@ -37,6 +37,7 @@ func buildHook(t *testing.T) string {
 // daemon, through the daemon when one serves the store, and refused with
 // the holder's name when an outside process holds the store lock.
 func TestExampleHook(t *testing.T) {
+	t.Parallel()
 	bin := buildHook(t)
 	store := newStore(t)
 	log := filepath.Join(store, "hooks.log")

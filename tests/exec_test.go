@@ -189,6 +189,7 @@ func peakRSS(t testing.TB, pid int) int64 {
 // records. submit --wait passes the command's output on; a command that
 // fails is rejected exec_failed with its exit code and output.
 func TestExecMinesQueuedBackToBackRunInTurn(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 
 	// The premise: run directly while its lock is held, the mine refuses.
@@ -276,6 +277,7 @@ func TestExecMinesQueuedBackToBackRunInTurn(t *testing.T) {
 // is let go meanwhile, so a direct writer gets in; the job behind it
 // waits. Once the lock is free the mine runs, then the job behind it.
 func TestExecDeferredWhileToolLockHeld(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	m.serve(t, m.command("mine", nil, `timeout = "30s"`, "lock_file = "+tomlString(m.toolLock)))
 
@@ -329,6 +331,7 @@ func TestExecDeferredWhileToolLockHeld(t *testing.T) {
 // reject a job), the job behind it waits, and once the lock is free the
 // mine runs and the job is applied.
 func TestExecDeferredOnBusyExitCode(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	m.serve(t, m.command("mine", nil, `timeout = "30s"`, "busy_exit_codes = [75]"))
 
@@ -385,6 +388,7 @@ func TestExecDeferredOnBusyExitCode(t *testing.T) {
 // group: the mine and the grandchild it started are gone, even when they
 // ignore SIGTERM (SIGKILL after grace). A job may shorten the timeout.
 func TestExecTimeoutKillsProcessGroup(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	stubbornPID, slowPID := filepath.Join(m.out, "stubborn.pid"), filepath.Join(m.out, "slow.pid")
 	m.serve(t,
@@ -430,6 +434,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 // the store (by ".." or through a symlink) or missing; malformed exec jobs
 // are refused as bad input.
 func TestExecRejectedJobsRunNothing(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	outside := t.TempDir()
 	require.NoError(t, os.Symlink(outside, filepath.Join(m.store, "out")))
@@ -513,6 +518,7 @@ func TestExecRejectedJobsRunNothing(t *testing.T) {
 // fewer than fifty times, and every job gets the outcome of the run it
 // joined, naming it. A job of another key does not join them.
 func TestExecCoalescing(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	m.serve(t, m.command("mine", []string{"--sleep", "0.2"}, `timeout = "30s"`))
 	release := holdWithFlock(t, filepath.Join(m.store, ".scribe", "lock"))
@@ -591,6 +597,7 @@ func cmpUint(a, b uint64) int {
 // command that is not rerun_safe gets the outcome interrupted (it ran
 // once), and one that is runs again.
 func TestExecDaemonKilledMidRun(t *testing.T) {
+	t.Parallel()
 	for _, rerunSafe := range []bool{false, true} {
 		t.Run(fmt.Sprintf("rerun_safe=%v", rerunSafe), func(t *testing.T) {
 			m := newMine(t)
@@ -642,6 +649,7 @@ func TestExecDaemonKilledMidRun(t *testing.T) {
 // that writing it does not kill the command, as SIGPIPE on a pipe whose
 // reader died would.)
 func TestExecOrphanedCommandMayStillWriteOutput(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	log, goFile := filepath.Join(m.out, "orphan.log"), filepath.Join(m.out, "go")
 	script := `echo started >> "$LOG"; while [ ! -e "$GO" ]; do sleep 0.01; done; echo output; echo more output >&2; echo finished >> "$LOG"`
@@ -662,6 +670,7 @@ func TestExecOrphanedCommandMayStillWriteOutput(t *testing.T) {
 // bytes of it (its start and its end) and says how much was cut; the
 // daemon's memory stays bounded and it goes on serving.
 func TestExecOutputCapped(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	const total, maxOutput = 50 << 20, 4096
 	d := m.serve(t, m.command("spew", []string{"--spew", strconv.Itoa(total)}, `timeout = "2m"`, fmt.Sprintf("max_output = %d", maxOutput)))
@@ -711,6 +720,7 @@ func TestExecOutputCapped(t *testing.T) {
 // instead of queueing behind the job that runs it, while a new open of
 // the store lock, as a tool of its own would do, finds it held.
 func TestExecEnvironmentAndJoinedHold(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	require.NoError(t, os.Mkdir(filepath.Join(m.store, "sub"), 0o755))
 	m.serve(t, m.command("env", []string{"--env", m.out, "--probe-store-lock", "--scribe", scribeBin},
@@ -782,6 +792,7 @@ func TestExecEnvironmentAndJoinedHold(t *testing.T) {
 // (and serve) exit 2 naming the key, for the store lock as a command's
 // own lock among others. A bare program name is looked up in PATH.
 func TestExecConfigChecked(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	storeLock := filepath.Join(m.store, ".scribe", "lock")
 	for _, c := range []struct {
@@ -822,6 +833,7 @@ func TestExecConfigChecked(t *testing.T) {
 // runs. With autostart = true in the store's config, the hook's submit
 // starts the daemon itself, which runs the command.
 func TestExecNeedsDaemonOrAutostart(t *testing.T) {
+	t.Parallel()
 	m := newMine(t)
 	table := m.command("mine", nil, `timeout = "10s"`)
 	writeConfig(t, m.store, table, 0o600)
@@ -875,6 +887,7 @@ func docsHome(t *testing.T) string {
 // The complete allowlist example of docs/exec.md passes --check-config as
 // written, with /home/me standing for a home folder.
 func TestExecDocsExampleConfig(t *testing.T) {
+	t.Parallel()
 	home := docsHome(t)
 	store := newStore(t)
 	cfg := filepath.Join(t.TempDir(), "config.toml")
@@ -890,6 +903,7 @@ func TestExecDocsExampleConfig(t *testing.T) {
 // home folder; the hook starts the daemon, which runs the mine; a job
 // queued while another mine holds the tool's lock waits, then runs.
 func TestExecDocsWorkedExample(t *testing.T) {
+	t.Parallel()
 	home := docsHome(t)
 	for _, d := range []string{"palace", ".mempalace", "notes/palace"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(home, d), 0o755))

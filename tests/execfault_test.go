@@ -25,6 +25,7 @@ import (
 // is back it runs, exactly once. A retry with the same ID then gets
 // `applied`.
 func TestExecOnFullDiskWaitsNotRejected(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	mountTmpfs(t, store, "16m")
 	out := t.TempDir() // outside the full disk

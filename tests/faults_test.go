@@ -94,6 +94,7 @@ func checkCrashWorkload(t *testing.T, store string, jobs []crashJob) {
 // hook) at each step of the batch pipeline in turn; after a restart every
 // job is applied exactly once and no file is torn.
 func TestCrashAtEachStep(t *testing.T) {
+	t.Parallel()
 	for _, step := range []string{"fetched", "intent", "file", "files", "commit", "ack", "acked", "published"} {
 		t.Run(step, func(t *testing.T) {
 			store := newStore(t)
@@ -148,6 +149,7 @@ func TestCrashAtEachStep(t *testing.T) {
 // Producers SIGKILLed mid-submit and retried with the same ID
 // never double a job.
 func TestKilledSubmittersRetrySameID(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	const n = 30
@@ -184,6 +186,7 @@ func TestKilledSubmittersRetrySameID(t *testing.T) {
 // applier, published raw between valid jobs: the valid ones apply, the
 // daemon stays up, the bad ones are rejected or dead-lettered, visibly.
 func TestPoisonMessages(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemonEnv(t, store, []string{"SCRIBE_PANIC_ON=boom.txt"})
 	disc, err := queue.ReadDiscovery(store)
@@ -247,6 +250,7 @@ func TestPoisonMessages(t *testing.T) {
 // (exit 75) and drops nothing; after draining, submits work again and the
 // jobs applied are exactly the jobs accepted.
 func TestQueueFull(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store, "--max-jobs", "5")
 	release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock"))
@@ -277,6 +281,7 @@ func TestQueueFull(t *testing.T) {
 // SIGTERM under load exits 0 and releases the lock; nothing
 // accepted is lost (a restart drains the rest).
 func TestSIGTERMUnderLoad(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
 	var mu sync.Mutex
@@ -326,6 +331,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 // loops for ever: after it has killed the writer three times it is
 // rejected, and the jobs around it apply.
 func TestPoisonThatKillsTheWriter(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	env := []string{"SCRIBE_CRASH_ON=poison.txt"}
 	d := startDaemonEnv(t, store, env)
@@ -368,6 +374,7 @@ func TestPoisonThatKillsTheWriter(t *testing.T) {
 // and says what to do; --route direct still can; the next daemon drains
 // them and lifts it.
 func TestStrandedQueueBlocksPreferFallback(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"SIGTERM", "SIGKILL"} {
 		t.Run(how, func(t *testing.T) {
 			store := newStore(t)

@@ -22,6 +22,7 @@ import (
 // binaries: the tagged one must obey the hook (so the case can fail), the
 // normal one must apply the job and exit 0.
 func TestFaultTagNormalBuildIgnoresHooks(t *testing.T) {
+	t.Parallel()
 	plain, err := plainBin()
 	require.NoError(t, err, "build without -tags %s", faultTag)
 

@@ -124,6 +124,7 @@ func inode(t testing.TB, path string) uint64 {
 // lock there too. On btrfs, a lock on a file of another subvolume that
 // has the tool lock's inode number does not defer the job.
 func TestToolLockSeenOnEveryFilesystem(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"ext4", "xfs", "btrfs", "tmpfs", "overlay"} {
 		t.Run(kind, func(t *testing.T) {
 			fs := mountFS(t, kind)

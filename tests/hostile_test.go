@@ -54,6 +54,7 @@ func outcomeOf(t *testing.T, store, id string) *queue.Outcome {
 // No job, alone or batched with others, can make a batch that
 // is decided and then impossible to carry out.
 func TestOneJobCannotBrickTheStore(t *testing.T) {
+	t.Parallel()
 	t.Run("a file and a folder of one name in one job, direct", func(t *testing.T) {
 		store := newStore(t)
 		job := writeJobFile(t, `[{"op":"put","path":"a","data":"x"},{"op":"put","path":"a/b","data":"y"}]`)
@@ -111,6 +112,7 @@ func TestOneJobCannotBrickTheStore(t *testing.T) {
 // where the batch writes a file) is reported, with the way out, and the
 // operator can give it up; the store then takes writes again.
 func TestStuckBatchIsReportedAndCanBeAbandoned(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemonEnv(t, store, []string{"SCRIBE_CRASH_AT=intent"})
 	r := scribe(t, "", "submit", "--store", store, "--id", "victim", "put", "p", "data")
@@ -165,6 +167,7 @@ func TestStuckBatchIsReportedAndCanBeAbandoned(t *testing.T) {
 // as fast as the kernel allows, while jobs write into that folder, never
 // lets a job reach scribe's own files.
 func TestSymlinkSwapCannotReachScribeFolder(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
 	r := scribe(t, "", "submit", "--store", store, "--wait", "put", "warm-up", "x") // makes the journal
@@ -262,6 +265,7 @@ func TestSymlinkSwapCannotReachScribeFolder(t *testing.T) {
 // scribe's appends never remove bytes another program appends
 // to the same file meanwhile (a shell's >>).
 func TestAppendKeepsOtherWritersBytes(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
 	log := filepath.Join(store, "log")

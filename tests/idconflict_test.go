@@ -18,6 +18,7 @@ import (
 // (after a restart); the same job under the same ID is a retry (exit 0);
 // the first outcome and the store never change.
 func TestIDConflictThroughTheCLI(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
 	path := filepath.Join(store, "n.txt")

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // toolHolder takes a lock the way the memory tool takes its mine lock, and
@@ -37,7 +38,7 @@ func holdLikeTool(t *testing.T, lockFile string) (pid int, command string, relea
 	script := filepath.Join(t.TempDir(), "mine.py")
 	require.NoError(t, os.WriteFile(script, []byte(toolHolder), 0o644))
 	cmd := exec.Command(python, script, lockFile, "--wing=notes")
-	release = holdWith(t, cmd)
+	release = testkit.Hold(t, cmd)
 	return cmd.Process.Pid, script + " " + lockFile + " --wing=notes", release
 }
 
@@ -46,6 +47,7 @@ func holdLikeTool(t *testing.T, lockFile string) (pid int, command string, relea
 // in scribe status without a daemon, and in the daemon's status while its
 // jobs wait.
 func TestIdentityOfAnotherTool(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	toolLock := filepath.Join(t.TempDir(), "mine.lock")
 	pid, command, release := holdLikeTool(t, toolLock)

@@ -52,6 +52,7 @@ const idleSequence = 10
 // its time (30 s) whether its job was queued; a retry with the same ID
 // is safe. Such a job may or may not be applied, but never twice.
 func TestIdleExitLeavesNoAcceptedJob(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	stopAutostarted(t, store)
 	const exitIdle = 100 * time.Millisecond
@@ -122,6 +123,7 @@ func appliedLines(t *testing.T, store string) map[string]int {
 // ID through discovery; autostart brings a daemon, which applies it once,
 // with no other client to come.
 func TestIdleExitCutsOffConnectedClient(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	stopAutostarted(t, store)
 	const exitIdle = 300 * time.Millisecond
@@ -151,6 +153,7 @@ func TestIdleExitCutsOffConnectedClient(t *testing.T) {
 // serves the client, which it cut off, through the new discovery; then,
 // idle again, it leaves. With one store and with several.
 func TestIdleExitJobWhileWithdrawnKeepsDaemon(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d stores", n), func(t *testing.T) {
 			var stores, args []string

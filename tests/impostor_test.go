@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"net/url"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // impostor is what another local user can run on a port the daemon used:
@@ -39,7 +39,7 @@ import (
 // forged journal look-ups), behind a TCP listener that records every byte
 // a client sends it.
 type impostor struct {
-	*relay
+	*testkit.Relay
 	ns      *server.Server
 	nc      *nats.Conn
 	storeID string
@@ -48,97 +48,6 @@ type impostor struct {
 	passwords []string    // credentials clients presented
 	seen      []*nats.Msg // messages clients published
 	forged    int
-}
-
-// relay forwards a TCP port to another address and records every byte
-// clients send through it.
-type relay struct {
-	ln      net.Listener
-	backend string
-
-	mu    sync.Mutex
-	sent  bytes.Buffer
-	conns int
-	open  []net.Conn
-}
-
-// startRelay listens on addr ("127.0.0.1:0" for any port) and forwards to
-// backend.
-func startRelay(t *testing.T, addr, backend string) *relay {
-	t.Helper()
-	r := &relay{backend: backend}
-	var err error
-	// A killed daemon's port is free at once; bind it as another user
-	// would.
-	require.Eventually(t, func() bool {
-		r.ln, err = net.Listen("tcp", addr)
-		return err == nil
-	}, 10*time.Second, 10*time.Millisecond, "bind %s", addr)
-	t.Cleanup(func() { r.ln.Close(); r.cut() })
-	go r.accept()
-	return r
-}
-
-func (r *relay) accept() {
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		r.mu.Lock()
-		r.conns++
-		r.open = append(r.open, c)
-		r.mu.Unlock()
-		go r.forward(c)
-	}
-}
-
-func (r *relay) forward(c net.Conn) {
-	defer c.Close()
-	b, err := net.Dial("tcp", r.backend)
-	if err != nil {
-		return
-	}
-	defer b.Close()
-	go func() { _, _ = io.Copy(c, b); c.Close() }()
-	buf := make([]byte, 32*1024)
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			r.mu.Lock()
-			r.sent.Write(buf[:n])
-			r.mu.Unlock()
-			if _, werr := b.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// cut drops every connection made so far, as a lost network would.
-func (r *relay) cut() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range r.open {
-		c.Close()
-	}
-	r.open = nil
-}
-
-func (r *relay) connections() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.conns
-}
-
-// carried reports whether any byte sequence clients sent contains s.
-func (r *relay) carried(s string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return bytes.Contains(r.sent.Bytes(), []byte(s))
 }
 
 // Check records the credentials of every connection and lets it in.
@@ -169,7 +78,7 @@ func startImpostor(t *testing.T, addr, storeID string, cert *tls.Certificate) *i
 	im.ns.Start()
 	t.Cleanup(im.ns.Shutdown)
 	require.True(t, im.ns.ReadyForConnections(10*time.Second))
-	im.relay = startRelay(t, addr, im.ns.Addr().String())
+	im.Relay = testkit.StartRelay(t, addr, im.ns.Addr().String())
 
 	im.nc, err = nats.Connect("", nats.InProcessServer(im.ns), nats.NoEcho())
 	require.NoError(t, err)
@@ -213,7 +122,7 @@ func (im *impostor) answer(m *nats.Msg) {
 
 // leaked reports whether anything a client sent the impostor contains s.
 func (im *impostor) leaked(s string) bool {
-	if im.carried(s) {
+	if im.Carried(s) {
 		return true
 	}
 	im.mu.Lock()
@@ -239,9 +148,7 @@ func (im *impostor) heard() string {
 	for _, m := range im.seen {
 		subjects = append(subjects, m.Subject)
 	}
-	im.relay.mu.Lock()
-	defer im.relay.mu.Unlock()
-	return fmt.Sprintf("%d connections, credentials %q, subjects %q, %d bytes sent", im.relay.conns, im.passwords, subjects, im.relay.sent.Len())
+	return fmt.Sprintf("%d connections, credentials %q, subjects %q, %d bytes sent", im.Connections(), im.passwords, subjects, len(im.Received()))
 }
 
 // selfSignedCert makes a certificate for 127.0.0.1 that is not the
@@ -278,6 +185,7 @@ type applied struct {
 // real daemon when it is back (new port, new certificate), where each of
 // its jobs is applied exactly once.
 func TestImpostorOnTheDaemonsPort(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		tls  bool
@@ -358,7 +266,7 @@ func impostorRun(t *testing.T, cert *tls.Certificate) {
 	// stale file, naming the impostor's port, is trusted. Hold the lock
 	// the same way, and let the client try.
 	release := holdWithFlock(t, queue.Layout{Root: store}.DaemonLock())
-	assert.Eventually(t, func() bool { return im.connections() >= 3 || im.leaked(disc1.Password) },
+	assert.Eventually(t, func() bool { return im.Connections() >= 3 || im.leaked(disc1.Password) },
 		30*time.Second, 10*time.Millisecond, "the client should try the stale address (and be refused)")
 	release()
 
@@ -412,6 +320,7 @@ func writeDiscovery(t testing.TB, store string, d *queue.Discovery) {
 // file names another certificate, its fingerprint does not match its
 // certificate, or it has none.
 func TestImpostorCertificateMismatch(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	real, err := queue.ReadDiscovery(store)
@@ -441,8 +350,8 @@ func TestImpostorCertificateMismatch(t *testing.T) {
 			// client sends.
 			u, err := url.Parse(real.URL)
 			require.NoError(t, err)
-			r := startRelay(t, "127.0.0.1:0", u.Host)
-			d.URL = "tls://" + r.ln.Addr().String()
+			r := testkit.StartRelay(t, "127.0.0.1:0", u.Host)
+			d.URL = "tls://" + r.Addr()
 			writeDiscovery(t, store, &d)
 
 			_, err = client.Open(t.Context(), store, client.WithRoute(client.RouteRequire), client.WithConnectTimeout(500*time.Millisecond))
@@ -451,13 +360,13 @@ func TestImpostorCertificateMismatch(t *testing.T) {
 			assert.ErrorIs(t, err, client.ErrUnavailable)
 			assert.Contains(t, err.Error(), "did not prove it is the store's daemon")
 			assert.Contains(t, err.Error(), c.error)
-			assert.False(t, r.carried(real.Password), "the password went to a server that did not prove itself")
+			assert.False(t, r.Carried(real.Password), "the password went to a server that did not prove itself")
 
 			res := scribe(t, "", "submit", "--store", store, "--route", "require", "--wait=1s", "append", "f.txt", "x")
 			assert.Equal(t, 75, res.code, res.stderr)
 			assert.Contains(t, res.stderr, "did not prove it is the store's daemon")
 			assert.Contains(t, res.stderr, c.error)
-			assert.False(t, r.carried(real.Password), "the password went to a server that did not prove itself")
+			assert.False(t, r.Carried(real.Password), "the password went to a server that did not prove itself")
 			assert.NoFileExists(t, filepath.Join(store, "f.txt"))
 		})
 	}
@@ -472,6 +381,7 @@ func TestImpostorCertificateMismatch(t *testing.T) {
 // is lost with the daemon still there, the client goes back to the same
 // daemon through discovery, and no job is lost or applied twice.
 func TestImpostorRelay(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	real, err := queue.ReadDiscovery(store)
@@ -479,9 +389,9 @@ func TestImpostorRelay(t *testing.T) {
 	t.Cleanup(func() { writeDiscovery(t, store, real) })
 	u, err := url.Parse(real.URL)
 	require.NoError(t, err)
-	r := startRelay(t, "127.0.0.1:0", u.Host)
+	r := testkit.StartRelay(t, "127.0.0.1:0", u.Host)
 	viaRelay := *real
-	viaRelay.URL = "tls://" + r.ln.Addr().String()
+	viaRelay.URL = "tls://" + r.Addr()
 	writeDiscovery(t, store, &viaRelay)
 
 	cl, err := client.Open(t.Context(), store, client.WithRoute(client.RouteRequire))
@@ -498,16 +408,16 @@ func TestImpostorRelay(t *testing.T) {
 	for i := range 3 {
 		apply(fmt.Sprintf("relay-%d", i))
 	}
-	require.Equal(t, 1, r.connections())
-	r.cut()
+	require.Equal(t, 1, r.Connections())
+	r.Cut()
 	for i := 3; i < 6; i++ {
 		apply(fmt.Sprintf("relay-%d", i))
 	}
-	assert.Equal(t, 2, r.connections(), "one redial, through discovery, to the same daemon")
+	assert.Equal(t, 2, r.Connections(), "one redial, through discovery, to the same daemon")
 	assert.Equal(t, viaRelay.URL, cl.Daemon().URL)
-	assert.False(t, r.carried(real.Password), "the password crossed the relay in clear")
-	assert.False(t, r.carried("secret-"), "job data crossed the relay in clear")
-	assert.False(t, r.carried("relay-"), "job IDs crossed the relay in clear")
+	assert.False(t, r.Carried(real.Password), "the password crossed the relay in clear")
+	assert.False(t, r.Carried("secret-"), "job data crossed the relay in clear")
+	assert.False(t, r.Carried("relay-"), "job IDs crossed the relay in clear")
 	content := readFile(t, filepath.Join(store, "log.txt"))
 	for i := range 6 {
 		assert.Equal(t, 1, strings.Count(content, fmt.Sprintf("secret-relay-%d\n", i)))

@@ -46,6 +46,7 @@ func daemonFault(t *testing.T, store string) string {
 // under load. Nothing is recorded as applied that is not on disk; status
 // shows the fault; when it clears, every queued job applies exactly once.
 func TestStoreFaults(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		size   string

@@ -16,10 +16,12 @@ import (
 // cross edge declared here: writer/daemon, the daemon as a library, runs
 // the embedded queue (embednats); the rest of writer does not. Test code
 // may reach further (a client test starts a daemon), but nothing, test or
-// not, imports cmd or tests. And what hooks link stays lean: client does
+// not, imports cmd or tests, except that test code may import the shared
+// test helpers of tests/testkit. And what hooks link stays lean: client does
 // not depend on the daemon, the embedded server or nats.go's micro (the
 // daemon's status service), directly or not.
 func TestDependenciesPointOneWay(t *testing.T) {
+	t.Parallel()
 	const mod = "github.com/scribehq/scribe/"
 	allowed := map[string][]string{
 		"queue":     nil,
@@ -35,6 +37,7 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		mod + "writer/daemon": {"embednats"},
 	}
 	room := func(pkg string) string {
+		pkg, _, _ = strings.Cut(pkg, " ") // "pkg [pkg.test]": pkg as its tests compile it
 		if !strings.HasPrefix(pkg, mod) {
 			return ""
 		}
@@ -43,12 +46,12 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		return strings.TrimSuffix(strings.TrimSuffix(first, ".test"), "_test")
 	}
 	graph := func(args ...string) map[string][]string {
-		out, err := exec.Command("go", append([]string{"list"}, append(args, "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...")...)...).Output()
+		out, err := exec.Command("go", append([]string{"list"}, append(args, "-f", `{{.ImportPath}}|{{join .Imports " "}}`, mod+"...")...)...).Output()
 		require.NoError(t, err)
 		g := map[string][]string{}
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			fields := strings.Fields(line)
-			g[fields[0]] = fields[1:]
+			pkg, imports, _ := strings.Cut(line, "|")
+			g[pkg] = strings.Fields(imports)
 		}
 		return g
 	}
@@ -77,13 +80,23 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	assert.Equal(t, []string{"client", "cmd", "embednats", "queue", "tests", "writer"}, names, "the graph is real")
 	assert.True(t, crossed[mod+"writer/daemon → embednats"], "the declared cross edge is real: %v", crossed)
 
+	// The graph with tests holds the packages as their tests compile them
+	// ("pkg [pkg.test]"), their external tests and test mains; the plain
+	// graph above already keeps testkit out of every package's own code.
+	kitUsers := 0
 	for pkg, imports := range graph("-test") {
+		isTest := strings.Contains(pkg, ".test") || strings.HasSuffix(pkg, "_test")
 		for _, imp := range imports {
+			if imp == mod+"tests/testkit" && isTest {
+				kitUsers++
+				continue
+			}
 			if to := room(imp); (to == "cmd" || to == "tests") && room(pkg) != to {
 				t.Errorf("%s imports %s", pkg, imp)
 			}
 		}
 	}
+	assert.Positive(t, kitUsers, "the testkit exception is real")
 
 	out, err := exec.Command("go", "list", "-deps", mod+"client").Output()
 	require.NoError(t, err)

@@ -1,9 +1,7 @@
 package tests
 
 import (
-	"bufio"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,12 +10,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // While the daemon holds the store lock, a direct writer is
 // refused at once with exit 75 and the daemon's pid; once the daemon has
 // been idle for its idle-release period, the same command gets in.
 func TestDirectWriterRefusedWhileDaemonHolds(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	const idle = 3 * time.Second
 	d := startDaemon(t, store, "--idle-release", idle.String())
@@ -46,39 +47,14 @@ func TestDirectWriterRefusedWhileDaemonHolds(t *testing.T) {
 // knows nothing of scribe, until the returned func is called.
 func holdWithFlock(t *testing.T, lockFile string) (release func()) {
 	t.Helper()
-	flockBin, err := exec.LookPath("flock")
-	require.NoError(t, err, "flock(1) from util-linux is needed")
-	return holdWith(t, exec.Command(flockBin, "--exclusive", lockFile, "sh", "-c", "echo held; read _"))
-}
-
-// holdWith starts cmd, an outside lock holder that prints "held" once it
-// holds its lock and lets go when its stdin closes, waits for that line,
-// and returns the function that makes it let go (also run at cleanup).
-func holdWith(t *testing.T, cmd *exec.Cmd) (release func()) {
-	t.Helper()
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "held\n", line)
-	done := false
-	release = func() {
-		if !done {
-			done = true
-			stdin.Close()
-			_ = cmd.Wait()
-		}
-	}
-	t.Cleanup(release)
+	_, release = testkit.HoldFlock(t, lockFile)
 	return release
 }
 
 // While an outside process holds the store lock, jobs wait in
 // the queue; when it lets go, all are applied, none rejected or lost.
 func TestOutsideHolderDefersJobs(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
 	release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock"))
@@ -123,6 +99,7 @@ func TestOutsideHolderDefersJobs(t *testing.T) {
 // A second daemon for the same store exits at once, naming
 // the first; the first keeps serving.
 func TestSecondDaemonRefused(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
 	second := scribe(t, "", "serve", "--store", store)
@@ -139,6 +116,7 @@ func TestSecondDaemonRefused(t *testing.T) {
 // Without a daemon the default route writes directly under
 // the lock; --route require exits 69 and writes nothing.
 func TestNoDaemonRoutes(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	r := scribe(t, "", "submit", "--store", store, "--json", "append", "f.txt", "direct\n")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -168,6 +146,7 @@ func TestNoDaemonRoutes(t *testing.T) {
 // The README's first command: the demo runs real processes through the
 // queue, then through fail-fast locking, and checks every write.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	r := scribe(t, "", "demo", "--workers", "4", "--jobs", "6")
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "24/24 writes present exactly once; lost 0, doubled 0, out of order 0")

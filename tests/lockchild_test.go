@@ -116,6 +116,7 @@ func exited(p *bgProc) bool {
 // free), and the store is free again once it is done, although the child
 // still has descriptor 3 open.
 func TestBackgroundChildCannotRetakeAfterParentExits(t *testing.T) {
+	t.Parallel()
 	c := newChildEnv(t, `
 record pid $$
 for n in 1 2; do
@@ -164,6 +165,7 @@ await done
 // the store at once: they share one open file description, so re-taking
 // it would let both in.
 func TestBackgroundChildrenNeverHoldTogether(t *testing.T) {
+	t.Parallel()
 	c := newChildEnv(t, `
 n=$1
 record pid-$n $$
@@ -200,6 +202,7 @@ await done
 // process"); once a scribe process is the last to have it, it lets it go
 // and gets in with a lock of its own.
 func TestBackgroundChildOfKilledParent(t *testing.T) {
+	t.Parallel()
 	c := newChildEnv(t, `
 record pid $$
 await go-1
@@ -245,6 +248,7 @@ await done
 // releases only when the child has let go, so no outside writer gets in
 // beside it.
 func TestJoinedChildOutlivesCommand(t *testing.T) {
+	t.Parallel()
 	c := newChildEnv(t, `
 "$SCRIBE" lock --store "$S" -- sh -c 'touch "$D/inside"; while [ ! -e "$D/release" ]; do sleep 0.01; done'
 record code $?

@@ -89,6 +89,7 @@ func inodeOf(t *testing.T, path string) uint64 {
 // every lock-related threshold the daemon is given is never robbed: neither
 // a waiting direct writer nor the daemon's writer enters before it leaves.
 func TestLongHolderIsNeverRobbed(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	const threshold = 200 * time.Millisecond
 	startDaemon(t, store, "--idle-release", threshold.String(), "--warn-after", threshold.String(),
@@ -121,6 +122,7 @@ func TestLongHolderIsNeverRobbed(t *testing.T) {
 // A holder killed with SIGKILL mid-section frees the lock at
 // once; nothing removes or recreates the lock file.
 func TestKilledHolderFreesTheLock(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	lockFile := filepath.Join(store, ".scribe", "lock")
 	p := background(t, nil, scribeBin, "lock", "--store", store, "--", "sh", "-c", "echo in; sleep 60")
@@ -140,6 +142,7 @@ func TestKilledHolderFreesTheLock(t *testing.T) {
 // Two processes racing for a free store lock 1000 times never
 // both win, and the lock file's inode never changes.
 func TestRacingAcquirersNeverBothWin(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	trace := filepath.Join(t.TempDir(), "trace")
 	const n = 500 // per process: 1000 acquisitions in all
@@ -175,6 +178,7 @@ func TestRacingAcquirersNeverBothWin(t *testing.T) {
 // Nested holds — a `scribe lock` child and grandchild join the
 // parent's hold at once; any unrelated process stays excluded meanwhile.
 func TestNestedHoldsThroughChildren(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	script := fmt.Sprintf(`
 %[1]s lock --store %[2]s -- %[1]s lock --store %[2]s -- true; echo "nested lock $?"
@@ -200,6 +204,7 @@ echo done; read _ || true`, scribeBin, store)
 // recovered), another process can lock at once, while the panicking
 // process is still alive.
 func TestReleaseOnPanic(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	p := background(t, []string{"SCRIBE_TEST_HELPER=panic:" + store}, os.Args[0])
 	p.expectLine(t, "recovered")
@@ -210,6 +215,7 @@ func TestReleaseOnPanic(t *testing.T) {
 // scribe and other flock(2) users exclude each other on one
 // lock file: flock(1) and Python's fcntl.flock.
 func TestInteropWithOtherFlockUsers(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	toolLock := filepath.Join(t.TempDir(), "tool.lock")
 
@@ -253,6 +259,7 @@ sys.stdin.readline()
 // waiting direct writer gets the lock well within its wait, and every
 // queued job is still applied exactly once.
 func TestFairHandOff(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	var stop atomic.Bool
@@ -297,6 +304,7 @@ func TestFairHandOff(t *testing.T) {
 
 // A refused direct writer exits 75 quickly.
 func TestFailFastLatency(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	release := holdStore(t, "--store", store)
 	defer release()
@@ -315,6 +323,7 @@ func TestFailFastLatency(t *testing.T) {
 // segments or a trailing slash is the same store with the same lock; two
 // different stores never contend.
 func TestPathAliasesShareOneLock(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	other := newStore(t)
 	parent := filepath.Dir(store)

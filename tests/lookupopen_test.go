@@ -21,6 +21,7 @@ import (
 // timeout"), so a status, a wait or an MCP outcome that came at that
 // instant got an error instead of the job's state.
 func TestLookupWhileDaemonOpensJournal(t *testing.T) {
+	t.Parallel()
 	flockBin, err := exec.LookPath("flock")
 	require.NoError(t, err, "flock(1) from util-linux is needed")
 	store := newStore(t)

@@ -115,6 +115,7 @@ func (s *mcpServer) close(t *testing.T) {
 // An MCP host's writes go through the store's daemon, each
 // exactly once; a call repeated with its id gets the recorded outcome.
 func TestMCPServerThroughDaemon(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
 	s := startMCP(t, store)
@@ -157,6 +158,7 @@ func TestMCPServerThroughDaemon(t *testing.T) {
 // names the job; the job is applied once the store is free, and calling
 // again with its id returns that outcome instead of writing twice.
 func TestMCPServerUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	release := holdWithFlock(t, queue.Layout{Root: store}.Lock()) // the daemon applies nothing meanwhile
@@ -196,6 +198,7 @@ func TestMCPServerUnknownOutcome(t *testing.T) {
 // With --autostart and no daemon, the first write starts one and goes
 // through it, as `scribe submit --autostart` does.
 func TestMCPServerAutostart(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	stopAutostarted(t, store)
 	s := startMCP(t, store, "--autostart", "--exit-idle", testExitIdle)

@@ -121,6 +121,7 @@ const mcpBigLine = 60_000_000
 // answer for an empty line, a notification or a response, and the tool
 // call sent after it is answered and applied, through the daemon.
 func TestMCPServerSurvivesMalformedLines(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	s := startMCPLines(t, store)

@@ -17,6 +17,7 @@ import (
 // time (the file's key order, then new keys in the patch's order), and
 // rejects a file with a repeated key as invalid_json, leaving it alone.
 func TestMergeIsRFC7386AndDeterministic(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	merge := func(path, patch string) result {

@@ -138,6 +138,7 @@ func killServes(t *testing.T, store string) {
 // not theirs. Nothing is written or recorded, and the owner's retry of
 // note-1 is never judged against the other user's history.
 func TestOtherUserSwapsJournal(t *testing.T) {
+	t.Parallel()
 	cred := otherUser(t)
 	store := newStore(t)
 	real, err := queue.ResolveStore(store)
@@ -170,6 +171,7 @@ func TestOtherUserSwapsJournal(t *testing.T) {
 // a file path; the owner's hook (submit --autostart, no daemon running)
 // refuses, and the file it points to is not created.
 func TestOtherUserPlantsAutostartGate(t *testing.T) {
+	t.Parallel()
 	cred := otherUser(t)
 	store := newStore(t)
 	real, err := queue.ResolveStore(store)
@@ -207,6 +209,7 @@ func TestOtherUserPlantsAutostartGate(t *testing.T) {
 // of the other user's (which could name the commands the daemon runs) is
 // read by no entrance.
 func TestOtherUserPlantsLockAndConfig(t *testing.T) {
+	t.Parallel()
 	cred := otherUser(t)
 	uid := strconv.Itoa(int(cred.Uid))
 	for _, c := range []struct {

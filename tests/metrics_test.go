@@ -118,6 +118,7 @@ func find(fams map[string]*dto.MetricFamily, name string, labels ...string) *dto
 // outcome and reason, duplicates, batches, latencies, the queue while the
 // store is held, the wait for the store and the holds, exec runs.
 func TestMetricsCountJobs(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	real, err := filepath.EvalSymlinks(store)
 	require.NoError(t, err)
@@ -243,6 +244,7 @@ timeout = "30s"
 // A metrics address that cannot be bound stops serve before it takes
 // the store: exit 1, naming the flag, no daemon announced.
 func TestMetricsPortTaken(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
@@ -258,6 +260,7 @@ func TestMetricsPortTaken(t *testing.T) {
 
 // Without --metrics-addr nothing listens but the queue's server.
 func TestMetricsOffByDefault(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store, "--log-format", "json")
 	lines := logLines(t, d)

@@ -65,6 +65,7 @@ func refusedAtStart(t *testing.T, store string, args ...string) string {
 // that sends the file's token as a bearer token: without it (or with
 // another) 401, and nothing of the metrics, store paths included.
 func TestMetricsBearerToken(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	token := writeToken(t, t.TempDir(), "  s3cret-metrics-token\n", 0o600)
 	d := startDaemon(t, store, "--metrics-addr", "127.0.0.1:0", "--metrics-token-file", token, "--log-format", "json")
@@ -98,6 +99,7 @@ func TestMetricsBearerToken(t *testing.T) {
 // A token file that others could read or change, or that is not a plain
 // file of its own, stops serve at start, naming the file.
 func TestMetricsTokenFileRefused(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	good := writeToken(t, t.TempDir(), "s3cret", 0o600)
 	for _, c := range []struct {
@@ -145,6 +147,7 @@ func unixClient(path string) *http.Client {
 // daemon is taken over, and anything else at the path, or a folder
 // others can write, stops serve at start.
 func TestMetricsUnixSocket(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	dir := t.TempDir()
 	require.NoError(t, os.Chmod(dir, 0o700))
@@ -192,6 +195,7 @@ func TestMetricsUnixSocket(t *testing.T) {
 // credentials_file) to the ports of the doc's daemons, and, where
 // promtool is installed, valid Prometheus configs.
 func TestRunningDocPrometheusConfig(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "docs", "running.md"))
 	require.NoError(t, err)
 	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(b), -1)

@@ -20,6 +20,7 @@ import (
 // path must drain them first, in order, exactly once, record their
 // outcomes where status finds them, and lift the stranded mark only then.
 func TestMovedStoreKeepsQueuedJobs(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	old := filepath.Join(parent, "notes")
 	require.NoError(t, os.Mkdir(old, 0o755))

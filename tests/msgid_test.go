@@ -16,6 +16,7 @@ import (
 // is rejected and kept as a dead letter, recorded under neither ID (either
 // may be someone else's); a message without the header is accepted.
 func TestMsgIDMismatchIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	s := connectSubmitter(t, store)

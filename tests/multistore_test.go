@@ -150,6 +150,7 @@ func appliedOnce(t *testing.T, jobs [][]submitJob) {
 // naming the first, and serves none of its stores; a client of one store
 // cannot queue for another with its credentials.
 func TestMultiStoreServes(t *testing.T) {
+	t.Parallel()
 	stores := newStores(t, 3)
 	queueDir := filepath.Join(t.TempDir(), "queue")
 	d := startMulti(t, queueDir, stores)
@@ -235,6 +236,7 @@ func TestMultiStoreServes(t *testing.T) {
 // again: every job whose submit returned is applied, and the others once
 // resubmitted with the same ID; none twice, none in another store.
 func TestMultiStoreSIGKILL(t *testing.T) {
+	t.Parallel()
 	stores := newStores(t, 3)
 	queueDir := filepath.Join(t.TempDir(), "queue")
 	d := startMulti(t, queueDir, stores)
@@ -267,6 +269,7 @@ func TestMultiStoreSIGKILL(t *testing.T) {
 // it is free. The jobs a daemon of one store leaves in the store move to
 // the shared folder when a daemon of several serves it.
 func TestMultiStoreSetChange(t *testing.T) {
+	t.Parallel()
 	stores := newStores(t, 3)
 	a, c := stores[0], stores[2]
 	queueDir := filepath.Join(t.TempDir(), "queue")
@@ -316,6 +319,7 @@ func TestMultiStoreSetChange(t *testing.T) {
 // --exit-idle waits for every store; the example of docs/config.md runs
 // as written.
 func TestMultiStoreDocExample(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "config.md"))
 	require.NoError(t, err)
 	m := regexp.MustCompile("(?s)## Several stores.*?```toml\n(.*?)```").FindSubmatch(doc)

@@ -273,6 +273,7 @@ func startScribeNode(t testing.TB, conf string, extra ...string) *daemon {
 // process is SIGKILLed, a publish through a survivor succeeds again once
 // a new leader is elected.
 func TestNATSServerBinaryClusterForms(t *testing.T) {
+	t.Parallel()
 	bin := natsServerBin(t)
 	a, b := queue.StoreID("/cluster/store-a"), queue.StoreID("/cluster/store-b")
 	c := writeClusterConfigs(t, 3, a, b)

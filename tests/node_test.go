@@ -66,6 +66,7 @@ func nodeOutcome(t *testing.T, r result) *queue.Outcome {
 // its ID as Nats-Msg-Id, takes only that job's outcome, and looks jobs up
 // through the status service. Exit codes are scribe submit's.
 func TestNodeExample(t *testing.T) {
+	t.Parallel()
 	node, dir := nodeExample(t)
 	submit, lookup := filepath.Join(dir, "submit.mjs"), filepath.Join(dir, "lookup.mjs")
 	store := newStore(t)
@@ -154,7 +155,7 @@ func TestNodeExample(t *testing.T) {
 		t.Cleanup(func() { writeDiscovery(t, store, disc) })
 		im := startImpostor(t, "127.0.0.1:0", disc.StoreID, nil)
 		fake := *disc
-		fake.URL = "tls://" + im.ln.Addr().String()
+		fake.URL = "tls://" + im.Addr()
 		writeDiscovery(t, store, &fake)
 
 		r := runProgram(t, node, "", submit, "--id", "node-imp", store, "append", "imp.txt", "x")
@@ -162,8 +163,8 @@ func TestNodeExample(t *testing.T) {
 		assert.Contains(t, r.stderr, "cannot reach the daemon at "+fake.URL)
 		r = runProgram(t, node, "", lookup, store, "node-1")
 		assert.Equal(t, 75, r.code, "stdout %s\nstderr %s", r.stdout, r.stderr)
-		assert.Positive(t, im.connections(), "the example tried the impostor")
-		onlyClientHellos(t, im.received(), disc.Password)
+		assert.Positive(t, im.Connections(), "the example tried the impostor")
+		onlyClientHellos(t, im.Received(), disc.Password)
 		assert.False(t, im.leaked(disc.Password), "the impostor got the password: %s", im.heard())
 		assert.False(t, im.leaked("node-imp"), "the impostor got the job: %s", im.heard())
 		assert.NoFileExists(t, filepath.Join(store, "imp.txt"))
@@ -209,6 +210,7 @@ func TestNodeExample(t *testing.T) {
 // queues nothing; the jobs queued before are applied once the store is
 // free.
 func TestNodeExampleQueueFull(t *testing.T) {
+	t.Parallel()
 	node, dir := nodeExample(t)
 	submit, lookup := filepath.Join(dir, "submit.mjs"), filepath.Join(dir, "lookup.mjs")
 	store := newStore(t)

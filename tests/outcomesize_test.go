@@ -19,6 +19,7 @@ import (
 // so every way of asking learns it: submit --wait, a retry with the same
 // ID, status ID, jobs (with several such outcomes) and status.
 func TestExecOutcomeOfControlBytesIsDelivered(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	const perStream = 240 << 10
 	// Resets, "\033[m", one after the other: 3 bytes, 8 as JSON.

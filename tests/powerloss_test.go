@@ -52,6 +52,7 @@ import (
 // with --sync 1s for every four of them), and $SCRIBE_POWERCUT_SEED
 // replays a run.
 func TestPowerLoss(t *testing.T) {
+	t.Parallel()
 	requirePowerCut(t)
 	always := 12
 	if s := os.Getenv("SCRIBE_POWERCUTS"); s != "" {

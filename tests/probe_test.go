@@ -16,6 +16,7 @@ import (
 // starting during a storm of probes must still start: a probe is not a
 // running daemon.
 func TestProbesNeverFailAStartingDaemon(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	require.NoError(t, os.Mkdir(filepath.Join(store, ".scribe"), 0o700))
 	lockPath := filepath.Join(store, ".scribe", "daemon.lock")

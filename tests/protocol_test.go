@@ -20,6 +20,7 @@ import (
 // by token, so the permission's "*" also admits a subscription to
 // outcomes.>: it sees what outcomes.* sees (job IDs are one token).
 func TestProtocolSubmitterSubscriptions(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	s := connectSubmitter(t, store)

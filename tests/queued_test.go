@@ -46,6 +46,7 @@ func runProducers(t *testing.T, store string, args func(p, i int) []string) {
 // 16 concurrent producers × 25 real `scribe submit --wait`
 // processes through one daemon lose, double and reorder nothing.
 func TestConcurrentSubmitProcesses(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 
@@ -91,6 +92,7 @@ func TestConcurrentSubmitProcesses(t *testing.T) {
 // changes nothing, through the daemon and directly; the same ID for a
 // different job is a conflict.
 func TestResubmitAppliedID(t *testing.T) {
+	t.Parallel()
 	for _, route := range []string{"prefer", "direct"} {
 		t.Run(route, func(t *testing.T) {
 			store := newStore(t)
@@ -121,6 +123,7 @@ func TestResubmitAppliedID(t *testing.T) {
 // and do not block the next job: from the CLI, and published raw on the
 // queue so that only the daemon's writer can catch them.
 func TestRejectedJobsDoNotBlock(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	require.NoError(t, os.WriteFile(filepath.Join(store, "doc.json"), []byte(`{"a":1}`), 0o644))

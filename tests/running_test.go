@@ -37,6 +37,7 @@ func (d *daemon) exitedWithin(wait time.Duration) bool {
 // `scribe version` and `scribe --version` print the same version, the
 // one the daemon announces.
 func TestRunningVersion(t *testing.T) {
+	t.Parallel()
 	v := scribe(t, "", "version")
 	require.Equal(t, 0, v.code, v.stderr)
 	dv := scribe(t, "", "--version")
@@ -57,6 +58,7 @@ func TestRunningVersion(t *testing.T) {
 // once the daemon is gone (exit 0 itself), its discovery file removed,
 // and nothing stranded.
 func TestRunningStop(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
 	r := scribe(t, "", "submit", "--store", store, "--route", "require", "--wait", "append", "log.txt", "x\n")
@@ -84,6 +86,7 @@ func TestRunningStop(t *testing.T) {
 // SIGTERM: the marker says so, and the next daemon applies them, in
 // order, and lifts it.
 func TestRunningStopStrandsQueuedJobs(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
 	release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock")) // the writer waits
@@ -115,6 +118,7 @@ func TestRunningStopStrandsQueuedJobs(t *testing.T) {
 // No daemon to stop is no failure: exit 0 with a note, whether none ever
 // ran or one was killed and left its discovery file behind.
 func TestRunningStopNoDaemon(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	r := scribe(t, "", "stop", "--store", store)
 	assert.Equal(t, 0, r.code, r.stderr)
@@ -136,6 +140,7 @@ func TestRunningStopNoDaemon(t *testing.T) {
 // command that ignores SIGTERM, killed after its grace period) makes stop
 // exit 75; the daemon still stops on its own, cleanly.
 func TestRunningStopTimeout(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	real, err := filepath.EvalSymlinks(store)
 	require.NoError(t, err)
@@ -164,6 +169,7 @@ grace = "2s"
 // --log-format json: every line the daemon writes is a JSON object, and
 // at debug level each decided job has a line with its ID.
 func TestRunningLogFormatJSON(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store, "--log-format", "json") // startDaemon adds --log-level debug
 	ids := []string{"json-a", "json-b", "json-c"}
@@ -208,6 +214,7 @@ func TestRunningLogFormatJSON(t *testing.T) {
 // READY=1 once it serves, its discovery file written, and STOPPING=1
 // when it stops; the commands it runs do not get the socket.
 func TestRunningNotifyReady(t *testing.T) {
+	t.Parallel()
 	dir, err := os.MkdirTemp("", "sd") // a socket's path is short
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
@@ -272,6 +279,7 @@ func runningDocBlock(t *testing.T, lang string) string {
 // its launchd agent is well-formed XML that keeps the daemon alive only
 // after a failure.
 func TestRunningDocsUnits(t *testing.T) {
+	t.Parallel()
 	unit := runningDocBlock(t, "ini")
 	for _, want := range []string{"Type=notify", "Restart=on-failure", "ExecStart=", "ExecStop="} {
 		assert.Contains(t, unit, want)

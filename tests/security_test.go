@@ -188,6 +188,7 @@ func outsideTree(t testing.TB, store string) string {
 // credentials of the owner-only discovery file, and they change with every
 // start.
 func TestDaemonListenerAndCredentials(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
 	disc, err := queue.ReadDiscovery(store)
@@ -263,6 +264,7 @@ func TestDaemonListenerAndCredentials(t *testing.T) {
 // or inspect the queue, read the jobs, or reach another store; the daemon
 // cannot be made to do it either; and the queue keeps working.
 func TestSubmitterCannotManageQueue(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	release := holdWithFlock(t, queue.Layout{Root: store}.Lock())
@@ -407,6 +409,7 @@ func TestSubmitterCannotManageQueue(t *testing.T) {
 // A submitter cannot make another caller believe its job was rejected:
 // what reaches a job's outcome subject but is not its outcome is ignored.
 func TestForgedOutcomesIgnored(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	release := holdWithFlock(t, queue.Layout{Root: store}.Lock())
@@ -455,6 +458,7 @@ func TestForgedOutcomesIgnored(t *testing.T) {
 // them, are each rejected with their reason, and nothing outside the store
 // (nor inside it) changes.
 func TestHostilePathsThroughDaemon(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	outside := outsideTree(t, store)
 	startDaemon(t, store)
@@ -581,6 +585,7 @@ func TestHostilePathsThroughDaemon(t *testing.T) {
 // after the job was queued and before it is applied is caught when the job
 // is applied; nothing outside changes.
 func TestSymlinkSwappedInWhileQueued(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	outside := outsideTree(t, store)
 	in := func(p string) string { return filepath.Join(store, p) }
@@ -645,6 +650,7 @@ func TestSymlinkSwappedInWhileQueued(t *testing.T) {
 // into files that are not JSON objects are rejected before any change, and
 // the next job applies.
 func TestLimitsAndContentRejected(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	in := func(p string) string { return filepath.Join(store, p) }
 	nested := func(depth int, leaf string) string {
@@ -760,6 +766,7 @@ func serveBriefly(t testing.TB, store string, limit time.Duration) result {
 // .scribe folder, or the discovery file in it, another user could change;
 // it says which path and why, and leaves everything as it found it.
 func TestServeRefusesInsecureMeta(t *testing.T) {
+	t.Parallel()
 	const nobody = 65534
 	cases := []struct {
 		name     string

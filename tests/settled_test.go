@@ -78,6 +78,7 @@ func assertTold(t *testing.T, store string, told map[string]queue.Status) {
 // 500 ms does.) Then a daemon started on the store tells the same through
 // its status service.
 func TestStatusKeepsWhatCallerWasTold(t *testing.T) {
+	t.Parallel()
 	submit := func(t *testing.T, store, id string, args ...string) queue.Outcome {
 		t.Helper()
 		r := scribe(t, "", append([]string{"submit", "--store", store, "--route", "require", "--wait=30s", "--json", "--id", id}, args...)...)
@@ -128,6 +129,7 @@ func TestStatusKeepsWhatCallerWasTold(t *testing.T) {
 // nothing) leaves an interrupted batch whose outcome no look-up shows
 // as applied, until a holder redoes it.
 func TestStatusShowsUnfinishedBatchUntilRedone(t *testing.T) {
+	t.Parallel()
 	for _, step := range []string{"intent", "file", "files"} {
 		t.Run(step, func(t *testing.T) {
 			store := newStore(t)
@@ -169,6 +171,7 @@ func TestStatusShowsUnfinishedBatchUntilRedone(t *testing.T) {
 // The settled mark is owner-only like the rest of .scribe, and is found
 // by no job: a path into .scribe is rejected.
 func TestSettledMarkIsPrivate(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	r := scribe(t, "", "submit", "--store", store, "--route", "direct", "append", "a.md", "x")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -87,6 +87,7 @@ func (b *bgScribe) finish(t *testing.T) result {
 // "queued (position N of M)" for status, not "unknown", and a wait
 // started meanwhile returns its outcome once the lock is free.
 func TestStatusWaitQueuedBehindLock(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock"))
@@ -194,6 +195,7 @@ func jobsList(t *testing.T, store string, args ...string) (applied, rejected int
 // done, with and without a daemon, under the same keys; after the daemon
 // is killed, the store lock is free, whatever the lock file remembers.
 func TestStatusJobsCounts(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	put := func(id string, args ...string) result {
 		return scribe(t, "", append(append([]string{"submit", "--store", store, "--id", id}, args...), "--if-match", "absent", "put", id, "x")...)
@@ -272,6 +274,7 @@ func TestStatusJobsCounts(t *testing.T) {
 // With --json, stdout holds valid JSON even when
 // the command refuses before doing anything, with the usual exit code.
 func TestStatusWaitJobsJSONRefusals(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	missing := filepath.Join(t.TempDir(), "nope")
 	tests := []struct {
@@ -330,6 +333,7 @@ func hasSocket(pid int) bool {
 // Ctrl-C ends a wait with exit 130, naming the job, which may still be
 // applied.
 func TestWaitInterrupted(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("needs /proc/PID/fd")
 	}

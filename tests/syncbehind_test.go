@@ -39,6 +39,7 @@ func settledMark(t testing.TB, store string) string {
 // wait, jobs or MCP, and the next daemon finishes the batches, writing
 // no job's bytes twice.
 func TestSyncBehindAnswersBeforeTheFilesSync(t *testing.T) {
+	t.Parallel()
 	submit := func(t *testing.T, store, id string, args ...string) queue.Status {
 		t.Helper()
 		r := scribe(t, "", append([]string{"submit", "--store", store, "--route", "require", "--wait=30s", "--json", "--id", id}, args...)...)

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"crypto/tls"
 	"encoding/pem"
 	"os"
@@ -16,13 +15,6 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
 )
-
-// received is every byte clients sent through the relay so far.
-func (r *relay) received() []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return bytes.Clone(r.sent.Bytes())
-}
 
 // onlyClientHellos checks that what a client sent a server that is not the
 // daemon is TLS handshake records and nothing else: it began with TLS
@@ -52,6 +44,7 @@ func onlyClientHellos(t testing.TB, sent []byte, password string) {
 // else, neither reading its INFO nor sending CONNECT, and says why it gave
 // up. The same for scribe submit, whose job is not queued anywhere.
 func TestImpostorPlainNATSGetsOnlyAClientHello(t *testing.T) {
+	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
 	real, err := queue.ReadDiscovery(store)
@@ -60,7 +53,7 @@ func TestImpostorPlainNATSGetsOnlyAClientHello(t *testing.T) {
 
 	im := startImpostor(t, "127.0.0.1:0", real.StoreID, nil)
 	fake := *real
-	fake.URL = "tls://" + im.ln.Addr().String()
+	fake.URL = "tls://" + im.Addr()
 	writeDiscovery(t, store, &fake)
 
 	_, err = client.Open(t.Context(), store, client.WithRoute(client.RouteRequire), client.WithConnectTimeout(500*time.Millisecond))
@@ -69,13 +62,13 @@ func TestImpostorPlainNATSGetsOnlyAClientHello(t *testing.T) {
 	assert.ErrorIs(t, err, client.ErrUnavailable)
 	assert.Contains(t, err.Error(), "it does not begin with TLS")
 	assert.Contains(t, err.Error(), `"INFO `, "the error shows what the server sent")
-	onlyClientHellos(t, im.received(), real.Password)
-	assert.Positive(t, im.connections())
+	onlyClientHellos(t, im.Received(), real.Password)
+	assert.Positive(t, im.Connections())
 
 	res := scribe(t, "", "submit", "--store", store, "--route", "require", "--wait=1s", "append", "f.txt", "x")
 	assert.Equal(t, 75, res.code, res.stderr)
 	assert.Contains(t, res.stderr, "it does not begin with TLS")
-	onlyClientHellos(t, im.received(), real.Password)
+	onlyClientHellos(t, im.Received(), real.Password)
 	assert.False(t, im.leaked(real.Password), "the impostor got the password: %s", im.heard())
 	assert.False(t, im.leaked("f.txt"), "the impostor got the job: %s", im.heard())
 	assert.NoFileExists(t, filepath.Join(store, "f.txt"))
@@ -115,6 +108,7 @@ func operatorTLSFirst(t *testing.T) (url, caFile string) {
 // a server that speaks plain NATS at that URL gets a ClientHello and
 // nothing else.
 func TestOperatorServerTLSFirst(t *testing.T) {
+	t.Parallel()
 	url, ca := operatorTLSFirst(t)
 	store := newStore(t)
 	startDaemonEnv(t, store, daemonEnv, "--nats-url", url, "--user", natsDaemonUser, "--tls-ca", ca, "--tls-first")
@@ -141,9 +135,9 @@ func TestOperatorServerTLSFirst(t *testing.T) {
 	assert.NotEqual(t, 0, r.code, "a client that waits for INFO in clear gets nothing from a TLS-first server: %s", r.stderr)
 
 	im := startImpostor(t, "127.0.0.1:0", id, nil)
-	r = submit(env, "tls://"+im.ln.Addr().String(), "--tls-first", "--wait=1s", "--id", "first-5", "append", "f.txt", "5\n")
+	r = submit(env, "tls://"+im.Addr(), "--tls-first", "--wait=1s", "--id", "first-5", "append", "f.txt", "5\n")
 	assert.NotEqual(t, 0, r.code, r.stderr)
-	onlyClientHellos(t, im.received(), "submitter-pass")
+	onlyClientHellos(t, im.Received(), "submitter-pass")
 	assert.False(t, im.leaked("submitter-pass"), "the impostor got the password: %s", im.heard())
 	assert.Equal(t, "1\n2\n", readFile(t, filepath.Join(store, "f.txt")))
 }

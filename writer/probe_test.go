@@ -1,7 +1,6 @@
 package writer_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 	"github.com/scribehq/scribe/writer"
 	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
@@ -55,7 +55,9 @@ func TestProbeLock(t *testing.T) {
 		}},
 		{name: "a live process's identity, held by another", held: true, setup: func(t *testing.T, _, path string) int {
 			require.NoError(t, os.WriteFile(path, identity(os.Getpid()), 0o600))
-			return holdWithFlock1(t, path)
+			// flock(1) writes no identity of its own.
+			pid, _ := testkit.HoldFlock(t, path)
+			return pid
 		}},
 		{name: "held by scribe, which wrote who it is", held: true, holderSelf: true, setup: func(t *testing.T, store, _ string) int {
 			return holdInChild(t, store, lock.Options{Command: "outside"}).cmd.Process.Pid
@@ -89,27 +91,6 @@ func deadPID(t *testing.T) int {
 	t.Helper()
 	cmd := exec.Command("true")
 	require.NoError(t, cmd.Run())
-	return cmd.Process.Pid
-}
-
-// holdWithFlock1 has flock(1), which writes no identity, hold the lock
-// file until the test ends, and returns its pid.
-func holdWithFlock1(t *testing.T, path string) int {
-	t.Helper()
-	bin, err := exec.LookPath("flock")
-	if err != nil {
-		t.Skip("flock(1) from util-linux is needed")
-	}
-	cmd := exec.Command(bin, "--exclusive", path, "sh", "-c", "echo held; read _")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "held\n", line)
 	return cmd.Process.Pid
 }
 

@@ -10,16 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -132,29 +131,10 @@ func TestTooLargeFromStdin(t *testing.T) {
 	}
 }
 
-// openPTY returns the two ends of a new pseudo-terminal, or skips.
-func openPTY(t *testing.T) (master, tty *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	require.NoError(t, unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0))
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return m, s
-}
-
 // DATA left out is read from stdin only when stdin is not a terminal: at
 // a terminal, it is a usage error that says what to give.
 func TestDataAbsentAtATerminal(t *testing.T) {
-	_, tty := openPTY(t)
+	_, tty := testkit.OpenPTY(t)
 	store := t.TempDir()
 	stdout, stderr, code := runCLI(t, tty, "submit", "--store", store, "--route", "direct", "append", "f.txt")
 	assert.Equal(t, cli.ExitUsage, code, stderr)

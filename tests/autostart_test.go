@@ -95,6 +95,7 @@ func stopAutostarted(t *testing.T, store string) {
 // leaves by itself once idle.
 func TestAutostartConcurrentHooks(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	store := newStore(t)
 	stopAutostarted(t, store)
 	const n = 30

@@ -122,6 +122,7 @@ func runBench(t *testing.T, workloads []string, producers []int, args ...string)
 
 func TestBenchCLI(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	svg := filepath.Join(t.TempDir(), "bench.svg")
 	// The daemon's syncs are counted in TestBenchCLIProcs: each count is
 	// one more run.
@@ -164,6 +165,7 @@ func TestBenchCLI(t *testing.T) {
 // is there.
 func TestBenchCLIProcs(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	rep := runBench(t, []string{"merge"}, []int{2},
 		"--producers", "2", "--jobs", "5", "--contenders", "scribe-submit-always,flock,flock-failfast", "--hooks", "3", "--submits", "2")
 	assert.True(t, rep.Settings.Procs)
@@ -198,6 +200,7 @@ func TestBenchCLIProcs(t *testing.T) {
 // Without --json: the table, one row per contender.
 func TestBenchCLITable(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	r := scribe(t, "", "bench", "--rounds", "1", "--dir", t.TempDir(), "--workload", "append", "--producers", "2",
 		"--jobs", "5", "--contenders", "scribe-apply-always,flock", "--procs=false", "--hooks", "0", "--submits", "0")
 	require.Equal(t, 0, r.code, "bench: %s", r.stderr)

@@ -469,6 +469,7 @@ func requireAlive(t *testing.T, d *daemon, what string) {
 // is recorded.
 func TestClusterThreeNodes(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	e := startScribeCluster(t, newStore(t))
 	w := e.startWriter(t, e.c.URLs[2])
 	disc, err := queue.ReadDiscovery(e.store)
@@ -549,6 +550,7 @@ func TestClusterThreeNodes(t *testing.T) {
 // longest pause producers saw is logged.
 func TestClusterLeaderLoss(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	e := startScribeCluster(t, newStore(t))
 	w := e.startWriter(t, e.c.URLs[2]) // node 3 only: its reconnects go to the servers the cluster advertises
 	js := e.daemonConn(t)
@@ -739,6 +741,7 @@ func journalOutcomes(t *testing.T, path string) (outs []*queue.Outcome, info que
 // one, resumed, exits non-zero and commits nothing more.
 func TestClusterTwoDaemonsOneWriter(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	const ttl = time.Second
 	e := startScribeCluster(t, newStore(t))
 	out := t.TempDir()

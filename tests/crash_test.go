@@ -56,6 +56,7 @@ func producerJob(t *testing.T, dir string, p, i int) []string {
 // a producer received matches the journal; no file is torn.
 func TestSIGKILLRestart(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	store := newStore(t)
 	dir := t.TempDir()
 	d := startDaemon(t, store)

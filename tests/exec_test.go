@@ -519,6 +519,7 @@ func TestExecRejectedJobsRunNothing(t *testing.T) {
 // joined, naming it. A job of another key does not join them.
 func TestExecCoalescing(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	m := newMine(t)
 	m.serve(t, m.command("mine", []string{"--sleep", "0.2"}, `timeout = "30s"`))
 	release := holdWithFlock(t, filepath.Join(m.store, ".scribe", "lock"))

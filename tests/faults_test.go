@@ -95,6 +95,7 @@ func checkCrashWorkload(t *testing.T, store string, jobs []crashJob) {
 // job is applied exactly once and no file is torn.
 func TestCrashAtEachStep(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	for _, step := range []string{"fetched", "intent", "file", "files", "commit", "ack", "acked", "published"} {
 		t.Run(step, func(t *testing.T) {
 			store := newStore(t)
@@ -150,6 +151,7 @@ func TestCrashAtEachStep(t *testing.T) {
 // never double a job.
 func TestKilledSubmittersRetrySameID(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	store := newStore(t)
 	startDaemon(t, store)
 	const n = 30
@@ -282,6 +284,7 @@ func TestQueueFull(t *testing.T) {
 // accepted is lost (a restart drains the rest).
 func TestSIGTERMUnderLoad(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	store := newStore(t)
 	d := startDaemon(t, store)
 	var mu sync.Mutex

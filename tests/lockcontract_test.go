@@ -143,6 +143,7 @@ func TestKilledHolderFreesTheLock(t *testing.T) {
 // both win, and the lock file's inode never changes.
 func TestRacingAcquirersNeverBothWin(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	store := newStore(t)
 	trace := filepath.Join(t.TempDir(), "trace")
 	const n = 500 // per process: 1000 acquisitions in all
@@ -260,6 +261,7 @@ sys.stdin.readline()
 // queued job is still applied exactly once.
 func TestFairHandOff(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	store := newStore(t)
 	startDaemon(t, store)
 	var stop atomic.Bool

@@ -237,6 +237,7 @@ func TestMultiStoreServes(t *testing.T) {
 // resubmitted with the same ID; none twice, none in another store.
 func TestMultiStoreSIGKILL(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	stores := newStores(t, 3)
 	queueDir := filepath.Join(t.TempDir(), "queue")
 	d := startMulti(t, queueDir, stores)

@@ -53,6 +53,7 @@ import (
 // replays a run.
 func TestPowerLoss(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	requirePowerCut(t)
 	always := 12
 	if s := os.Getenv("SCRIBE_POWERCUTS"); s != "" {

@@ -47,6 +47,7 @@ func runProducers(t *testing.T, store string, args func(p, i int) []string) {
 // processes through one daemon lose, double and reorder nothing.
 func TestConcurrentSubmitProcesses(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	store := newStore(t)
 	startDaemon(t, store)
 

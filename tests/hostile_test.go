@@ -168,6 +168,7 @@ func TestStuckBatchIsReportedAndCanBeAbandoned(t *testing.T) {
 // lets a job reach scribe's own files.
 func TestSymlinkSwapCannotReachScribeFolder(t *testing.T) {
 	t.Parallel()
+	heavy(t) // the swapping keeps a core busy
 	store := newStore(t)
 	d := startDaemon(t, store)
 	r := scribe(t, "", "submit", "--store", store, "--wait", "put", "warm-up", "x") // makes the journal

@@ -19,8 +19,8 @@ import (
 )
 
 // idleHooks is how many hooks TestIdleExitLeavesNoAcceptedJob fires:
-// $SCRIBE_IDLE_HOOKS, default 120 (some 200 idle exits, a minute and a
-// half).
+// $SCRIBE_IDLE_HOOKS, default 120 (some 200 idle exits), spread over
+// idleStores.
 func idleHooks(t *testing.T) int {
 	n := 120
 	if s := os.Getenv("SCRIBE_IDLE_HOOKS"); s != "" {
@@ -34,6 +34,12 @@ func idleHooks(t *testing.T) int {
 // idleSequence is how many hooks fire one after another before the test
 // waits, with no further hook, for what they queued.
 const idleSequence = 10
+
+// idleStores is how many stores TestIdleExitLeavesNoAcceptedJob runs its
+// hooks on, side by side: one store's hooks are a sequence that must keep
+// its pace (a minute and a half for 120), while the machine has room for
+// more than one.
+const idleStores = 3
 
 // A daemon that leaves when idle never leaves an accepted job behind.
 // Hooks submit one after another, without --wait, 60 to 300 ms apart,
@@ -53,13 +59,29 @@ const idleSequence = 10
 // is safe. Such a job may or may not be applied, but never twice.
 func TestIdleExitLeavesNoAcceptedJob(t *testing.T) {
 	t.Parallel()
+	hooks := idleHooks(t)
+	for k := range idleStores {
+		// Each store gets its share of the hooks.
+		n := hooks / idleStores
+		if k < hooks%idleStores {
+			n++
+		}
+		t.Run(fmt.Sprintf("store %d", k), func(t *testing.T) {
+			t.Parallel()
+			idleExitHooks(t, n)
+		})
+	}
+}
+
+// idleExitHooks fires hooks hooks at a new store, as
+// TestIdleExitLeavesNoAcceptedJob says.
+func idleExitHooks(t *testing.T, hooks int) {
 	store := newStore(t)
 	stopAutostarted(t, store)
 	const exitIdle = 100 * time.Millisecond
 	const hookPause, daemonPause = 80 * time.Millisecond, 200 * time.Millisecond
 	env := []string{"SCRIBE_AUTOSTART=", "SCRIBE_EXIT_IDLE=",
 		fmt.Sprintf("SCRIBE_PAUSE_AT=dialled:%s,stopped:%s", hookPause, daemonPause)}
-	hooks := idleHooks(t)
 	codes := map[int]int{}
 	accepted := map[int]bool{}
 	var left []int

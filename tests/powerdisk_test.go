@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -156,41 +158,66 @@ func writeSysctl(t *testing.T, name, value string) {
 	require.NoError(t, err, "sysctl %s=%s", name, value)
 }
 
+// writeback is the tests that hold back the kernel's writeback: its
+// settings are the whole machine's, so the first saves and changes them
+// and the last restores them.
+var writeback struct {
+	sync.Mutex
+	users int
+	saved [][2]string // name, former value
+}
+
 // holdBackWriteback stops the kernel's periodic writeback and raises the
 // dirty threshold at which it writes back in the background, and sets
 // extra (the filesystem's own log interval). Every value is restored at
-// cleanup, also when the test fails.
+// cleanup of the last test that holds it back, also when a test fails.
 func holdBackWriteback(t *testing.T, extra map[string]string) {
 	t.Helper()
-	probe := "vm/dirty_writeback_centisecs"
-	if err := os.WriteFile(filepath.Join("/proc/sys", probe), []byte(readSysctl(t, probe)), 0); err != nil {
-		t.Skipf("power-cut tests hold back the kernel's writeback, and cannot here: %v", err)
-	}
-	restoreSysctls(t)
-	// Writing one of dirty_background_bytes and _ratio zeroes the other,
-	// and a zero is not accepted back: restore the one that was set.
-	bg := [2]string{"vm/dirty_background_ratio", readSysctl(t, "vm/dirty_background_ratio")}
-	if b := readSysctl(t, "vm/dirty_background_bytes"); b != "0" {
-		bg = [2]string{"vm/dirty_background_bytes", b}
-	}
-	saved := [][2]string{
-		bg,
-		{"vm/dirty_writeback_centisecs", readSysctl(t, "vm/dirty_writeback_centisecs")},
-		{"vm/dirty_expire_centisecs", readSysctl(t, "vm/dirty_expire_centisecs")},
-	}
-	set := [][2]string{
-		{"vm/dirty_background_bytes", strconv.Itoa(1 << 30)},
-		{"vm/dirty_writeback_centisecs", "0"},
-		{"vm/dirty_expire_centisecs", "360000"},
+	writeback.Lock()
+	defer writeback.Unlock()
+	var set [][2]string
+	if writeback.users == 0 {
+		probe := "vm/dirty_writeback_centisecs"
+		if err := os.WriteFile(filepath.Join("/proc/sys", probe), []byte(readSysctl(t, probe)), 0); err != nil {
+			t.Skipf("power-cut tests hold back the kernel's writeback, and cannot here: %v", err)
+		}
+		restoreSysctls(t)
+		// Writing one of dirty_background_bytes and _ratio zeroes the
+		// other, and a zero is not accepted back: restore the one that
+		// was set.
+		bg := [2]string{"vm/dirty_background_ratio", readSysctl(t, "vm/dirty_background_ratio")}
+		if b := readSysctl(t, "vm/dirty_background_bytes"); b != "0" {
+			bg = [2]string{"vm/dirty_background_bytes", b}
+		}
+		writeback.saved = [][2]string{
+			bg,
+			{"vm/dirty_writeback_centisecs", readSysctl(t, "vm/dirty_writeback_centisecs")},
+			{"vm/dirty_expire_centisecs", readSysctl(t, "vm/dirty_expire_centisecs")},
+		}
+		set = [][2]string{
+			{"vm/dirty_background_bytes", strconv.Itoa(1 << 30)},
+			{"vm/dirty_writeback_centisecs", "0"},
+			{"vm/dirty_expire_centisecs", "360000"},
+		}
 	}
 	for name, v := range extra {
-		saved = append(saved, [2]string{name, readSysctl(t, name)})
+		if !slices.ContainsFunc(writeback.saved, func(s [2]string) bool { return s[0] == name }) {
+			writeback.saved = append(writeback.saved, [2]string{name, readSysctl(t, name)})
+		}
 		set = append(set, [2]string{name, v})
 	}
-	b, err := json.Marshal(saved)
+	b, err := json.Marshal(writeback.saved)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(sysctlSaved, b, 0o600))
-	t.Cleanup(func() { restoreSysctls(t) })
+	writeback.users++
+	t.Cleanup(func() {
+		writeback.Lock()
+		defer writeback.Unlock()
+		if writeback.users--; writeback.users == 0 {
+			restoreSysctls(t)
+			writeback.saved = nil
+		}
+	})
 	for _, s := range set {
 		writeSysctl(t, s[0], s[1])
 	}

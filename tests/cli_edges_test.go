@@ -79,7 +79,8 @@ func TestEdgeWaitSpelling(t *testing.T) {
 // After a daemon's write, a direct writer meets the daemon's idle-release
 // period: the busy error says so, and how to wait.
 func TestEdgeBusyHintAfterDaemonWrite(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it times processes (its 5 s idle window), and the
+	// other tests' load would time the machine instead.
 	store := newStore(t)
 	const idle = 5 * time.Second
 	startDaemon(t, store, "--idle-release", idle.String())

@@ -18,7 +18,9 @@ import (
 // refused at once with exit 75 and the daemon's pid; once the daemon has
 // been idle for its idle-release period, the same command gets in.
 func TestDirectWriterRefusedWhileDaemonHolds(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it times processes (a refusal within 2 s, in a 3 s
+	// idle window), and the other tests' load would time the machine
+	// instead.
 	store := newStore(t)
 	const idle = 3 * time.Second
 	d := startDaemon(t, store, "--idle-release", idle.String())

@@ -122,7 +122,8 @@ func TestLongHolderIsNeverRobbed(t *testing.T) {
 // A holder killed with SIGKILL mid-section frees the lock at
 // once; nothing removes or recreates the lock file.
 func TestKilledHolderFreesTheLock(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it times processes (the next lock within 2 s), and the
+	// other tests' load would time the machine instead.
 	store := newStore(t)
 	lockFile := filepath.Join(store, ".scribe", "lock")
 	p := background(t, nil, scribeBin, "lock", "--store", store, "--", "sh", "-c", "echo in; sleep 60")
@@ -260,8 +261,8 @@ sys.stdin.readline()
 // waiting direct writer gets the lock well within its wait, and every
 // queued job is still applied exactly once.
 func TestFairHandOff(t *testing.T) {
-	t.Parallel()
-	heavy(t)
+	// Not parallel: it times processes (the median wait), and the
+	// other tests' load would time the machine instead.
 	store := newStore(t)
 	startDaemon(t, store)
 	var stop atomic.Bool
@@ -306,7 +307,8 @@ func TestFairHandOff(t *testing.T) {
 
 // A refused direct writer exits 75 quickly.
 func TestFailFastLatency(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it times processes (the median refusal), and the
+	// other tests' load would time the machine instead.
 	store := newStore(t)
 	release := holdStore(t, "--store", store)
 	defer release()

@@ -46,7 +46,8 @@ var binDir string
 // -parallel says otherwise. Its default, GOMAXPROCS, leaves a 2-core
 // machine mostly idle: the tests spend their time waiting for processes
 // they started, fsyncs and timers. The heavy ones also take a slot of
-// heavySlots.
+// heavySlots. Tests that time processes against a bound stay serial:
+// they run first, alone, before the parallel ones start.
 const testParallel = 6
 
 func TestMain(m *testing.M) {

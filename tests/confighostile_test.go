@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,13 +33,19 @@ type measured struct {
 }
 
 // runBounded runs scribe with args, killing it after hookBound, and says
-// how much memory it took at most.
+// how much memory it took at most. It runs under the test binary's
+// measure helper (helperMeasure), which alone can tell its own peak.
 func runBounded(t testing.TB, args ...string) measured {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), hookBound)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, scribeBin, args...)
-	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=", "SCRIBE_EXIT_IDLE=")
+	rss := filepath.Join(t.TempDir(), "maxrss")
+	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{scribeBin}, args...)...)
+	cmd.Env = append(os.Environ(), "SCRIBE_TEST_HELPER=measure:"+rss,
+		"SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=", "SCRIBE_EXIT_IDLE=")
+	// The helper and scribe in a group of their own, killed together.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out, errb bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(""), &out, &errb
 	start := time.Now()
@@ -52,8 +59,11 @@ func runBounded(t testing.TB, args ...string) measured {
 			m.code = 128 + int(ws.Signal())
 		}
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		m.maxRSS = ru.Maxrss << 10 // KiB on Linux
+	if !m.killed {
+		b, err := os.ReadFile(rss)
+		require.NoError(t, err, "the measure helper: %s", m.stderr)
+		m.maxRSS, err = strconv.ParseInt(string(b), 10, 64)
+		require.NoError(t, err)
 	}
 	return m
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,9 +39,38 @@ func runHelper(spec string) int {
 		fmt.Println("recovered")
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // stay alive until the test is done
 		return 0
+	case "measure": // measure:<file> BIN ARGS... — run BIN, write its peak RSS to file
+		return helperMeasure(arg, os.Args[1:])
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2
+}
+
+// helperMeasure runs argv on the helper's stdin, stdout and stderr,
+// writes the most memory it took (its max RSS, in bytes) to file, and
+// exits as it did (128+signal if a signal killed it). Linux counts in a
+// child's max RSS that of the process that started it, up to its exec
+// (Go starts commands with vfork): started by this small process, not
+// by the test binary, which the parallel tests make big, the figure is
+// the program's own.
+func helperMeasure(file string, argv []string) int {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "SCRIBE_TEST_HELPER=") })
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Run(); cmd.ProcessState == nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 127
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		if err := os.WriteFile(file, []byte(strconv.FormatInt(ru.Maxrss<<10, 10)), 0o600); err != nil { // KiB on Linux
+			fmt.Fprintln(os.Stderr, err)
+			return 127
+		}
+	}
+	if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
 }
 
 // helperRace takes the store lock n times, as fast as it can, appending

@@ -18,7 +18,9 @@ import (
 )
 
 // locateTimeout bounds one search of the queue (a locate or jobs
-// request): the status service answers one request at a time.
+// request): the status service answers one request at a time. It starts
+// once the journal has been read, which on a loaded machine can take a
+// second of its own for big outcomes, so that the search still gets it.
 const locateTimeout = time.Second
 
 // scanLimit is queue.LocateScanLimit, lowered by tests.
@@ -103,8 +105,7 @@ func (w *Writer) inFlight() int {
 // statusAnswer answers a status request whose body is not empty or
 // DeadLettersRequest: a locate, a jobs listing, or a plain look-up.
 func (w *Writer) statusAnswer(body string) any {
-	ctx, cancel := context.WithTimeout(context.Background(), locateTimeout)
-	defer cancel()
+	ctx := context.Background() // Locate and Jobs bound their searches
 	switch {
 	case strings.HasPrefix(body, queue.LocateRequest):
 		return w.Locate(ctx, strings.TrimPrefix(body, queue.LocateRequest))
@@ -124,8 +125,8 @@ func (w *Writer) statusAnswer(body string) any {
 // there, in the writer's hand and in the queue: its answer tells queued
 // (with the job's position), in hand and unknown apart. Searching the
 // queue reads it from the oldest job, at most queue.LocateScanLimit jobs
-// and until ctx ends; a job not met by then is unknown, and the answer's
-// Detail says how far the search went.
+// and until ctx ends or locateTimeout has passed; a job not met by then
+// is unknown, and the answer's Detail says how far the search went.
 func (w *Writer) Locate(ctx context.Context, id string) queue.Lookup {
 	if !queue.ValidID(id) {
 		return queue.Lookup{State: queue.StateUnknown, Detail: fmt.Sprintf("job id %q is not valid", id)}
@@ -137,6 +138,8 @@ func (w *Writer) Locate(ctx context.Context, id string) queue.Lookup {
 	// The hand first, then the queue: a job leaves the hand only after
 	// it is recorded and acked, so it cannot slip between the two.
 	in, waiting, detail := w.handState(id)
+	ctx, cancel := context.WithTimeout(ctx, locateTimeout)
+	defer cancel()
 	total, _ := w.Queued(ctx)
 	var pos uint64
 	scanned, complete, err := w.scan(ctx, scanLimit, func(m queuedMsg) bool {
@@ -199,6 +202,8 @@ func (w *Writer) Jobs(ctx context.Context, q queue.JobsQuery) queue.JobList {
 		}
 	}
 	if q.State == "" || q.State == queue.StateQueued {
+		ctx, cancel := context.WithTimeout(ctx, locateTimeout)
+		defer cancel()
 		var err error
 		if list.QueuedTotal, err = w.Queued(ctx); err != nil {
 			errs = append(errs, err.Error())

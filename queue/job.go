@@ -220,6 +220,10 @@ type Job struct {
 	Coalesce string `json:"coalesce,omitempty"`
 	// Submitted is when the client built the job (informational).
 	Submitted time.Time `json:"submitted,omitzero"`
+	// Priority is the job's class in the queue (see Priority); it is not
+	// part of the job's identity (Digest), so a retry under another
+	// priority is the same job.
+	Priority Priority `json:"priority,omitempty"`
 }
 
 // NewID returns a fresh random job ID.
@@ -262,6 +266,9 @@ func (j *Job) Validate() error {
 	}
 	if len(j.Ops) > MaxOps {
 		return Reject(ReasonTooLarge, "job has %d ops, limit %d", len(j.Ops), MaxOps)
+	}
+	if j.Priority != PriorityNormal && j.Priority != PriorityHigh {
+		return Reject(ReasonBadInput, "priority %q: want %q or none", truncate(string(j.Priority), 40), PriorityHigh)
 	}
 	if j.Coalesce != "" {
 		if err := checkCoalesce(j.Coalesce); err != nil {

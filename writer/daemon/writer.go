@@ -145,9 +145,16 @@ type Writer struct {
 	taken    uint64
 	commands map[string]*exec.Command
 	svc      micro.Service
-	cancel   context.CancelFunc
-	done     chan struct{}
-	started  time.Time
+	// cancels are the cancel requests waiting for run; cancelSub feeds
+	// them (cancel.go).
+	cancels   chan *nats.Msg
+	cancelSub *nats.Subscription
+	// highRun counts the batches of high jobs decided in a row while
+	// normal jobs waited (see pick). Only run touches it.
+	highRun int
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started time.Time
 	// reconsume asks run to consume afresh: the server's JetStream was
 	// restarted (see WriterConfig.CheckQueue), or the consumer is gone.
 	reconsume chan struct{}
@@ -231,6 +238,59 @@ type item struct {
 
 // isExec reports whether the item is an exec job, which runs alone.
 func (it item) isExec() bool { return it.e.Err == nil && it.e.Job.IsExec() }
+
+// high reports whether the item is a high-priority job. A job that did
+// not decode is normal.
+func (it item) high() bool { return it.e.Err == nil && it.e.Job.High() }
+
+// pick chooses the class of the next batch from the jobs in ahead (not
+// empty): high jobs first, but after queue.MaxHighBatches batches of
+// them in a row while normal jobs wait, one batch of normal jobs, so
+// that a flood of high jobs does not starve them. It reports whether it
+// chose the high class.
+func (w *Writer) pick() bool {
+	var high, normal bool
+	for _, it := range w.ahead {
+		if it.high() {
+			high = true
+		} else {
+			normal = true
+		}
+	}
+	switch {
+	case high && normal && w.highRun >= queue.MaxHighBatches:
+		w.highRun = 0
+		return false
+	case high && normal:
+		w.highRun++
+		return true
+	case !high:
+		w.highRun = 0
+	}
+	return high
+}
+
+// takeBatch takes from ahead a batch of file jobs of one class (high or
+// not), in order: up to its next exec job, which runs alone, within the
+// batch's bounds. The jobs of the other class keep their places.
+func (w *Writer) takeBatch(high bool) []item {
+	var batch []item
+	rest, size := w.ahead[:0:0], 0
+	for i, it := range w.ahead {
+		if it.high() != high {
+			rest = append(rest, it)
+			continue
+		}
+		size += len(it.m.Data())
+		if it.isExec() || (len(batch) > 0 && (len(batch) >= w.cfg.BatchSize || w.cautious > 0 || size > maxBatchBytes)) {
+			rest = append(rest, w.ahead[i:]...)
+			break
+		}
+		batch = append(batch, it)
+	}
+	w.ahead = rest
+	return batch
+}
 
 // NewWriter prepares a writer for a store: it creates (or updates) the
 // store's stream and recreates its durable consumer, so that whatever a
@@ -316,6 +376,11 @@ func (w *Writer) Start(ctx context.Context) error {
 	if w.svc, err = w.serveStatus(); err != nil {
 		return err
 	}
+	w.cancels = make(chan *nats.Msg, maxCancelsWaiting)
+	if w.cancelSub, err = w.serveCancel(); err != nil {
+		_ = w.svc.Stop()
+		return fmt.Errorf("serve cancel requests: %w", err)
+	}
 	w.msgs = make(chan jetstream.Msg, w.cfg.BatchSize)
 	w.reconsume = make(chan struct{}, 1)
 	ctx, w.cancel = context.WithCancel(context.Background())
@@ -327,6 +392,7 @@ func (w *Writer) Start(ctx context.Context) error {
 		defer close(w.done)
 		w.run(ctx)
 		_ = w.svc.Stop()
+		_ = w.cancelSub.Unsubscribe()
 		w.stopPump()
 		<-w.pumped
 		<-watched
@@ -388,6 +454,7 @@ func (w *Writer) run(ctx context.Context) {
 		if w.claimLost() != nil {
 			return
 		}
+		w.serveCancels(ctx)
 		if len(w.ahead) == 0 {
 			select {
 			case <-ctx.Done():
@@ -411,29 +478,23 @@ func (w *Writer) run(ctx context.Context) {
 				}
 			case m := <-w.msgs:
 				w.take(m)
+			case m := <-w.cancels:
+				w.handleCancel(ctx, m)
 			}
 			continue
 		}
 		w.setInHand(true)
 		w.fill()
 		var ok bool
-		if head := w.ahead[0]; head.isExec() {
+		high := w.pick()
+		if i := slices.IndexFunc(w.ahead, func(it item) bool { return it.high() == high }); w.ahead[i].isExec() {
+			head := w.ahead[i]
 			w.purge(ctx, true) // the run may take long
-			w.ahead = w.ahead[1:]
+			w.ahead = slices.Delete(w.ahead, i, i+1)
 			ok = w.processExec(ctx, head)
 		} else {
-			// File jobs up to the next exec job, which runs alone.
 			w.linger()
-			n, size := 1, len(w.ahead[0].m.Data())
-			for n < len(w.ahead) && n < w.cfg.BatchSize && w.cautious == 0 && !w.ahead[n].isExec() {
-				if size += len(w.ahead[n].m.Data()); size > maxBatchBytes {
-					break
-				}
-				n++
-			}
-			batch := slices.Clone(w.ahead[:n])
-			w.ahead = w.ahead[n:]
-			ok = w.process(ctx, batch)
+			ok = w.process(ctx, w.takeBatch(high))
 		}
 		w.setInHand(false)
 		if !ok {

@@ -20,6 +20,9 @@ const maxCancelsWaiting = 64
 // handed to run, which answers them between batches (see cancelJob).
 func (w *Writer) serveCancel() (*nats.Subscription, error) {
 	return w.cfg.Conn.Subscribe(queue.CancelSubject(w.storeID), func(m *nats.Msg) {
+		if !w.inboxReply(m.Reply) {
+			return // nothing is cancelled for a request whose answer could go astray
+		}
 		select {
 		case w.cancels <- m:
 		default:

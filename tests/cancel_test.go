@@ -117,6 +117,7 @@ func TestCancelQueuedJob(t *testing.T) {
 
 	// Twice: the same answer.
 	a, r := cancelJSON(t, g.store, "drop-1")
+	t.Logf("cancel --json drop-1 again: %s", r.stdout)
 	assert.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, queue.CancelDone, a.Result)
 	require.NotNil(t, a.Outcome)

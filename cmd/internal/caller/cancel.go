@@ -23,7 +23,7 @@ const defaultCancelTimeout = 30 * time.Second
 func Cancel() cli.Command {
 	return cli.Command{
 		Name:  "cancel",
-		Forms: []cli.Form{{Args: "--store DIR [--timeout DUR] [--json] JOB_ID", Summary: "cancel a job still queued"}},
+		Forms: []cli.Form{{Args: "--store DIR [--timeout DUR] JOB_ID", Summary: "cancel a job still queued"}},
 		Help: "Cancels a job still queued: the daemon records it rejected (cancelled) and never applies it; whoever\n" +
 			"waits for it gets that outcome. Exit 0 cancelled (also when it was cancelled before), 1 too late (the\n" +
 			"job was decided, or the writer has it in hand) or no such job, 69 no daemon, 75 the store is held by\n" +

@@ -183,3 +183,58 @@ func TestCancelRefused(t *testing.T) {
 	assert.Equal(t, 2, r.code, r.stderr)
 	assert.NoDirExists(t, filepath.Join(store, ".scribe", "jetstream"), "nothing was started or changed")
 }
+
+// On a NATS cluster, the store's submitter may cancel through the remote
+// queue (its permissions grant the cancel subject), and the writer, which
+// holds the store's claim, answers. Not parallel, as the other cluster
+// tests: the nodes bind ports chosen free beforehand.
+func TestCancelOnCluster(t *testing.T) {
+	store := newStore(t)
+	e := startScribeCluster(t, store)
+	gate := filepath.Join(t.TempDir(), "gate.lock")
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	writeConfig(t, e.store, "[exec.gate]\nprogram = \"true\"\ntimeout = \"30s\"\nlock_file = "+tomlString(gate)+"\n", 0o600)
+	e.startWriter(t, e.c.URLs[0])
+
+	env := []string{"SCRIBE_NATS_PASSWORD=" + natsSubmitPass(e.id)}
+	remote := func(args ...string) result {
+		t.Helper()
+		return runWith(t, scribeBin, env, nil, append([]string{args[0], "--nats-url", e.c.URLs[1], "--user", natsSubmitUser(e.id), "--store-id", e.id}, args[1:]...)...)
+	}
+	outcome := func(id string) *queue.Outcome {
+		t.Helper()
+		var o queue.Outcome
+		require.Eventually(t, func() bool {
+			o = queue.Outcome{}
+			r := remote("status", "--json", id)
+			return json.Unmarshal([]byte(r.stdout), &o) == nil && o.ID == id && o.Status != ""
+		}, 30*time.Second, 50*time.Millisecond, "no outcome for %s", id)
+		return &o
+	}
+	open := holdWithFlock(t, gate)
+	r := remote("submit", "--id", "gate-1", "exec", "gate")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Eventually(t, func() bool {
+		var rep queue.StatusReport
+		r := remote("status", "--json")
+		return json.Unmarshal([]byte(r.stdout), &rep) == nil && rep.Deferred != ""
+	}, 20*time.Second, 20*time.Millisecond, "the gate job is deferred")
+
+	for _, id := range []string{"drop-1", "keep-1"} {
+		r = remote("submit", "--id", id, "append", "log.txt", id+"\n")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	r = remote("cancel", "drop-1")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = remote("cancel", "never-queued")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "no such job")
+
+	open()
+	assert.Equal(t, queue.StatusApplied, outcome("keep-1").Status)
+	assert.Equal(t, queue.ReasonCancelled, outcome("drop-1").Reason)
+	r = remote("cancel", "keep-1")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "too late")
+	assert.Equal(t, "keep-1\n", readFile(t, filepath.Join(e.store, "log.txt")))
+}

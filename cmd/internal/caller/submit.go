@@ -65,6 +65,7 @@ func Submit() cli.Command {
 			ifMatch := fs.String("if-match", "", "precondition `COND`: absent, or sha256:<lower-case hex> of the file's content (not with --job: put if_match in the job file)")
 			coalesce := fs.String("coalesce", "", "exec jobs only: coalescing `KEY`; while a job with this key waits in the queue, not yet started, this one joins it and gets its outcome, if it asks for the same run: the same command, arguments, dir and timeout")
 			priority := fs.String("priority", "normal", "queue class `P`: high (decided before the normal jobs queued ahead of it) or normal; a direct write ignores it")
+			fs.CompleteWords("priority", "high", "normal")
 			asJSON := fs.JSON("the outcome (or, without --wait, the queued job's ID)")
 			route := fs.Route()
 			lockFile := fs.LockFile()

@@ -91,7 +91,7 @@ func TestPriorityNoStarvation(t *testing.T) {
 	assert.Equal(t, high, gotHigh, "high jobs keep their order")
 }
 
-// A job file may set the priority itself.
+// A job file may set the priority itself; --priority, given, overrides it.
 func TestPriorityInJobFile(t *testing.T) {
 	t.Parallel()
 	g := newGatedStore(t)
@@ -102,8 +102,11 @@ func TestPriorityInJobFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(job, []byte(`{"id":"h1","priority":"high","ops":[{"op":"append","path":"order.txt","data":"h1\n"}]}`), 0o600))
 	r := scribe(t, "", "submit", "--store", g.store, "--job", job)
 	require.Equal(t, 0, r.code, r.stderr)
+	r = scribe(t, "", "submit", "--store", g.store, "--priority", "normal", "--id", "x1", "--job", job)
+	require.Equal(t, 0, r.code, r.stderr)
 	open()
-	assert.Equal(t, []string{"h1", "n1"}, applyOrder(t, g.store, "n1", "h1"))
+	got := applyOrder(t, g.store, "n1", "h1", "x1")
+	assert.Equal(t, []string{"h1", "n1", "h1"}, got, "x1 (the same file's data) normal, after n1")
 	require.Eventually(t, func() bool {
 		rep, ok := report(t, g.store)
 		return ok && rep.Queued == 0

@@ -98,7 +98,10 @@ func Submit() cli.Command {
 				if err != nil {
 					return cli.Usagef("--priority: %v", err)
 				}
-				jf := jobFlags{file: *jobFile, ifMatch: *ifMatch, coalesce: *coalesce, newline: *newline, priority: prio}
+				jf := jobFlags{file: *jobFile, ifMatch: *ifMatch, coalesce: *coalesce, newline: *newline}
+				if fs.Changed("priority") {
+					jf.priority = &prio
+				}
 				job, err := c.buildJob(args, jf)
 				if err != nil {
 					return err
@@ -208,7 +211,7 @@ func (c *submit) writeExecOutput(out *queue.Outcome) {
 type jobFlags struct {
 	file, ifMatch, coalesce string
 	newline                 bool
-	priority                queue.Priority
+	priority                *queue.Priority // nil: not given (a --job file's, or normal)
 }
 
 // buildJob reads the job from --job, or builds it from OP PATH [DATA|-]
@@ -226,8 +229,8 @@ func (c *submit) buildJob(args []string, f jobFlags) (*queue.Job, error) {
 		}
 		job.Coalesce = f.coalesce
 	}
-	if f.priority != queue.PriorityNormal {
-		job.Priority = f.priority // over a --job file's
+	if f.priority != nil {
+		job.Priority = *f.priority // over a --job file's
 	}
 	return job, nil
 }

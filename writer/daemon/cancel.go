@@ -45,6 +45,20 @@ func (w *Writer) serveCancels(ctx context.Context) {
 	}
 }
 
+// refuseCancels answers the cancel requests left waiting once run has
+// stopped: busy, nothing changed (a daemon serving the store again
+// answers them).
+func (w *Writer) refuseCancels() {
+	for {
+		select {
+		case m := <-w.cancels:
+			w.respondCancel(m, queue.CancelAnswer{Result: queue.CancelBusy, Detail: "the store's writer is stopping"})
+		default:
+			return
+		}
+	}
+}
+
 // sleepServing is sleep that answers cancel requests meanwhile.
 func (w *Writer) sleepServing(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

@@ -340,6 +340,7 @@ func (w *Writer) Start(ctx context.Context) error {
 		w.run(ctx)
 		_ = w.svc.Stop()
 		_ = w.cancelSub.Unsubscribe()
+		w.refuseCancels()
 		w.stopPump()
 		<-w.pumped
 		<-watched

@@ -158,6 +158,8 @@ type route interface {
 	// lookup asks the journal for a valid job ID.
 	lookup(ctx context.Context, id string) (*queue.Lookup, error)
 	report(ctx context.Context) (*queue.StatusReport, error)
+	// cancel asks the daemon to cancel a queued job, a valid ID.
+	cancel(ctx context.Context, id string) (*queue.CancelAnswer, error)
 	deadLetters(ctx context.Context) (*queue.DeadLetters, error)
 	// locate, waitFor and jobs are Locate, Wait and Jobs (jobs.go).
 	locate(ctx context.Context, id string) (*queue.Lookup, error)
@@ -348,6 +350,46 @@ func (c *Client) Status(ctx context.Context, id string) (*queue.Lookup, error) {
 		return nil, queue.Reject(queue.ReasonBadInput, "job id %q is not valid", id)
 	}
 	return c.r.lookup(ctx, id)
+}
+
+// Cancel cancels a job still queued, not yet decided: the daemon records
+// its outcome, rejected with queue.ReasonCancelled, before it answers, so
+// the job is never applied, and whoever waits for it gets that outcome.
+// It returns that outcome, also when the job was cancelled before:
+// cancelling twice gives the same result.
+//
+// A job already decided, or in the writer's hand (being applied, its
+// command running or deferred), is too late: a *TooLateError (ErrTooLate).
+// An ID with no outcome that is not queued fails with ErrUnknownJob.
+// Without a daemon Cancel fails with ErrNoDaemon; while another process
+// holds the store, so that the cancellation cannot be recorded, with
+// ErrBusy (nothing was changed; try again). An invalid ID is a
+// *queue.RejectError.
+func (c *Client) Cancel(ctx context.Context, id string) (*queue.Outcome, error) {
+	if !queue.ValidID(id) {
+		return nil, queue.Reject(queue.ReasonBadInput, "job id %q is not valid", id)
+	}
+	a, err := c.r.cancel(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch a.Result {
+	case queue.CancelDone:
+		if a.Outcome == nil {
+			return nil, fmt.Errorf("cancel %s: the daemon's answer has no outcome", id)
+		}
+		return a.Outcome, nil
+	case queue.CancelTooLate:
+		return nil, &TooLateError{ID: id, State: a.State, Outcome: a.Outcome, Detail: a.Detail}
+	case queue.CancelUnknown:
+		return nil, fmt.Errorf("cancel %s: %w: %s", id, ErrUnknownJob, a.Detail)
+	case queue.CancelBusy:
+		return nil, fmt.Errorf("cancel %s: %w: %s", id, ErrBusy, a.Detail)
+	}
+	if a.Error != "" {
+		return nil, fmt.Errorf("cancel %s: %s", id, a.Error)
+	}
+	return nil, fmt.Errorf("cancel %s: the daemon's answer %q is not known", id, a.Result)
 }
 
 // Report asks the daemon for its status. Without a daemon it returns

@@ -86,6 +86,11 @@ func (d *direct) lookup(_ context.Context, id string) (*queue.Lookup, error) {
 
 func (d *direct) report(context.Context) (*queue.StatusReport, error) { return nil, ErrNoDaemon }
 
+// cancel needs the daemon: only its writer can take a job off its queue.
+func (d *direct) cancel(context.Context, string) (*queue.CancelAnswer, error) {
+	return nil, ErrNoDaemon
+}
+
 func (d *direct) deadLetters(context.Context) (*queue.DeadLetters, error) {
 	return nil, ErrNoDaemon
 }

@@ -5,7 +5,8 @@
 // failing fast with ErrBusy when the store is busy. Status looks an
 // outcome up in the journal; Locate also tells a job that is queued (and
 // where) from one that is unknown, Wait waits for an outcome, and Jobs
-// lists recent outcomes and queued jobs. Report (or Client.StoreStatus)
+// lists recent outcomes and queued jobs. Cancel takes a job still
+// queued off the queue, through the daemon. Report (or Client.StoreStatus)
 // is the status of a store with or without a daemon: the daemon's report,
 // or what the journal, the stranded mark and the store lock tell, as
 // `scribe status` and the MCP server show it.

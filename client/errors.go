@@ -47,7 +47,45 @@ var (
 	// certificate): the client sent it nothing. Open fails with it wrapped
 	// in ErrUnavailable once the connect timeout runs out.
 	ErrUnverified = queue.ErrUnverified
+	// ErrTooLate means Cancel came too late: the job was decided, or the
+	// writer has it in hand (applying it, running or deferring its
+	// command). The error is a *TooLateError with the job's state.
+	ErrTooLate = errors.New("too late to cancel")
+	// ErrUnknownJob means Cancel found no such job: no outcome is
+	// recorded for the ID and it is not in the queue (never queued, or
+	// its outcome was pruned).
+	ErrUnknownJob = errors.New("no such job")
 )
+
+// TooLateError reports that a job could no longer be cancelled, and why.
+// errors.Is(err, ErrTooLate) is true for it.
+type TooLateError struct {
+	// ID is the job's ID.
+	ID string
+	// State is where the job stands: applied, rejected or in_hand.
+	State queue.JobState
+	// Outcome is the job's recorded outcome; nil while it is in hand.
+	Outcome *queue.Outcome
+	// Detail says more, for people.
+	Detail string
+}
+
+func (e *TooLateError) Error() string {
+	if e.Outcome != nil {
+		return fmt.Sprintf("too late to cancel job %s: it was already %s", e.ID, describeOutcome(e.Outcome))
+	}
+	return fmt.Sprintf("too late to cancel job %s: %s", e.ID, e.Detail)
+}
+
+// Is makes errors.Is(err, ErrTooLate) true.
+func (e *TooLateError) Is(target error) bool { return target == ErrTooLate }
+
+func describeOutcome(o *queue.Outcome) string {
+	if o.Applied() {
+		return "applied"
+	}
+	return fmt.Sprintf("rejected (%s)", o.Reason)
+}
 
 // BusyError reports that a direct write found the store lock held, and
 // who holds it. errors.Is(err, ErrBusy) is true for it; errors.As gives

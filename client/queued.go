@@ -528,30 +528,53 @@ func (q *queued) deadLetters(ctx context.Context) (*queue.DeadLetters, error) {
 // while the request waits (it cut its submitters off, on its way out or
 // to refuse them) is redialled through discovery once more.
 func (q *queued) request(ctx context.Context, body []byte, v any) error {
+	return q.requestOn(ctx, queue.StatusSubject(q.storeID), body, v)
+}
+
+// cancel asks the store's writer to cancel a queued job.
+func (q *queued) cancel(ctx context.Context, id string) (*queue.CancelAnswer, error) {
+	body, _ := json.Marshal(queue.CancelRequest{ID: id})
+	var a queue.CancelAnswer
+	if err := q.requestOn(ctx, queue.CancelSubject(q.storeID), body, &a); err != nil {
+		if errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, ErrNoDaemon) {
+			// The daemon's status service answers, so it runs: its
+			// writer for the store is not ready (or predates cancel).
+			return nil, fmt.Errorf("cancel %s: %w: the store's writer does not answer cancel requests (%w)", id, ErrUnavailable, err)
+		}
+		return nil, err
+	}
+	return &a, nil
+}
+
+// requestOn is request on subject.
+func (q *queued) requestOn(ctx context.Context, subject string, body []byte, v any) error {
+	label := "status request"
+	if subject == queue.CancelSubject(q.storeID) {
+		label = "cancel request"
+	}
 	q.redialIfLost(ctx)
 	nc, _ := q.conn()
-	subject := queue.StatusSubject(q.storeID)
 	wctx, unwatch := q.denied.watch(ctx, subject)
 	m, err := nc.RequestWithContext(wctx, subject, body)
 	denied := denial(wctx)
 	unwatch()
 	if err != nil && denied == nil && q.remote == "" && errors.Is(err, nats.ErrConnectionClosed) && !q.isClosed() {
 		if q.redial(ctx); !q.sameConn(nc) {
-			return q.request(ctx, body, v)
+			return q.requestOn(ctx, subject, body, v)
 		}
 	}
 	switch {
 	case denied != nil:
-		return fmt.Errorf("status request: %w", denied)
+		return fmt.Errorf("%s: %w", label, denied)
 	case err != nil && q.remote != "" && errors.Is(err, nats.ErrNoResponders):
 		// On a remote queue, nobody answering means no daemon serves
 		// the store now (wherever it would run).
-		return fmt.Errorf("status request on %s at %s: %w (%w)", subject, q.remote, ErrNoDaemon, err)
+		return fmt.Errorf("%s on %s at %s: %w (%w)", label, subject, q.remote, ErrNoDaemon, err)
 	case err != nil:
-		return fmt.Errorf("status request: %w", err)
+		return fmt.Errorf("%s: %w", label, err)
 	}
 	if err := json.Unmarshal(m.Data, v); err != nil {
-		return fmt.Errorf("status reply: %w", err)
+		return fmt.Errorf("%s reply: %w", label, err)
 	}
 	return nil
 }

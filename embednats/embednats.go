@@ -278,7 +278,8 @@ func (s *Server) connect(user, pass string) (*nats.Conn, error) {
 }
 
 // clientPermissions lets submitters queue jobs for one store, receive
-// outcomes and replies, and ask the status service: nothing that could
+// outcomes and replies, ask the status service and cancel queued jobs
+// (the writer answers that request): nothing that could
 // delete, purge or read the queue itself. Everything else is denied,
 // JetStream's API ($JS.API.>) included; the daemon's own connection uses
 // the "daemon" user, which submitters never see (docs/security.md).
@@ -292,7 +293,7 @@ func (s *Server) connect(user, pass string) (*nats.Conn, error) {
 func clientPermissions(storeID string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
-			queue.JobsSubject(storeID), queue.StatusSubject(storeID),
+			queue.JobsSubject(storeID), queue.StatusSubject(storeID), queue.CancelSubject(storeID),
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{
 			"_INBOX.>", queue.OutcomeSubject(storeID, "*"),

@@ -196,6 +196,7 @@ type wireJob struct {
 	Meta      map[string]string `json:"meta,omitempty"`
 	Coalesce  string            `json:"coalesce,omitempty"`
 	Submitted time.Time         `json:"submitted,omitzero"`
+	Priority  Priority          `json:"priority,omitempty"`
 }
 
 // Job is a unit of work for one store: its ops are applied in order, all or
@@ -220,6 +221,10 @@ type Job struct {
 	Coalesce string `json:"coalesce,omitempty"`
 	// Submitted is when the client built the job (informational).
 	Submitted time.Time `json:"submitted,omitzero"`
+	// Priority is the job's class in the queue (see Priority); it is not
+	// part of the job's identity (Digest), so a retry under another
+	// priority is the same job.
+	Priority Priority `json:"priority,omitempty"`
 }
 
 // NewID returns a fresh random job ID.
@@ -262,6 +267,9 @@ func (j *Job) Validate() error {
 	}
 	if len(j.Ops) > MaxOps {
 		return Reject(ReasonTooLarge, "job has %d ops, limit %d", len(j.Ops), MaxOps)
+	}
+	if j.Priority != PriorityNormal && j.Priority != PriorityHigh {
+		return Reject(ReasonBadInput, "priority %q: want %q or none", truncate(string(j.Priority), 40), PriorityHigh)
 	}
 	if j.Coalesce != "" {
 		if err := checkCoalesce(j.Coalesce); err != nil {
@@ -431,7 +439,7 @@ func DecodeLimit(b []byte, limit int) (*Job, error) {
 // encodeRaw writes j as VersionRaw: its JSON value with each op's data
 // length, a newline, and the data.
 func encodeRaw(j *Job) ([]byte, error) {
-	w := wireJob{V: VersionRaw, ID: j.ID, Store: j.Store, Meta: j.Meta, Coalesce: j.Coalesce, Submitted: j.Submitted, Ops: make([]wireOp, len(j.Ops))}
+	w := wireJob{V: VersionRaw, ID: j.ID, Store: j.Store, Meta: j.Meta, Coalesce: j.Coalesce, Submitted: j.Submitted, Priority: j.Priority, Ops: make([]wireOp, len(j.Ops))}
 	size := 0
 	for i, op := range j.Ops {
 		w.Ops[i] = op.wire()
@@ -473,7 +481,7 @@ func decodeJob(b []byte) (*Job, error) {
 	} else if len(bytes.TrimLeft(rest, " \t\r\n")) > 0 {
 		return nil, fmt.Errorf("data after the JSON value")
 	}
-	j := &Job{V: w.V, ID: w.ID, Store: w.Store, Meta: w.Meta, Coalesce: w.Coalesce, Submitted: w.Submitted}
+	j := &Job{V: w.V, ID: w.ID, Store: w.Store, Meta: w.Meta, Coalesce: w.Coalesce, Submitted: w.Submitted, Priority: w.Priority}
 	j.Ops = make([]Op, len(w.Ops)) // non-nil even without ops: the job decoded (see Decode)
 	for i := range w.Ops {
 		n := w.Ops[i].DataLen

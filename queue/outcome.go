@@ -40,6 +40,7 @@ const (
 	ReasonExecFailed         Reason = "exec_failed"         // exec: the command exited non-zero, died of a signal, or could not start
 	ReasonTimeout            Reason = "timeout"             // exec: the command overran its timeout and was killed with its process group
 	ReasonInterrupted        Reason = "interrupted"         // exec: the writer died while the command ran, and it is not safe to run again
+	ReasonCancelled          Reason = "cancelled"           // a caller cancelled the job while it was queued (scribe cancel); it was never applied
 )
 
 // Outcome is the recorded, final result of a job. Once recorded in a store's

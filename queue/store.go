@@ -42,6 +42,11 @@ func OutcomeSubject(storeID, jobID string) string {
 // job ID returns a Lookup.
 func StatusSubject(storeID string) string { return "scribe." + storeID + ".status" }
 
+// CancelSubject is the subject of the daemon's cancel service for a
+// store: a request whose body is a CancelRequest is answered with a
+// CancelAnswer. Whoever may submit to the store may cancel its jobs.
+func CancelSubject(storeID string) string { return "scribe." + storeID + ".cancel" }
+
 // StreamName is the JetStream stream holding a store's queued jobs.
 func StreamName(storeID string) string { return streamPrefix + storeID }
 

@@ -76,6 +76,7 @@ func TestSubjects(t *testing.T) {
 		{queue.JobsSubject(id), "scribe." + id + ".jobs"},
 		{queue.OutcomeSubject(id, "job-1"), "scribe." + id + ".outcomes.job-1"},
 		{queue.StatusSubject(id), "scribe." + id + ".status"},
+		{queue.CancelSubject(id), "scribe." + id + ".cancel"},
 		{queue.StreamName(id), "SCRIBE_" + id},
 	}
 	for _, tt := range tests {

@@ -53,7 +53,7 @@ func TestDocsMCPAnnotations(t *testing.T) {
 	want := map[string]hints{
 		"append": {false, false, false}, "put": {false, true, true}, "merge": {false, true, true},
 		"delete": {false, true, true}, "job": {false, true, false}, "exec": {false, true, false},
-		"outcome": {true, false, false}, "status": {true, false, false},
+		"outcome": {true, false, false}, "status": {true, false, false}, "cancel": {false, true, true},
 	}
 	for _, tool := range tools.Tools {
 		a := tool.Annotations

@@ -128,7 +128,7 @@ func TestMCPServerThroughDaemon(t *testing.T) {
 		assert.NotNil(t, tool.InputSchema, tool.Name)
 	}
 	slices.Sort(names)
-	assert.Equal(t, []string{"append", "delete", "exec", "job", "merge", "outcome", "put", "status"}, names)
+	assert.Equal(t, []string{"append", "cancel", "delete", "exec", "job", "merge", "outcome", "put", "status"}, names)
 
 	first := mcpApplied(t, s.call(t, "append", map[string]any{"path": "notes/log.txt", "data": "first", "newline": true, "id": "mcp-first"}), "mcp-first")
 	again := mcpApplied(t, s.call(t, "append", map[string]any{"path": "notes/log.txt", "data": "first", "newline": true, "id": "mcp-first"}), "mcp-first")
@@ -150,6 +150,16 @@ func TestMCPServerThroughDaemon(t *testing.T) {
 	assert.Equal(t, d.cmd.Process.Pid, st.Daemon.PID)
 	assert.GreaterOrEqual(t, st.Daemon.Applied, uint64(2))
 	assert.Contains(t, mcpText(res), fmt.Sprintf("daemon pid %d", d.cmd.Process.Pid))
+
+	// Cancelling an applied job is too late, and changes nothing.
+	res = s.call(t, "cancel", map[string]any{"id": "mcp-second"})
+	assert.True(t, res.IsError)
+	var ans queue.CancelAnswer
+	mcpStructured(t, res, &ans)
+	assert.Equal(t, queue.CancelTooLate, ans.Result)
+	assert.Equal(t, queue.StateApplied, ans.State)
+	assert.Contains(t, mcpText(res), "too late to cancel job mcp-second")
+	assert.Equal(t, "first\nsecond\n", readFile(t, filepath.Join(store, "notes", "log.txt")))
 
 	s.close(t)
 }

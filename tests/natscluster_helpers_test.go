@@ -77,7 +77,7 @@ var natsAccountsTmpl = template.Must(template.New("accounts").Parse(`accounts {
       {
         user: "submit-{{.}}", password: "submit-{{.}}-pass"
         permissions: {
-          publish: {allow: ["scribe.{{.}}.jobs", "scribe.{{.}}.status", "$JS.API.STREAM.INFO.SCRIBE_{{.}}"]}
+          publish: {allow: ["scribe.{{.}}.jobs", "scribe.{{.}}.status", "scribe.{{.}}.cancel", "$JS.API.STREAM.INFO.SCRIBE_{{.}}"]}
           subscribe: {allow: ["_INBOX_{{.}}.>", "scribe.{{.}}.outcomes.*"]}
         }
       }

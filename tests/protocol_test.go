@@ -46,6 +46,7 @@ func TestProtocolSubmitterSubscriptions(t *testing.T) {
 		"scribe." + sid + ".outcomes",
 		queue.OutcomeSubject(sid, "*.>"),
 		queue.StatusSubject(sid), // answering status requests: a fake status service
+		queue.CancelSubject(sid), // answering cancel requests: a fake writer
 		queue.JobsSubject(sid),
 		"$JS.API.>",
 		"$SRV.>",

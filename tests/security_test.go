@@ -366,6 +366,8 @@ func TestSubmitterCannotManageQueue(t *testing.T) {
 		} {
 			require.NoError(t, s.nc.PublishRequest(queue.StatusSubject(id), reply, nil))
 			require.NoError(t, s.nc.PublishRequest(queue.StatusSubject(id), reply, []byte("queued-1")))
+			// Nor does the writer cancel a job for an answer it would send there.
+			require.NoError(t, s.nc.PublishRequest(queue.CancelSubject(id), reply, []byte(`{"id":"queued-1"}`)))
 		}
 		// The service answers in order: once a real request is answered,
 		// any answer to the ones above has reached this connection.

@@ -1,8 +1,9 @@
 // Package mcp is scribe's Model Context Protocol server: a store's writes
 // as MCP tools (append, put, merge, delete, job, exec), with look-ups of
-// outcomes (outcome) and of how writes reach the store (status), served
-// over stdio to an agent host. New builds it from a Config; Serve serves
-// one host on a pair of streams. `scribe mcp` turns its flags into the
+// outcomes (outcome) and of how writes reach the store (status), and
+// cancelling a job still queued (cancel), served over stdio to an agent
+// host. New builds it from a Config; Serve serves one host on a pair of
+// streams. `scribe mcp` turns its flags into the
 // Config (docs/mcp.md).
 //
 // Each tool call is a client call (package client): the route is found

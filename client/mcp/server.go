@@ -83,32 +83,37 @@ type tools struct {
 // validates every call against it before the tool runs.
 type (
 	appendArgs struct {
-		Path    string `json:"path" jsonschema:"file path relative to the store, /-separated; it may not leave the store nor name .scribe/"`
-		Data    string `json:"data" jsonschema:"the text to append, exactly as given"`
-		Newline bool   `json:"newline,omitempty" jsonschema:"add a newline at the end if data does not end with one"`
-		ID      string `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments is applied once and returns the recorded outcome (default: a new random ID)"`
+		Path     string `json:"path" jsonschema:"file path relative to the store, /-separated; it may not leave the store nor name .scribe/"`
+		Data     string `json:"data" jsonschema:"the text to append, exactly as given"`
+		Newline  bool   `json:"newline,omitempty" jsonschema:"add a newline at the end if data does not end with one"`
+		ID       string `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments is applied once and returns the recorded outcome (default: a new random ID)"`
+		Priority string `json:"priority,omitempty" jsonschema:"high: decided before the normal jobs queued ahead of it (a direct write ignores it); normal (the default)"`
 	}
 	putArgs struct {
-		Path    string `json:"path" jsonschema:"file path relative to the store, /-separated; it may not leave the store nor name .scribe/"`
-		Data    string `json:"data" jsonschema:"the file's new content"`
-		IfMatch string `json:"if_match,omitempty" jsonschema:"precondition: absent (the file must not exist), or sha256:<64 lower-case hex> of the file's current content; else the job is rejected precondition_failed"`
-		ID      string `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments is applied once and returns the recorded outcome (default: a new random ID)"`
+		Path     string `json:"path" jsonschema:"file path relative to the store, /-separated; it may not leave the store nor name .scribe/"`
+		Data     string `json:"data" jsonschema:"the file's new content"`
+		IfMatch  string `json:"if_match,omitempty" jsonschema:"precondition: absent (the file must not exist), or sha256:<64 lower-case hex> of the file's current content; else the job is rejected precondition_failed"`
+		ID       string `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments is applied once and returns the recorded outcome (default: a new random ID)"`
+		Priority string `json:"priority,omitempty" jsonschema:"high: decided before the normal jobs queued ahead of it (a direct write ignores it); normal (the default)"`
 	}
 	mergeArgs struct {
 		Path string `json:"path" jsonschema:"path of a JSON object file relative to the store, /-separated; an absent file counts as {}"`
 		// Patch's bytes are taken from the raw arguments (rawPatch), so
 		// that key order and numbers reach the file as sent; this field
 		// gives the schema and its validation.
-		Patch map[string]any `json:"patch" jsonschema:"RFC 7386 JSON merge patch: a member set to null is removed, an object is merged recursively, any other value replaces"`
-		ID    string         `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments is applied once and returns the recorded outcome (default: a new random ID)"`
+		Patch    map[string]any `json:"patch" jsonschema:"RFC 7386 JSON merge patch: a member set to null is removed, an object is merged recursively, any other value replaces"`
+		ID       string         `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments is applied once and returns the recorded outcome (default: a new random ID)"`
+		Priority string         `json:"priority,omitempty" jsonschema:"high: decided before the normal jobs queued ahead of it (a direct write ignores it); normal (the default)"`
 	}
 	deleteArgs struct {
-		Path string `json:"path" jsonschema:"file path relative to the store; a missing file is not an error, and folders are never removed"`
-		ID   string `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments is applied once and returns the recorded outcome (default: a new random ID)"`
+		Path     string `json:"path" jsonschema:"file path relative to the store; a missing file is not an error, and folders are never removed"`
+		ID       string `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments is applied once and returns the recorded outcome (default: a new random ID)"`
+		Priority string `json:"priority,omitempty" jsonschema:"high: decided before the normal jobs queued ahead of it (a direct write ignores it); normal (the default)"`
 	}
 	jobArgs struct {
-		Ops []jobOp `json:"ops" jsonschema:"1-256 ops, applied in order, all or nothing; an exec op must be the only one"`
-		ID  string  `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments is applied once and returns the recorded outcome (default: a new random ID)"`
+		Ops      []jobOp `json:"ops" jsonschema:"1-256 ops, applied in order, all or nothing; an exec op must be the only one"`
+		ID       string  `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments is applied once and returns the recorded outcome (default: a new random ID)"`
+		Priority string  `json:"priority,omitempty" jsonschema:"high: decided before the normal jobs queued ahead of it (a direct write ignores it); normal (the default)"`
 	}
 	// jobOp is an op in its wire form (docs/protocol.md); queue.Op
 	// decodes it, by the protocol's rules.
@@ -128,9 +133,13 @@ type (
 		Args     []string `json:"args,omitempty" jsonschema:"arguments passed after the command's fixed ones, as argv (never through a shell); the allowlist must allow them"`
 		Coalesce string   `json:"coalesce,omitempty" jsonschema:"coalescing key: while a job with this key waits in the queue, not yet started, this one joins it and gets its outcome, if it asks for the same run: the same command, arguments, dir and timeout"`
 		ID       string   `json:"id,omitempty" jsonschema:"job ID, the idempotency key: a call repeated with the same id and arguments runs once and returns the recorded outcome (default: a new random ID)"`
+		Priority string   `json:"priority,omitempty" jsonschema:"high: decided before the normal jobs queued ahead of it (a direct write ignores it); normal (the default)"`
 	}
 	outcomeArgs struct {
 		ID string `json:"id" jsonschema:"the job ID a write tool named"`
+	}
+	cancelArgs struct {
+		ID string `json:"id" jsonschema:"the ID of the queued job to cancel, as a write tool named it"`
 	}
 	statusArgs struct{}
 )
@@ -158,6 +167,7 @@ type statusResult struct {
 var (
 	outcomeSchema = sync.OnceValue(mustSchema[queue.Outcome])
 	lookupSchema  = sync.OnceValue(mustSchema[queue.Lookup])
+	cancelSchema  = sync.OnceValue(mustSchema[queue.CancelAnswer])
 	statusSchema  = sync.OnceValue(mustSchema[statusResult])
 )
 
@@ -277,6 +287,12 @@ func New(cfg Config) (*Server, error) {
 		Description: "Show how writes reach the store: the daemon's status report when one serves it (queue length, counts, the lock holder, what the writer waits for), or, without one, what a write will do (write directly under the store lock, start a daemon, or be refused).",
 		Annotations: &sdk.ToolAnnotations{Title: "Store status", ReadOnlyHint: true, OpenWorldHint: no},
 	}, m.status)
+	yes := true
+	sdk.AddTool(s, &sdk.Tool{
+		Name: "cancel", Title: "Cancel a queued job", InputSchema: inputSchema[cancelArgs](), OutputSchema: cancelSchema(),
+		Description: "Cancel a job still waiting in the daemon's queue: it is recorded rejected (reason cancelled) and never applied. Too late once the job was decided or the writer has it in hand; cancelling again gives the same answer. Needs the store's daemon.",
+		Annotations: &sdk.ToolAnnotations{Title: "Cancel a queued job", DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: no},
+	}, m.cancel)
 	return &Server{sdk: s, log: cfg.Logger}, nil
 }
 
@@ -285,11 +301,11 @@ func (m *tools) append(ctx context.Context, _ *sdk.CallToolRequest, in appendArg
 	if in.Newline && !strings.HasSuffix(data, "\n") {
 		data += "\n"
 	}
-	return m.write(ctx, "append", &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpAppend, Path: in.Path, Data: []byte(data)}}}), nil, nil
+	return m.write(ctx, "append", in.Priority, &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpAppend, Path: in.Path, Data: []byte(data)}}}), nil, nil
 }
 
 func (m *tools) put(ctx context.Context, _ *sdk.CallToolRequest, in putArgs) (*sdk.CallToolResult, any, error) {
-	return m.write(ctx, "put", &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpPut, Path: in.Path, Data: []byte(in.Data), IfMatch: in.IfMatch}}}), nil, nil
+	return m.write(ctx, "put", in.Priority, &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpPut, Path: in.Path, Data: []byte(in.Data), IfMatch: in.IfMatch}}}), nil, nil
 }
 
 func (m *tools) merge(ctx context.Context, req *sdk.CallToolRequest, in mergeArgs) (*sdk.CallToolResult, any, error) {
@@ -297,7 +313,7 @@ func (m *tools) merge(ctx context.Context, req *sdk.CallToolRequest, in mergeArg
 	if err != nil {
 		return nil, nil, err
 	}
-	return m.write(ctx, "merge", &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpMerge, Path: in.Path, Data: patch}}}), nil, nil
+	return m.write(ctx, "merge", in.Priority, &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpMerge, Path: in.Path, Data: patch}}}), nil, nil
 }
 
 // rawPatch is the merge tool's patch as the host sent it. The SDK hands
@@ -315,7 +331,7 @@ func rawPatch(req *sdk.CallToolRequest) ([]byte, error) {
 }
 
 func (m *tools) delete(ctx context.Context, _ *sdk.CallToolRequest, in deleteArgs) (*sdk.CallToolResult, any, error) {
-	return m.write(ctx, "delete", &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpDelete, Path: in.Path}}}), nil, nil
+	return m.write(ctx, "delete", in.Priority, &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpDelete, Path: in.Path}}}), nil, nil
 }
 
 func (m *tools) job(ctx context.Context, _ *sdk.CallToolRequest, in jobArgs) (*sdk.CallToolResult, any, error) {
@@ -333,7 +349,7 @@ func (m *tools) job(ctx context.Context, _ *sdk.CallToolRequest, in jobArgs) (*s
 		}
 		return m.refused(job, queue.Reject(queue.ReasonBadInput, "op %d: %v", i, err)), nil, nil
 	}
-	return m.write(ctx, "job", job), nil, nil
+	return m.write(ctx, "job", in.Priority, job), nil, nil
 }
 
 func (m *tools) exec(ctx context.Context, _ *sdk.CallToolRequest, in execArgs) (*sdk.CallToolResult, any, error) {
@@ -341,7 +357,7 @@ func (m *tools) exec(ctx context.Context, _ *sdk.CallToolRequest, in execArgs) (
 	if len(in.Args) > 0 {
 		op.Args = in.Args
 	}
-	return m.write(ctx, "exec", &queue.Job{ID: in.ID, Coalesce: in.Coalesce, Ops: []queue.Op{op}}), nil, nil
+	return m.write(ctx, "exec", in.Priority, &queue.Job{ID: in.ID, Coalesce: in.Coalesce, Ops: []queue.Op{op}}), nil, nil
 }
 
 // open opens a client for one call. The route is found afresh for each
@@ -363,10 +379,15 @@ func (m *tools) open(ctx context.Context, write bool) (*client.Client, error) {
 // write applies a job and answers with its outcome. It never redoes a
 // job another way: an outcome it cannot learn is reported unknown, with
 // the ID to look up or call again with.
-func (m *tools) write(ctx context.Context, tool string, job *queue.Job) *sdk.CallToolResult {
+func (m *tools) write(ctx context.Context, tool, priority string, job *queue.Job) *sdk.CallToolResult {
 	if job.ID == "" {
 		job.ID = queue.NewID() // known before anything is sent, to name it in every answer
 	}
+	p, err := queue.ParsePriority(priority)
+	if err != nil {
+		return m.refused(job, queue.Reject(queue.ReasonBadInput, "%v", err))
+	}
+	job.Priority = p
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Wait)
 	defer cancel()
 	log := m.cfg.Logger.With("tool", tool, "id", job.ID)

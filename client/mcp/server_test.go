@@ -86,6 +86,7 @@ func TestMCPListTools(t *testing.T) {
 		"exec":    {"name"},
 		"outcome": {"id"},
 		"status":  nil,
+		"cancel":  {"id"},
 	}
 	var names []string
 	for _, tool := range res.Tools {
@@ -109,7 +110,38 @@ func TestMCPListTools(t *testing.T) {
 		assert.NotNil(t, tool.OutputSchema, "%s: output schema", tool.Name)
 	}
 	slices.Sort(names)
-	assert.Equal(t, []string{"append", "delete", "exec", "job", "merge", "outcome", "put", "status"}, names)
+	assert.Equal(t, []string{"append", "cancel", "delete", "exec", "job", "merge", "outcome", "put", "status"}, names)
+}
+
+// cancel changes the queue (it discards a pending write) but gives the
+// same answer when repeated; without a daemon it cancels nothing.
+func TestMCPCancel(t *testing.T) {
+	store := t.TempDir()
+	cs := mcpSession(t, Config{Store: store, Route: client.RoutePrefer, Wait: 10 * time.Second})
+	res, err := cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	i := slices.IndexFunc(res.Tools, func(tool *sdk.Tool) bool { return tool.Name == "cancel" })
+	require.GreaterOrEqual(t, i, 0)
+	a := res.Tools[i].Annotations
+	require.NotNil(t, a)
+	assert.False(t, a.ReadOnlyHint)
+	assert.True(t, a.IdempotentHint)
+	require.NotNil(t, a.DestructiveHint)
+	assert.True(t, *a.DestructiveHint)
+
+	r := callTool(t, cs, "cancel", map[string]any{"id": "job-1"})
+	assert.True(t, r.IsError)
+	assert.Contains(t, resultText(r), "no daemon serves this store")
+
+	// A priority other than high or normal is refused before anything is sent.
+	r = callTool(t, cs, "append", map[string]any{"path": "log.txt", "data": "x", "priority": "urgent"})
+	assert.True(t, r.IsError)
+	assert.Contains(t, resultText(r), `priority "urgent"`)
+	assert.NoFileExists(t, filepath.Join(store, "log.txt"))
+	// high is taken (a direct write applies it at once).
+	r = callTool(t, cs, "append", map[string]any{"path": "log.txt", "data": "x", "priority": "high"})
+	require.False(t, r.IsError, resultText(r))
+	assert.FileExists(t, filepath.Join(store, "log.txt"))
 }
 
 // Without a daemon, the prefer route writes directly: the tool's result

@@ -10,6 +10,7 @@
 //	scribe status     --store DIR --dead [--json]            the daemon's dead letters
 //	scribe status     --nats-url URL --store-id ID [JOB_ID]  … of a store whose queue is remote
 //	scribe wait       --store DIR [--timeout DUR] JOB_ID     wait for a job's outcome
+//	scribe cancel     --store DIR [--timeout DUR] JOB_ID     cancel a job still queued
 //	scribe jobs       --store DIR [--state S] [--since DUR]  recent outcomes, queued jobs
 //	scribe lock       --store DIR [--wait DUR] -- CMD ARGS   run CMD holding the store lock
 //	scribe recover    --store DIR [--abandon] [--json]       finish, or give up, an interrupted batch

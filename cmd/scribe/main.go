@@ -35,6 +35,7 @@ func commands() []cli.Command {
 		caller.Submit(),
 		caller.Status(),
 		caller.Wait(),
+		caller.Cancel(),
 		caller.Jobs(),
 		caller.Lock(),
 		caller.Recover(),

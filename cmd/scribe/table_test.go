@@ -50,12 +50,12 @@ func TestHelpListsEveryCommand(t *testing.T) {
 // neither nats-server, nor prometheus, nor the MCP SDK.
 func TestLightCommandsStayLight(t *testing.T) {
 	const mod = "github.com/scribehq/scribe/cmd/internal/"
-	light := map[string]bool{"submit": true, "status": true, "wait": true, "jobs": true, "lock": true, "stop": true,
+	light := map[string]bool{"submit": true, "status": true, "wait": true, "cancel": true, "jobs": true, "lock": true, "stop": true,
 		"recover": true, "version": true, "completion": true, "help": true}
 	for _, c := range commands() {
 		assert.Equal(t, !light[c.Name], c.Heavy, "%s: Heavy says in which package it belongs", c.Name)
 	}
-	for _, c := range []cli.Command{caller.Submit(), caller.Status(), caller.Wait(), caller.Jobs(), caller.Lock(), caller.Stop(),
+	for _, c := range []cli.Command{caller.Submit(), caller.Status(), caller.Wait(), caller.Cancel(), caller.Jobs(), caller.Lock(), caller.Stop(),
 		caller.Recover(), cli.VersionCommand(), cli.CompletionCommand(), cli.HelpCommand()} {
 		assert.True(t, light[c.Name], "%s is in a light package", c.Name)
 	}

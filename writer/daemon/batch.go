@@ -191,16 +191,21 @@ func (w *Writer) answer(batch []jetstream.Msg, entries []writer.Entry, results [
 		if o.Status == queue.StatusRejected && !r.Duplicate {
 			w.log.Info("job rejected", "id", o.ID, "reason", o.Reason, "detail", o.Detail)
 		}
-		b, err := queue.EncodeOutcome(o)
-		if limit := min(queue.MaxOutcomeBytes, w.replyLimit()); err == nil && len(b) > limit {
-			// A duplicate's outcome may have been recorded by a version
-			// that did not bound it; a server may carry less than the bound.
-			b, err = queue.EncodeOutcome(o.Fit(limit))
-		}
-		if err == nil {
-			if err := w.cfg.Conn.Publish(queue.OutcomeSubject(w.storeID, o.ID), b); err != nil {
-				w.log.Warn("publish outcome", "id", o.ID, "err", err)
-			}
+		w.publishOutcome(o)
+	}
+}
+
+// publishOutcome tells a job's outcome to whoever waits for it.
+func (w *Writer) publishOutcome(o *queue.Outcome) {
+	b, err := queue.EncodeOutcome(o)
+	if limit := min(queue.MaxOutcomeBytes, w.replyLimit()); err == nil && len(b) > limit {
+		// A duplicate's outcome may have been recorded by a version
+		// that did not bound it; a server may carry less than the bound.
+		b, err = queue.EncodeOutcome(o.Fit(limit))
+	}
+	if err == nil {
+		if err := w.cfg.Conn.Publish(queue.OutcomeSubject(w.storeID, o.ID), b); err != nil {
+			w.log.Warn("publish outcome", "id", o.ID, "err", err)
 		}
 	}
 }

@@ -11,7 +11,12 @@
 // it: it consumes the store's queue, takes the store lock only while it
 // has work, applies jobs in batches through a writer.Session, runs exec
 // jobs with the lock handed down, purges decided jobs from the queue,
-// publishes their outcomes and answers the store's status service.
+// publishes their outcomes and answers the store's status service and
+// its cancel requests. It decides high-priority jobs first, taking one
+// batch of normal jobs after queue.MaxHighBatches batches of high ones in
+// a row while normal jobs wait, and answers a cancel only between
+// decisions, recording the cancellation before the answer, so that a job
+// is either cancelled or decided, never both.
 //
 // A Go program runs a daemon of two stores with
 //

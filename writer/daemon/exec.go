@@ -218,7 +218,7 @@ func (w *Writer) deferExec(ctx context.Context, plan *writer.ExecPlan, msgs []je
 	for _, m := range msgs {
 		_ = m.InProgress()
 	}
-	return sleep(ctx, wait)
+	return w.sleepServing(ctx, wait)
 }
 
 // setDeferred records why the job in hand is deferred ("" when it is not).

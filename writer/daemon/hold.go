@@ -84,17 +84,11 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 		if err := w.claimLost(); err != nil {
 			return err
 		}
-		w.opening.Lock()
-		s, err := writer.Open(context.Background(), w.store, w.sessionOptions())
+		err := w.open()
 		if err == nil {
-			w.mu.Lock()
-			w.session, w.epoch, w.waiting = s, s.Epoch(), ""
-			w.mu.Unlock()
-			w.opening.Unlock()
 			w.observeAcquired(start)
 			return nil
 		}
-		w.opening.Unlock()
 		w.mu.Lock()
 		w.waiting = err.Error()
 		w.mu.Unlock()
@@ -119,10 +113,26 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 				_ = m.InProgress() // push back the ack deadline
 			}
 		}
-		if !sleep(ctx, backoff(attempt)) {
+		// Cancel requests are answered meanwhile (busy: the store is
+		// another's), so that their callers hear why at once.
+		if !w.sleepServing(ctx, backoff(attempt)) {
 			return ctx.Err()
 		}
 	}
+}
+
+// open takes the store without waiting: it opens the writer's session.
+func (w *Writer) open() error {
+	w.opening.Lock()
+	defer w.opening.Unlock()
+	s, err := writer.Open(context.Background(), w.store, w.sessionOptions())
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.session, w.epoch, w.waiting = s, s.Epoch(), ""
+	w.mu.Unlock()
+	return nil
 }
 
 // setFault records the I/O fault the writer is retrying on ("" when

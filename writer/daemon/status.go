@@ -80,13 +80,7 @@ func (w *Writer) serveStatus() (micro.Service, error) {
 		Endpoint: &micro.EndpointConfig{
 			Subject: queue.StatusSubject(w.storeID),
 			Handler: micro.HandlerFunc(func(req micro.Request) {
-				// The requester picks the reply subject, and this connection
-				// may publish anywhere: answer only into an inbox (all that
-				// submitters may subscribe to: _INBOX.> on the embedded
-				// server, the store's own prefix on a shared one), never onto
-				// the queue's API or another caller's outcome subject
-				// (docs/security.md).
-				if r := req.Reply(); !strings.HasPrefix(r, "_INBOX.") && !strings.HasPrefix(r, queue.ClientInboxPrefix(w.storeID)+".") {
+				if !w.inboxReply(req.Reply()) {
 					return
 				}
 				var v any
@@ -110,6 +104,16 @@ func (w *Writer) serveStatus() (micro.Service, error) {
 			}),
 		},
 	})
+}
+
+// inboxReply reports whether a request's reply subject is an inbox: all
+// that submitters may subscribe to, _INBOX.> on the embedded server, the
+// store's own prefix on a shared one. The requester picks it, and the
+// daemon's connection may publish anywhere, so the services answer only
+// there, never onto the queue's API or another caller's outcome subject
+// (docs/security.md).
+func (w *Writer) inboxReply(r string) bool {
+	return strings.HasPrefix(r, "_INBOX.") || strings.HasPrefix(r, queue.ClientInboxPrefix(w.storeID)+".")
 }
 
 // replyLimit is the most bytes a message the writer sends may take: the

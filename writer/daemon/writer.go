@@ -145,9 +145,16 @@ type Writer struct {
 	taken    uint64
 	commands map[string]*exec.Command
 	svc      micro.Service
-	cancel   context.CancelFunc
-	done     chan struct{}
-	started  time.Time
+	// cancels are the cancel requests waiting for run; cancelSub feeds
+	// them (cancel.go).
+	cancels   chan *nats.Msg
+	cancelSub *nats.Subscription
+	// highRun counts the batches of high jobs decided in a row while
+	// normal jobs waited (see pick). Only run touches it.
+	highRun int
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started time.Time
 	// reconsume asks run to consume afresh: the server's JetStream was
 	// restarted (see WriterConfig.CheckQueue), or the consumer is gone.
 	reconsume chan struct{}
@@ -316,6 +323,11 @@ func (w *Writer) Start(ctx context.Context) error {
 	if w.svc, err = w.serveStatus(); err != nil {
 		return err
 	}
+	w.cancels = make(chan *nats.Msg, maxCancelsWaiting)
+	if w.cancelSub, err = w.serveCancel(); err != nil {
+		_ = w.svc.Stop()
+		return fmt.Errorf("serve cancel requests: %w", err)
+	}
 	w.msgs = make(chan jetstream.Msg, w.cfg.BatchSize)
 	w.reconsume = make(chan struct{}, 1)
 	ctx, w.cancel = context.WithCancel(context.Background())
@@ -327,6 +339,8 @@ func (w *Writer) Start(ctx context.Context) error {
 		defer close(w.done)
 		w.run(ctx)
 		_ = w.svc.Stop()
+		_ = w.cancelSub.Unsubscribe()
+		w.refuseCancels()
 		w.stopPump()
 		<-w.pumped
 		<-watched
@@ -388,6 +402,7 @@ func (w *Writer) run(ctx context.Context) {
 		if w.claimLost() != nil {
 			return
 		}
+		w.serveCancels(ctx)
 		if len(w.ahead) == 0 {
 			select {
 			case <-ctx.Done():
@@ -411,29 +426,23 @@ func (w *Writer) run(ctx context.Context) {
 				}
 			case m := <-w.msgs:
 				w.take(m)
+			case m := <-w.cancels:
+				w.handleCancel(ctx, m)
 			}
 			continue
 		}
 		w.setInHand(true)
 		w.fill()
 		var ok bool
-		if head := w.ahead[0]; head.isExec() {
+		high := w.pick()
+		if i := slices.IndexFunc(w.ahead, func(it item) bool { return it.high() == high }); w.ahead[i].isExec() {
+			head := w.ahead[i]
 			w.purge(ctx, true) // the run may take long
-			w.ahead = w.ahead[1:]
+			w.ahead = slices.Delete(w.ahead, i, i+1)
 			ok = w.processExec(ctx, head)
 		} else {
-			// File jobs up to the next exec job, which runs alone.
 			w.linger()
-			n, size := 1, len(w.ahead[0].m.Data())
-			for n < len(w.ahead) && n < w.cfg.BatchSize && w.cautious == 0 && !w.ahead[n].isExec() {
-				if size += len(w.ahead[n].m.Data()); size > maxBatchBytes {
-					break
-				}
-				n++
-			}
-			batch := slices.Clone(w.ahead[:n])
-			w.ahead = w.ahead[n:]
-			ok = w.process(ctx, batch)
+			ok = w.process(ctx, w.takeBatch(high))
 		}
 		w.setInHand(false)
 		if !ok {

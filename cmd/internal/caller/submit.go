@@ -64,6 +64,8 @@ func Submit() cli.Command {
 			fs.CompleteFile("job")
 			ifMatch := fs.String("if-match", "", "precondition `COND`: absent, or sha256:<lower-case hex> of the file's content (not with --job: put if_match in the job file)")
 			coalesce := fs.String("coalesce", "", "exec jobs only: coalescing `KEY`; while a job with this key waits in the queue, not yet started, this one joins it and gets its outcome, if it asks for the same run: the same command, arguments, dir and timeout")
+			priority := fs.String("priority", "normal", "queue class `P`: high (decided before the normal jobs queued ahead of it) or normal; a direct write ignores it")
+			fs.CompleteWords("priority", "high", "normal")
 			asJSON := fs.JSON("the outcome (or, without --wait, the queued job's ID)")
 			route := fs.Route()
 			lockFile := fs.LockFile()
@@ -92,7 +94,14 @@ func Submit() cli.Command {
 				if err := t.CheckRoute(fs, r); err != nil {
 					return err
 				}
+				prio, err := queue.ParsePriority(*priority)
+				if err != nil {
+					return cli.Usagef("--priority: %v", err)
+				}
 				jf := jobFlags{file: *jobFile, ifMatch: *ifMatch, coalesce: *coalesce, newline: *newline}
+				if fs.Changed("priority") {
+					jf.priority = &prio
+				}
 				job, err := c.buildJob(args, jf)
 				if err != nil {
 					return err
@@ -198,10 +207,11 @@ func (c *submit) writeExecOutput(out *queue.Outcome) {
 }
 
 // jobFlags are the flags that shape the job: --job, --if-match,
-// --coalesce, --newline.
+// --coalesce, --newline, --priority.
 type jobFlags struct {
 	file, ifMatch, coalesce string
 	newline                 bool
+	priority                *queue.Priority // nil: not given (a --job file's, or normal)
 }
 
 // buildJob reads the job from --job, or builds it from OP PATH [DATA|-]
@@ -218,6 +228,9 @@ func (c *submit) buildJob(args []string, f jobFlags) (*queue.Job, error) {
 			return nil, cli.Usagef("--coalesce is for exec jobs only (exec NAME [ARGS...])")
 		}
 		job.Coalesce = f.coalesce
+	}
+	if f.priority != nil {
+		job.Priority = *f.priority // over a --job file's
 	}
 	return job, nil
 }

@@ -1,0 +1,114 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+// queueAppends queues one append of its ID's line to order.txt per ID,
+// in order, each with the priority given.
+func queueAppends(t *testing.T, store, priority string, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		r := scribe(t, "", "submit", "--store", store, "--priority", priority, "--id", id, "append", "order.txt", id+"\n")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+}
+
+// applyOrder waits until every job is applied and returns the order they
+// were applied in: order.txt's lines.
+func applyOrder(t *testing.T, store string, ids ...string) []string {
+	t.Helper()
+	for _, id := range ids {
+		o := decided(t, store, id)
+		require.Equal(t, queue.StatusApplied, o.Status, "%s: %s %s", id, o.Reason, o.Detail)
+	}
+	return strings.Fields(readFile(t, filepath.Join(store, "order.txt")))
+}
+
+func names(prefix string, n int) []string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = fmt.Sprintf("%s%d", prefix, i+1)
+	}
+	return s
+}
+
+// A high job queued behind normal ones is decided before them; the order
+// within each class is kept.
+func TestPriorityHighFirst(t *testing.T) {
+	t.Parallel()
+	g := newGatedStore(t)
+	startDaemon(t, g.store)
+	open := g.close(t, "gate-1")
+	normal := names("n", 5)
+	queueAppends(t, g.store, "normal", normal...)
+	queueAppends(t, g.store, "high", "h1", "h2")
+	open()
+	got := applyOrder(t, g.store, append(normal, "h1", "h2")...)
+	assert.Equal(t, append([]string{"h1", "h2"}, normal...), got)
+
+	r := scribe(t, "", "submit", "--store", g.store, "--priority", "urgent", "append", "order.txt", "x\n")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, `priority "urgent"`)
+}
+
+// A flood of high jobs does not starve normal ones: after
+// queue.MaxHighBatches batches of high jobs in a row while normal jobs
+// wait, one batch of normal jobs is decided. A writer that has just
+// started decides its first jobs one per batch (its guard against
+// poison), so here each job is a batch of its own.
+func TestPriorityNoStarvation(t *testing.T) {
+	t.Parallel()
+	g := newGatedStore(t)
+	startDaemon(t, g.store)
+	open := g.close(t, "gate-1")
+	normal, high := names("n", 3), names("h", 10)
+	queueAppends(t, g.store, "normal", normal...)
+	queueAppends(t, g.store, "high", high...)
+	open()
+	got := applyOrder(t, g.store, append(normal, high...)...)
+	require.Equal(t, 4, queue.MaxHighBatches, "the order below assumes it")
+	assert.Equal(t, []string{"h1", "h2", "h3", "h4", "n1", "h5", "h6", "h7", "h8", "n2", "h9", "h10", "n3"}, got)
+	var gotNormal, gotHigh []string
+	for _, id := range got {
+		if strings.HasPrefix(id, "n") {
+			gotNormal = append(gotNormal, id)
+		} else {
+			gotHigh = append(gotHigh, id)
+		}
+	}
+	assert.Equal(t, normal, gotNormal, "normal jobs keep their order")
+	assert.Equal(t, high, gotHigh, "high jobs keep their order")
+}
+
+// A job file may set the priority itself; --priority, given, overrides it.
+func TestPriorityInJobFile(t *testing.T) {
+	t.Parallel()
+	g := newGatedStore(t)
+	startDaemon(t, g.store)
+	open := g.close(t, "gate-1")
+	queueAppends(t, g.store, "normal", "n1")
+	job := filepath.Join(t.TempDir(), "job.json")
+	require.NoError(t, os.WriteFile(job, []byte(`{"id":"h1","priority":"high","ops":[{"op":"append","path":"order.txt","data":"h1\n"}]}`), 0o600))
+	r := scribe(t, "", "submit", "--store", g.store, "--job", job)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = scribe(t, "", "submit", "--store", g.store, "--priority", "normal", "--id", "x1", "--job", job)
+	require.Equal(t, 0, r.code, r.stderr)
+	open()
+	got := applyOrder(t, g.store, "n1", "h1", "x1")
+	assert.Equal(t, []string{"h1", "n1", "h1"}, got, "x1 (the same file's data) normal, after n1")
+	require.Eventually(t, func() bool {
+		rep, ok := report(t, g.store)
+		return ok && rep.Queued == 0
+	}, 10*time.Second, 20*time.Millisecond)
+}

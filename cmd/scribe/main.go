@@ -9,6 +9,7 @@ import (
 
 	"github.com/scribehq/scribe/cmd/internal/caller"
 	"github.com/scribehq/scribe/cmd/internal/cli"
+	"github.com/scribehq/scribe/cmd/internal/config"
 	"github.com/scribehq/scribe/cmd/internal/server"
 )
 
@@ -20,18 +21,7 @@ var Version = devVersion
 // it.
 func commands() []cli.Command {
 	return []cli.Command{
-		{
-			Name: "serve",
-			Forms: []cli.Form{
-				{Args: "--store DIR [flags]", Summary: "run the daemon for a store"},
-				{Args: "--store DIR --nats-url URL [flags]", Summary: "… its queue on a NATS cluster"},
-				{Args: "--nats-config FILE [--store DIR]", Summary: "run a NATS cluster node (serving DIR through it)"},
-			},
-			Heavy: true,
-			Run: func(ctx context.Context, m *cli.Main, args []string) error {
-				return (&ServeCommand{&Main{Stdin: m.Stdin, Stdout: m.Stdout, Stderr: m.Stderr}}).Run(ctx, args)
-			},
-		},
+		server.Serve(),
 		caller.Submit(),
 		caller.Status(),
 		caller.Wait(),
@@ -64,16 +54,6 @@ func main() {
 func newMain(stdin io.Reader, stdout, stderr io.Writer) *cli.Main {
 	return &cli.Main{
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Version: Version,
-		Commands: commands(), CallerConfig: callerConfig,
+		Commands: commands(), CallerConfig: config.Caller,
 	}
-}
-
-// callerConfig reads what a caller takes from a store's config file, by
-// serve's rules (ReadConfig of callerKeys).
-func callerConfig(path string, stderr io.Writer) (*cli.CallerConfig, error) {
-	cfg, err := ReadConfig(path, callerKeys...)
-	if err != nil {
-		return nil, reportConfigErrors(stderr, err)
-	}
-	return &cli.CallerConfig{Autostart: cfg.Autostart, ExitIdle: cfg.ExitIdle}, nil
 }

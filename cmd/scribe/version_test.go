@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/cmd/internal/cli"
 )
 
 func TestBuildVersion(t *testing.T) {
@@ -44,5 +46,5 @@ func TestVersionCommand(t *testing.T) {
 	}
 	m := newMain(nil, &bytes.Buffer{}, &bytes.Buffer{})
 	err := m.Run(t.Context(), []string{"version", "extra"})
-	assert.Equal(t, exitUsage, exitCode(err))
+	assert.Equal(t, cli.ExitUsage, cli.ExitCode(err))
 }

@@ -1,27 +1,30 @@
 package main
 
 import (
-	"context"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/scribehq/scribe/cmd/internal/caller"
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/cmd/internal/config"
-	"github.com/scribehq/scribe/cmd/internal/server"
 )
-
-// Version is the scribe version, reported by the daemon.
-var Version = devVersion
 
 // commands is the table of commands, in the order `scribe --help` lists
 // them: dispatch, help, completion and this package's doc comment read
-// it.
+// it. It is scribed's, with the heavy commands (and completion, which
+// knows their flags) forwarded to scribed: their names and forms here
+// are theirs in cmd/internal/server, which this binary does not link.
 func commands() []cli.Command {
 	return []cli.Command{
-		server.Serve(),
+		cli.Forward(cli.Command{
+			Name: "serve",
+			Forms: []cli.Form{
+				{Args: "--store DIR [flags]", Summary: "run the daemon for a store"},
+				{Args: "--store DIR --nats-url URL [flags]", Summary: "… its queue on a NATS cluster"},
+				{Args: "--nats-config FILE [--store DIR]", Summary: "run a NATS cluster node (serving DIR through it)"},
+			},
+			Heavy: true,
+		}),
 		caller.Submit(),
 		caller.Status(),
 		caller.Wait(),
@@ -29,31 +32,33 @@ func commands() []cli.Command {
 		caller.Lock(),
 		caller.Recover(),
 		caller.Stop(),
-		server.MCP(),
-		server.Demo(),
-		server.Bench(),
-		cli.CompletionCommand(),
+		cli.Forward(cli.Command{
+			Name:  "mcp",
+			Forms: []cli.Form{{Args: "--store DIR [flags]", Summary: "serve the store's writes as MCP tools"}},
+			Heavy: true,
+		}),
+		cli.Forward(cli.Command{
+			Name:  "demo",
+			Forms: []cli.Form{{Args: "[--workers N] [--jobs N] [--keep]", Summary: "show the queue at work"}},
+			Heavy: true,
+		}),
+		cli.Forward(cli.Command{
+			Name:  "bench",
+			Forms: []cli.Form{{Args: "[--producers 1,8,32] [--svg FILE]", Summary: "measure scribe against flock, side by side"}},
+			Heavy: true,
+		}),
+		cli.Forward(cli.CompletionCommand()),
 		cli.HelpCommand(),
 		cli.VersionCommand(),
 	}
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal takes the default action: exit at once
-	}()
-	m := newMain(os.Stdin, os.Stdout, os.Stderr)
-	err := m.Run(ctx, os.Args[1:])
-	stop()
-	os.Exit(m.Exit(err))
-}
+func main() { os.Exit(newMain(os.Stdin, os.Stdout, os.Stderr).Main(os.Args[1:])) }
 
 // newMain is the command line on the streams given.
 func newMain(stdin io.Reader, stdout, stderr io.Writer) *cli.Main {
 	return &cli.Main{
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Version: Version,
-		Commands: commands(), CallerConfig: config.Caller,
+		Commands: commands(), CallerConfig: config.Caller, Scribed: cli.FindScribed,
 	}
 }

@@ -7,6 +7,7 @@
 //
 // # Caveats
 //
-// Every command here is cli.Command.Heavy: cmd/scribe's table says so, and
-// a binary meant to start fast (a hook's) leaves this package out.
+// Every command here is cli.Command.Heavy: the tables say so; cmd/scribed
+// links this package, and cmd/scribe, the binary meant to start fast (a
+// hook's), leaves it out and forwards these commands to scribed.
 package server

@@ -20,13 +20,15 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// scribeBin is the binary under test, built once by TestMain (with -race
+// scribeBin is the binary under test, built once by TestMain beside
+// scribedBin, the daemon's binary it hands serve to (with -race
 // when the tests run with it, so the daemon's races are caught too) and
 // with -tags scribefault, so that the crash tests can inject faults
 // through the daemon's environment (writer/fault.go).
 var (
-	scribeBin string
-	raceBuild bool
+	scribeBin  string
+	scribedBin string
+	raceBuild  bool
 )
 
 // faultTag is the build tag that compiles the fault-injection hooks in.
@@ -41,15 +43,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	scribeBin = filepath.Join(dir, "scribe")
-	args := []string{"build", "-tags", faultTag, "-o", scribeBin}
+	scribeBin, scribedBin = filepath.Join(dir, "scribe"), filepath.Join(dir, "scribed")
+	args := []string{"build", "-tags", faultTag, "-o", dir + string(filepath.Separator)}
 	if raceBuild {
 		args = append(args, "-race")
 		// A race-enabled binary sleeps 1 s at exit by default; the tests
 		// run thousands of them. Races still fail them (exit 66).
 		os.Setenv("GORACE", "atexit_sleep_ms=0 exitcode=66 "+os.Getenv("GORACE"))
 	}
-	build := exec.Command("go", append(args, "github.com/scribehq/scribe/cmd/scribe")...)
+	build := exec.Command("go", append(args, "github.com/scribehq/scribe/cmd/scribe", "github.com/scribehq/scribe/cmd/scribed")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build scribe:", err)

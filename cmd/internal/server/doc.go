@@ -1,7 +1,8 @@
 // Package server holds the commands that run a server or a daemon, and so
 // link what a hook's binary must not (nats-server, prometheus, the MCP
 // SDK): mcp (client/mcp), demo (a daemon in this process), bench
-// (client/bench, against `scribe serve` processes). Each turns its flags
+// (client/bench, against `scribe serve` processes), and serve itself
+// (writer/daemon, from its flags and config file). Each turns its flags
 // into its library's config; the light commands are in
 // cmd/internal/caller.
 //

@@ -46,8 +46,8 @@ func servingPIDs(t testing.TB, store string) []int {
 	return pids
 }
 
-// serveProcs are the live `scribe serve` processes of store (zombies,
-// whose command line is gone, are not).
+// serveProcs are the live daemon processes of store, started as scribe
+// serve or scribed serve (zombies, whose command line is gone, are not).
 func serveProcs(t testing.TB, store string) []int {
 	t.Helper()
 	real, err := queue.ResolveStore(store)
@@ -61,7 +61,7 @@ func serveProcs(t testing.TB, store string) []int {
 			continue // gone meanwhile
 		}
 		args := strings.Split(string(b), "\x00")
-		if len(args) > 3 && filepath.Base(args[0]) == filepath.Base(scribeBin) && args[1] == "serve" && args[3] == real {
+		if len(args) > 3 && (args[0] == scribeBin || args[0] == scribedBin) && args[1] == "serve" && args[3] == real {
 			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
 			pids = append(pids, pid)
 		}

@@ -107,4 +107,18 @@ func TestDependenciesPointOneWay(t *testing.T) {
 			assert.False(t, d == banned || strings.HasPrefix(d, banned+"/"), "client depends on %s", d)
 		}
 	}
+
+	// The lean binary, what hooks run, links the light commands only; the
+	// daemon's binary links the rest.
+	out, err = exec.Command("go", "list", "-deps", mod+"cmd/scribe").Output()
+	require.NoError(t, err)
+	deps = strings.Fields(string(out))
+	require.Contains(t, deps, mod+"cmd/internal/caller", "the dependency list is real")
+	for _, d := range deps {
+		for _, banned := range []string{mod + "embednats", mod + "cmd/internal/server", "github.com/nats-io/nats-server",
+			"github.com/prometheus", "github.com/modelcontextprotocol", "github.com/google/jsonschema-go"} {
+			assert.False(t, d == banned || strings.HasPrefix(d, banned+"/"), "cmd/scribe depends on %s", d)
+		}
+		assert.NotEqual(t, mod+"writer/daemon", d, "cmd/scribe depends on the daemon (its metricsaddr alone is light)")
+	}
 }

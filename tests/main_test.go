@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,13 +22,15 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
-// scribeBin is the binary under test, built once by TestMain (with -race
+// scribeBin is the binary under test, built once by TestMain beside
+// scribedBin, the daemon's binary it hands serve to (with -race
 // when the tests run with it, so the daemon's races are caught too) and
 // with -tags scribefault, so that the crash tests can inject faults
 // through the daemon's environment (writer/fault.go).
 var (
-	scribeBin string
-	raceBuild bool
+	scribeBin  string
+	scribedBin string
+	raceBuild  bool
 )
 
 // faultTag is the build tag that compiles the fault-injection hooks in.
@@ -37,7 +38,7 @@ const faultTag = "scribefault"
 
 // cmdPackages are the programs under test, each built once by TestMain
 // into binDir under its package's last element (cmd/scribe → scribe).
-var cmdPackages = []string{"github.com/scribehq/scribe/cmd/scribe"}
+var cmdPackages = []string{"github.com/scribehq/scribe/cmd/scribe", "github.com/scribehq/scribe/cmd/scribed"}
 
 // binDir holds the binaries TestMain built.
 var binDir string
@@ -76,27 +77,22 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	scribeBin = filepath.Join(dir, "scribe")
+	scribeBin, scribedBin = filepath.Join(dir, "scribe"), filepath.Join(dir, "scribed")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
 // buildBinaries builds every package of cmdPackages into dir with the
-// fault tag, side by side when there are several.
+// fault tag, in one go build.
 func buildBinaries(dir string) error {
-	errs := make([]error, len(cmdPackages))
-	var wg sync.WaitGroup
-	for i, pkg := range cmdPackages {
-		wg.Go(func() { errs[i] = goBuild(filepath.Join(dir, path.Base(pkg)), pkg, true) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return goBuild(dir+string(filepath.Separator), true, cmdPackages...)
 }
 
-// goBuild builds pkg into out, with -race when the tests run with it and
-// with the fault tag if tagged.
-func goBuild(out, pkg string, tagged bool) error {
+// goBuild builds pkgs into out (a folder if it ends in a separator),
+// with -race when the tests run with it and with the fault tag if tagged.
+// One go build of several packages compiles what they share once.
+func goBuild(out string, tagged bool, pkgs ...string) error {
 	args := []string{"build", "-o", out}
 	if tagged {
 		args = append(args, "-tags", faultTag)
@@ -104,9 +100,9 @@ func goBuild(out, pkg string, tagged bool) error {
 	if raceBuild {
 		args = append(args, "-race")
 	}
-	b, err := exec.Command("go", append(args, pkg)...).CombinedOutput()
+	b, err := exec.Command("go", append(args, pkgs...)...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("build %s: %w\n%s", pkg, err, b)
+		return fmt.Errorf("build %s: %w\n%s", strings.Join(pkgs, " "), err, b)
 	}
 	return nil
 }
@@ -116,7 +112,7 @@ func goBuild(out, pkg string, tagged bool) error {
 // cache serves every package the tag does not change.
 var plainBin = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(binDir, "scribe-plain")
-	return bin, goBuild(bin, "github.com/scribehq/scribe/cmd/scribe", false)
+	return bin, goBuild(bin, false, "github.com/scribehq/scribe/cmd/scribe")
 })
 
 // heavySlots bounds how many heavy tests (many processes at once, power

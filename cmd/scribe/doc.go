@@ -30,12 +30,27 @@
 // main sets up signals and the table of commands above, which the
 // packages under cmd/internal implement: cli, the framework (flags, help,
 // completion, exit codes: 0 done, 1 rejected or failed, 2 usage, 69 no
-// daemon, 75 busy), caller, the commands a hook runs, and server, those
-// that run a server. What a command does is a library's: `scribe serve`
-// turns its flags and config file into a writer/daemon Config and runs
-// that daemon, `scribe lock` takes the store through writer.Take, `scribe
-// mcp` and `scribe bench` run client/mcp and client/bench, the others call
-// package client. Nothing imports it.
+// daemon, 75 busy), caller, the commands a hook runs, config, the config
+// file's decoding, and server, those that run a server. What a command
+// does is a library's: `scribe serve` turns its flags and config file
+// into a writer/daemon Config and runs that daemon, `scribe lock` takes
+// the store through writer.Take, `scribe mcp` and `scribe bench` run
+// client/mcp and client/bench, the others call package client. Nothing
+// imports it.
+//
+// # Two binaries
+//
+// This binary is the lean one hooks run: it links the light commands only
+// (no nats-server, prometheus or MCP SDK), and for serve, mcp, demo, bench
+// and completion it replaces itself (same PID, arguments, environment)
+// with scribed, the daemon's binary, which links the whole table
+// (cmd/scribed); autostart starts `scribed serve`. It finds scribed beside
+// itself (symlinks resolved), else on $PATH; go install
+// github.com/scribehq/scribe/cmd/...@latest installs both. Built from
+// source with none at hand (go run ./cmd/scribe demo), it builds scribed
+// from the same source into the user's cache dir, saying so on stderr the
+// first time, and go build relinks it when the source changes. Without
+// scribed those commands and autostart exit 69, naming the fix.
 //
 // # Caveats
 //
@@ -52,6 +67,6 @@
 // -tags scribefault, as the crash tests build it.
 //
 // serve still parses its flags with the standard flag package
-// (serveflags.go): GNU spellings and completion of its flags come when it
-// moves onto cli.
+// (cmd/internal/server/serveflags.go): GNU spellings and completion of
+// its flags come when it moves onto cli.
 package main

@@ -1,26 +1,22 @@
 package main
 
 import (
-	"context"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/scribehq/scribe/cmd/internal/caller"
 	"github.com/scribehq/scribe/cmd/internal/cli"
-	"github.com/scribehq/scribe/cmd/internal/server"
+	"github.com/scribehq/scribe/cmd/internal/config"
 )
-
-// Version is the scribe version, reported by the daemon.
-var Version = devVersion
 
 // commands is the table of commands, in the order `scribe --help` lists
 // them: dispatch, help, completion and this package's doc comment read
-// it.
+// it. It is scribed's, with the heavy commands (and completion, which
+// knows their flags) forwarded to scribed: their names and forms here
+// are theirs in cmd/internal/server, which this binary does not link.
 func commands() []cli.Command {
 	return []cli.Command{
-		{
+		cli.Forward(cli.Command{
 			Name: "serve",
 			Forms: []cli.Form{
 				{Args: "--store DIR [flags]", Summary: "run the daemon for a store"},
@@ -28,10 +24,7 @@ func commands() []cli.Command {
 				{Args: "--nats-config FILE [--store DIR]", Summary: "run a NATS cluster node (serving DIR through it)"},
 			},
 			Heavy: true,
-			Run: func(ctx context.Context, m *cli.Main, args []string) error {
-				return (&ServeCommand{&Main{Stdin: m.Stdin, Stdout: m.Stdout, Stderr: m.Stderr}}).Run(ctx, args)
-			},
-		},
+		}),
 		caller.Submit(),
 		caller.Status(),
 		caller.Wait(),
@@ -40,41 +33,33 @@ func commands() []cli.Command {
 		caller.Lock(),
 		caller.Recover(),
 		caller.Stop(),
-		server.MCP(),
-		server.Demo(),
-		server.Bench(),
-		cli.CompletionCommand(),
+		cli.Forward(cli.Command{
+			Name:  "mcp",
+			Forms: []cli.Form{{Args: "--store DIR [flags]", Summary: "serve the store's writes as MCP tools"}},
+			Heavy: true,
+		}),
+		cli.Forward(cli.Command{
+			Name:  "demo",
+			Forms: []cli.Form{{Args: "[--workers N] [--jobs N] [--keep]", Summary: "show the queue at work"}},
+			Heavy: true,
+		}),
+		cli.Forward(cli.Command{
+			Name:  "bench",
+			Forms: []cli.Form{{Args: "[--producers 1,8,32] [--svg FILE]", Summary: "measure scribe against flock, side by side"}},
+			Heavy: true,
+		}),
+		cli.Forward(cli.CompletionCommand()),
 		cli.HelpCommand(),
 		cli.VersionCommand(),
 	}
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal takes the default action: exit at once
-	}()
-	m := newMain(os.Stdin, os.Stdout, os.Stderr)
-	err := m.Run(ctx, os.Args[1:])
-	stop()
-	os.Exit(m.Exit(err))
-}
+func main() { os.Exit(newMain(os.Stdin, os.Stdout, os.Stderr).Main(os.Args[1:])) }
 
 // newMain is the command line on the streams given.
 func newMain(stdin io.Reader, stdout, stderr io.Writer) *cli.Main {
 	return &cli.Main{
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Version: Version,
-		Commands: commands(), CallerConfig: callerConfig,
+		Commands: commands(), CallerConfig: config.Caller, Scribed: cli.FindScribed,
 	}
-}
-
-// callerConfig reads what a caller takes from a store's config file, by
-// serve's rules (ReadConfig of callerKeys).
-func callerConfig(path string, stderr io.Writer) (*cli.CallerConfig, error) {
-	cfg, err := ReadConfig(path, callerKeys...)
-	if err != nil {
-		return nil, reportConfigErrors(stderr, err)
-	}
-	return &cli.CallerConfig{Autostart: cfg.Autostart, ExitIdle: cfg.ExitIdle}, nil
 }

@@ -1,26 +1,10 @@
 package main
 
-import (
-	"runtime/debug"
-	"strings"
-)
+import "github.com/scribehq/scribe/cmd/internal/cli"
 
-// devVersion is Version in a build that says nothing better: not set
-// with -ldflags "-X main.Version=…", and not built from a module version
-// (go install github.com/scribehq/scribe/cmd/scribe@v1.2.3).
-const devVersion = "0.1.0-dev"
+// Version is the scribe version, reported by the daemon: set with
+// -ldflags "-X main.Version=…", which sets scribed's too when both are
+// built at once, else the module version go install built.
+var Version = cli.DevVersion
 
-func init() { Version = buildVersion(Version, debug.ReadBuildInfo) }
-
-// buildVersion is the version to report: the linker's if it set one,
-// else the main module's version from the build info, else linked.
-func buildVersion(linked string, info func() (*debug.BuildInfo, bool)) string {
-	if linked != devVersion {
-		return linked
-	}
-	bi, ok := info()
-	if !ok || bi.Main.Version == "" || bi.Main.Version == "(devel)" {
-		return linked
-	}
-	return strings.TrimPrefix(bi.Main.Version, "v")
-}
+func init() { Version = cli.BuildVersion(Version) }

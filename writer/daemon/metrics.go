@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/scribehq/scribe/writer/daemon/metricsaddr"
 	"github.com/scribehq/scribe/writer/exec"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -191,7 +192,7 @@ func (m *metrics) ExecRan(command, result string, took time.Duration) {
 }
 
 // unixPrefix marks a --metrics-addr that is a Unix socket's path.
-const unixPrefix = "unix:"
+const unixPrefix = metricsaddr.UnixPrefix
 
 // metricsAddr is the address --metrics-addr ADDR listens on: one without
 // a host (":9464") is loopback's, and it says whether the host is not a
@@ -212,21 +213,7 @@ func metricsAddr(addr string) (hostPort string, exposed bool, err error) {
 // CheckMetricsAddr checks a metrics address as Metrics.Addr takes it: ""
 // (no metrics), HOST:PORT, :PORT or unix:PATH. It reads it only: the
 // daemon binds it when it starts.
-func CheckMetricsAddr(s string) error {
-	if s == "" {
-		return nil
-	}
-	if path, ok := strings.CutPrefix(s, unixPrefix); ok {
-		if path == "" {
-			return fmt.Errorf("%q: want unix:PATH, a socket's path", s)
-		}
-		return nil
-	}
-	if _, _, err := net.SplitHostPort(s); err != nil {
-		return fmt.Errorf("%q: want \"HOST:PORT\", \":PORT\" or \"unix:PATH\", or \"\" for none", s)
-	}
-	return nil
-}
+func CheckMetricsAddr(s string) error { return metricsaddr.Check(s) }
 
 // metricsServer serves a registry at /metrics.
 type metricsServer struct {

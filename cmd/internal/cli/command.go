@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -50,6 +52,9 @@ type Command struct {
 	// packages apart from the light ones, so that a binary of the light
 	// ones links without them.
 	Heavy bool
+	// Forwarded says that this binary hands the command to scribed, the
+	// binary of the whole table (Forward).
+	Forwarded bool
 }
 
 // Summary is the command's one-line summary.
@@ -75,6 +80,10 @@ type Main struct {
 	// printing its problems on stderr; nil reads nothing. The file is
 	// serve's, and so is its decoder.
 	CallerConfig func(path string, stderr io.Writer) (*CallerConfig, error)
+	// Scribed finds scribed, the binary that runs the daemon and the
+	// commands this one forwards (FindScribed), reporting on stderr what
+	// it does to find it; nil in scribed itself, which runs them all.
+	Scribed func(stderr io.Writer) (string, error)
 }
 
 // CallerConfig is what a caller that may start a daemon takes from a
@@ -232,6 +241,19 @@ func List(cmds []Command) []string {
 		}
 	}
 	return lines
+}
+
+// Main runs the command line args, SIGINT and SIGTERM ending its
+// context, and returns the exit code: what a main package's main does.
+func (m *Main) Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal takes the default action: exit at once
+	}()
+	err := m.Run(ctx, args)
+	stop()
+	return m.Exit(err)
 }
 
 // Exit reports err as main does, on stderr: the error, then its hints,

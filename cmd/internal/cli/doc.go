@@ -10,8 +10,9 @@
 // errors to them; JSON printing; and the completion scripts of bash, zsh
 // and fish.
 //
-// The commands live in other packages under cmd/internal, and cmd/scribe
-// lists them in its table. This package links client and writer but never
+// The commands live in other packages under cmd/internal, and cmd/scribed
+// lists them in its table; cmd/scribe, the lean binary, lists the same
+// but hands the heavy ones to scribed (Forward, FindScribed). This package links client and writer but never
 // nats-server, prometheus or the MCP SDK: neither do the light commands
 // (submit, status, wait, jobs, lock, stop, recover, version, completion,
 // help), so that a binary of those alone stays small. The heavy ones

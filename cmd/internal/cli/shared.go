@@ -78,14 +78,19 @@ func (a *Autostart) Check() error {
 // exists and something is left to settle, by serve's rules
 // (m.CallerConfig): an insecure file, or an invalid value of those two
 // keys, fails the command as it would fail serve, rather than being
-// ignored. It returns the daemon to start, this binary's serve, or nil.
+// ignored. It returns the daemon to start, scribed's serve (m.Scribed;
+// this binary's in scribed itself), or nil.
 func (a *Autostart) Settle(m *Main, store string) (*client.Autostart, error) {
 	on, idle, err := a.settle(m, store)
 	if err != nil || !on {
 		return nil, err
 	}
-	exe, err := os.Executable()
-	if err != nil {
+	var exe string
+	if m.Scribed != nil {
+		if exe, err = m.Scribed(m.Stderr); err != nil {
+			return nil, fmt.Errorf("autostart: %w", err)
+		}
+	} else if exe, err = os.Executable(); err != nil {
 		return nil, fmt.Errorf("autostart: find the scribe binary: %w", err)
 	}
 	return &client.Autostart{Command: []string{exe, "serve"}, ExitIdle: idle}, nil

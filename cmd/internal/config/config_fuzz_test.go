@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 )
 
 // FuzzDecodeConfig: whatever a config file holds, decoding returns a
-// config or ConfigErrors naming the file (never a panic), and every
+// config or Errors naming the file (never a panic), and every
 // command of a config that decodes passes exec.Command.Check. Content
 // past the bounds (maxConfigBytes, maxConfigNesting) is refused before
 // the decoder sees it, and what the bounds let through never nests deeper
@@ -42,7 +42,7 @@ func FuzzDecodeConfig(f *testing.F) {
 	dir := f.TempDir()
 	path := filepath.Join(dir, "config.toml")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := DecodeConfig(path, data)
+		c, err := Decode(path, data)
 		withinBounds := len(data) <= maxConfigBytes && nestedTooDeep(data, maxConfigNesting) == 0
 		if !withinBounds {
 			require.Equal(t, checkBounds(path, data), err, "past the bounds: those problems, and no others")
@@ -54,7 +54,7 @@ func FuzzDecodeConfig(f *testing.F) {
 			require.LessOrEqual(t, arrayDepth(raw), maxConfigNesting)
 		}
 		if err != nil {
-			var errs ConfigErrors
+			var errs Errors
 			require.True(t, errors.As(err, &errs), "%T: %v", err, err)
 			require.NotEmpty(t, errs)
 			for _, e := range errs {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -20,15 +20,16 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 )
 
-// Config is what a config file sets for `scribe serve` (docs/config.md):
+// File is what a config file sets for `scribe serve` (docs/config.md):
 // one top-level TOML key per flag, none of them tied to a store, so that
 // one file can serve several stores; the stores of a daemon of several in
 // [[store]] tables; and the exec allowlist in [exec.NAME] tables. A nil
 // field is not set by the file.
-type Config struct {
+type File struct {
 	Host         *string        // host: listen address (--host)
 	Port         *int64         // port: listen port, 0 for a free one (--port)
 	Sync         *string        // sync: "always" or a positive duration (--sync)
@@ -64,7 +65,7 @@ type Config struct {
 
 	// Stores are the [[store]] tables, in the file's order: the stores
 	// the daemon serves when the command line names none.
-	Stores []StoreConfig
+	Stores []Store
 
 	// Path is the file the settings were read from; Lines maps each key
 	// set to its line in it: top-level keys by name, the allowlist's as
@@ -78,42 +79,42 @@ type Config struct {
 type configKey struct {
 	name string
 	flag string
-	set  func(c *Config, v any, dir string) error // v as decoded; dir is the file's folder
-	get  func(c *Config) (string, bool)           // the flag's text, if set
+	set  func(c *File, v any, dir string) error // v as decoded; dir is the file's folder
+	get  func(c *File) (string, bool)           // the flag's text, if set
 }
 
 // configKeys is the schema, in the order --check-config prints it.
 var configKeys = []configKey{
-	stringKey("host", "host", func(c *Config) **string { return &c.Host }, nil),
-	intKey("port", "port", func(c *Config) **int64 { return &c.Port }, 0, 65535),
-	stringKey("sync", "sync", func(c *Config) **string { return &c.Sync }, checkSync),
-	{name: "lock_file", flag: "lock-file", set: setLockFile, get: func(c *Config) (string, bool) { return deref(c.LockFile) }},
-	intKey("batch", "batch", func(c *Config) **int64 { return &c.Batch }, 1, math.MaxInt32),
-	durationKey("idle_release", "idle-release", func(c *Config) **time.Duration { return &c.IdleRelease }, false),
-	durationKey("hand_off_grace", "hand-off-grace", func(c *Config) **time.Duration { return &c.HandOffGrace }, false),
-	durationKey("warn_after", "warn-after", func(c *Config) **time.Duration { return &c.WarnAfter }, false),
-	intKey("max_jobs", "max-jobs", func(c *Config) **int64 { return &c.MaxJobs }, 1, math.MaxInt64),
-	intKey("max_bytes", "max-bytes", func(c *Config) **int64 { return &c.MaxBytes }, 1, math.MaxInt64),
-	intKey("max_job_bytes", "max-job-bytes", func(c *Config) **int64 { return &c.MaxJobBytes }, 1, queue.MaxJobBytesLimit),
-	durationKey("retention", "retention", func(c *Config) **time.Duration { return &c.Retention }, false),
-	stringKey("log_level", "log-level", func(c *Config) **string { return &c.LogLevel }, checkLogLevel),
-	durationKey("exit_idle", "exit-idle", func(c *Config) **time.Duration { return &c.ExitIdle }, true),
-	stringKey("log_format", "log-format", func(c *Config) **string { return &c.LogFormat }, checkLogFormat),
-	{name: "metrics_addr", flag: "metrics-addr", set: setMetricsAddr, get: func(c *Config) (string, bool) { return deref(c.MetricsAddr) }},
-	pathKey("metrics_token_file", "metrics-token-file", func(c *Config) **string { return &c.MetricsToken }),
-	{name: "queue_dir", flag: "queue-dir", set: setQueueDir, get: func(c *Config) (string, bool) { return deref(c.QueueDir) }},
+	stringKey("host", "host", func(c *File) **string { return &c.Host }, nil),
+	intKey("port", "port", func(c *File) **int64 { return &c.Port }, 0, 65535),
+	stringKey("sync", "sync", func(c *File) **string { return &c.Sync }, checkSync),
+	{name: "lock_file", flag: "lock-file", set: setLockFile, get: func(c *File) (string, bool) { return deref(c.LockFile) }},
+	intKey("batch", "batch", func(c *File) **int64 { return &c.Batch }, 1, math.MaxInt32),
+	durationKey("idle_release", "idle-release", func(c *File) **time.Duration { return &c.IdleRelease }, false),
+	durationKey("hand_off_grace", "hand-off-grace", func(c *File) **time.Duration { return &c.HandOffGrace }, false),
+	durationKey("warn_after", "warn-after", func(c *File) **time.Duration { return &c.WarnAfter }, false),
+	intKey("max_jobs", "max-jobs", func(c *File) **int64 { return &c.MaxJobs }, 1, math.MaxInt64),
+	intKey("max_bytes", "max-bytes", func(c *File) **int64 { return &c.MaxBytes }, 1, math.MaxInt64),
+	intKey("max_job_bytes", "max-job-bytes", func(c *File) **int64 { return &c.MaxJobBytes }, 1, queue.MaxJobBytesLimit),
+	durationKey("retention", "retention", func(c *File) **time.Duration { return &c.Retention }, false),
+	stringKey("log_level", "log-level", func(c *File) **string { return &c.LogLevel }, checkLogLevel),
+	durationKey("exit_idle", "exit-idle", func(c *File) **time.Duration { return &c.ExitIdle }, true),
+	stringKey("log_format", "log-format", func(c *File) **string { return &c.LogFormat }, checkLogFormat),
+	{name: "metrics_addr", flag: "metrics-addr", set: setMetricsAddr, get: func(c *File) (string, bool) { return deref(c.MetricsAddr) }},
+	pathKey("metrics_token_file", "metrics-token-file", func(c *File) **string { return &c.MetricsToken }),
+	{name: "queue_dir", flag: "queue-dir", set: setQueueDir, get: func(c *File) (string, bool) { return deref(c.QueueDir) }},
 	// A queue on a NATS cluster (docs/cluster.md). No user, password or
 	// token: a daemon's credentials are a creds file, or come from the
 	// environment ($SCRIBE_NATS_USER, $SCRIBE_NATS_PASSWORD) or flags.
-	stringKey("nats_url", "nats-url", func(c *Config) **string { return &c.NATSURL }, nil),
-	pathKey("nats_config", "nats-config", func(c *Config) **string { return &c.NATSConfig }),
-	pathKey("creds", "creds", func(c *Config) **string { return &c.Creds }),
-	pathKey("tls_ca", "tls-ca", func(c *Config) **string { return &c.TLSCA }),
-	boolKey("tls_first", "tls-first", func(c *Config) **bool { return &c.TLSFirst }),
-	intKey("replicas", "replicas", func(c *Config) **int64 { return &c.Replicas }, 1, 5),
-	durationKey("claim_ttl", "claim-ttl", func(c *Config) **time.Duration { return &c.ClaimTTL }, false),
+	stringKey("nats_url", "nats-url", func(c *File) **string { return &c.NATSURL }, nil),
+	pathKey("nats_config", "nats-config", func(c *File) **string { return &c.NATSConfig }),
+	pathKey("creds", "creds", func(c *File) **string { return &c.Creds }),
+	pathKey("tls_ca", "tls-ca", func(c *File) **string { return &c.TLSCA }),
+	boolKey("tls_first", "tls-first", func(c *File) **bool { return &c.TLSFirst }),
+	intKey("replicas", "replicas", func(c *File) **int64 { return &c.Replicas }, 1, 5),
+	durationKey("claim_ttl", "claim-ttl", func(c *File) **time.Duration { return &c.ClaimTTL }, false),
 	// Not a serve flag (serve ignores it): submit's --autostart.
-	boolKey("autostart", "autostart", func(c *Config) **bool { return &c.Autostart }),
+	boolKey("autostart", "autostart", func(c *File) **bool { return &c.Autostart }),
 }
 
 // execTable is the top-level key of the exec allowlist's tables.
@@ -122,9 +123,9 @@ const execTable = "exec"
 // storeTable is the top-level key of the [[store]] tables.
 const storeTable = "store"
 
-// StoreConfig is one [[store]] table: a store the daemon serves, and the
+// Store is one [[store]] table: a store the daemon serves, and the
 // one setting a store may have of its own.
-type StoreConfig struct {
+type Store struct {
 	// Path is the store folder (path), absolute: a relative one is taken
 	// from the config file's folder.
 	Path string
@@ -135,16 +136,16 @@ type StoreConfig struct {
 	Line int
 }
 
-// ConfigError is one problem in a config file. Line is 0 when the problem
+// Error is one problem in a config file. Line is 0 when the problem
 // has no line (the file as a whole), Key empty when it has no key.
-type ConfigError struct {
+type Error struct {
 	File    string
 	Line    int
 	Key     string
 	Problem string
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -156,10 +157,10 @@ func (e *ConfigError) Error() string {
 	return b.String() + ": " + e.Problem
 }
 
-// ConfigErrors is every problem found in a config file, by line.
-type ConfigErrors []*ConfigError
+// Errors is every problem found in a config file, by line.
+type Errors []*Error
 
-func (es ConfigErrors) Error() string {
+func (es Errors) Error() string {
 	lines := make([]string, len(es))
 	for i, e := range es {
 		lines[i] = e.Error()
@@ -167,7 +168,7 @@ func (es ConfigErrors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// ReadConfig reads and strictly decodes a config file: every key, or only
+// Read reads and strictly decodes a config file: every key, or only
 // the top-level keys named in only, leaving the others neither checked
 // nor set. A caller (`scribe submit`, `scribe mcp`) reads only what it
 // takes, callerKeys: a problem elsewhere in the file (a program missing
@@ -176,8 +177,8 @@ func (es ConfigErrors) Error() string {
 //
 // The file must be one only this process's user can change, a regular
 // file of at most maxConfigBytes (openConfigFile); it is read without
-// blocking, whatever is there. Its problems come back as ConfigErrors.
-func ReadConfig(path string, only ...string) (*Config, error) {
+// blocking, whatever is there. Its problems come back as Errors.
+func Read(path string, only ...string) (*File, error) {
 	f, err := openConfigFile(path)
 	if err != nil {
 		return nil, err
@@ -201,18 +202,28 @@ func ReadConfig(path string, only ...string) (*Config, error) {
 // store's config file.
 var callerKeys = []string{"autostart", "exit_idle"}
 
-// DecodeConfig strictly decodes a config file's content: an unknown key, a
+// Caller reads what a caller takes from a store's config file, by serve's
+// rules (Read of callerKeys): cli.Main's CallerConfig.
+func Caller(path string, stderr io.Writer) (*cli.CallerConfig, error) {
+	cfg, err := Read(path, callerKeys...)
+	if err != nil {
+		return nil, ReportErrors(stderr, err)
+	}
+	return &cli.CallerConfig{Autostart: cfg.Autostart, ExitIdle: cfg.ExitIdle}, nil
+}
+
+// Decode strictly decodes a config file's content: an unknown key, a
 // value of the wrong type or an invalid one is an error naming the file,
 // the line and the key. Every problem is reported, not only the first.
 // Content larger than maxConfigBytes, or nested deeper than
 // maxConfigNesting, is refused before it is decoded.
-func DecodeConfig(path string, data []byte) (*Config, error) {
+func Decode(path string, data []byte) (*File, error) {
 	return decodeConfig(path, data, nil)
 }
 
-// decodeConfig is DecodeConfig, of only the top-level keys in only if it
+// decodeConfig is Decode, of only the top-level keys in only if it
 // is not nil: the others are neither checked nor set.
-func decodeConfig(path string, data []byte, only map[string]bool) (*Config, error) {
+func decodeConfig(path string, data []byte, only map[string]bool) (*File, error) {
 	if errs := checkBounds(path, data); len(errs) > 0 {
 		return nil, errs
 	}
@@ -221,14 +232,14 @@ func decodeConfig(path string, data []byte, only map[string]bool) (*Config, erro
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, ConfigErrors{{File: path, Line: pe.Position.Line, Key: pe.LastKey, Problem: pe.Message}}
+			return nil, Errors{{File: path, Line: pe.Position.Line, Key: pe.LastKey, Problem: pe.Message}}
 		}
-		return nil, ConfigErrors{{File: path, Problem: err.Error()}}
+		return nil, Errors{{File: path, Problem: err.Error()}}
 	}
-	c := &Config{Path: path, Lines: map[string]int{}}
+	c := &File{Path: path, Lines: map[string]int{}}
 	where := scanLines(string(data))
 	lines := where.keys
-	var errs ConfigErrors
+	var errs Errors
 	// Absolute: a command's program must be, and relative paths in the
 	// file are the file's folder's, wherever serve runs.
 	dir, err := filepath.Abs(filepath.Dir(path))
@@ -264,18 +275,18 @@ func decodeConfig(path string, data []byte, only map[string]bool) (*Config, erro
 			case map[string]any, []map[string]any:
 				problem = "unknown table"
 			}
-			errs = append(errs, &ConfigError{File: path, Line: line, Key: top, Problem: problem})
+			errs = append(errs, &Error{File: path, Line: line, Key: top, Problem: problem})
 			continue
 		}
 		reported[top] = true
 		c.Lines[top] = line
 		if err := k.set(c, raw[top], dir); err != nil {
-			errs = append(errs, &ConfigError{File: path, Line: line, Key: top, Problem: err.Error()})
+			errs = append(errs, &Error{File: path, Line: line, Key: top, Problem: err.Error()})
 		}
 	}
 	if len(c.Stores) > 0 && c.LockFile != nil {
 		// Which store's lock would it be?
-		errs = append(errs, &ConfigError{File: path, Line: c.Lines["lock_file"], Key: "lock_file",
+		errs = append(errs, &Error{File: path, Line: c.Lines["lock_file"], Key: "lock_file",
 			Problem: "a file with [[store]] tables sets each store's lock file in its table, not at the top level"})
 	}
 	if len(errs) > 0 {
@@ -288,9 +299,9 @@ func decodeConfig(path string, data []byte, only map[string]bool) (*Config, erro
 // decodeStores reads the [[store]] tables into c.Stores. lines are the
 // lines of each table's header and keys (tomlLines.arrays); a store written
 // as an inline table has the line of the key store, line.
-func decodeStores(c *Config, v any, lines []map[string]int, line int, dir string) ConfigErrors {
-	problem := func(line int, key, format string, args ...any) *ConfigError {
-		return &ConfigError{File: c.Path, Line: line, Key: key, Problem: fmt.Sprintf(format, args...)}
+func decodeStores(c *File, v any, lines []map[string]int, line int, dir string) Errors {
+	problem := func(line int, key, format string, args ...any) *Error {
+		return &Error{File: c.Path, Line: line, Key: key, Problem: fmt.Sprintf(format, args...)}
 	}
 	var tables []map[string]any
 	switch list := v.(type) {
@@ -300,14 +311,14 @@ func decodeStores(c *Config, v any, lines []map[string]int, line int, dir string
 		for _, t := range list {
 			m, ok := t.(map[string]any)
 			if !ok {
-				return ConfigErrors{problem(line, storeTable, "%v", wrongType(t, "a table with the store's path"))}
+				return Errors{problem(line, storeTable, "%v", wrongType(t, "a table with the store's path"))}
 			}
 			tables = append(tables, m)
 		}
 	default:
-		return ConfigErrors{problem(line, storeTable, "%v: write each store as a [[store]] table with its path", wrongType(v, "an array of tables"))}
+		return Errors{problem(line, storeTable, "%v: write each store as a [[store]] table with its path", wrongType(v, "an array of tables"))}
 	}
-	var errs ConfigErrors
+	var errs Errors
 	seen := map[string]int{}
 	for i, t := range tables {
 		at := func(key string) int {
@@ -321,7 +332,7 @@ func decodeStores(c *Config, v any, lines []map[string]int, line int, dir string
 			}
 			return line
 		}
-		st := StoreConfig{Line: at("")}
+		st := Store{Line: at("")}
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			key := storeTable + "." + k
 			switch k {
@@ -339,7 +350,7 @@ func decodeStores(c *Config, v any, lines []map[string]int, line int, dir string
 					st.Path = filepath.Clean(p)
 				}
 			case "lock_file":
-				var lc Config
+				var lc File
 				if err := setLockFile(&lc, t[k], dir); err != nil {
 					errs = append(errs, problem(at(k), key, "%v", err))
 				} else {
@@ -366,27 +377,27 @@ func decodeStores(c *Config, v any, lines []map[string]int, line int, dir string
 	return errs
 }
 
-// configSource says where an effective setting came from.
-type configSource struct {
+// Source says where an effective setting came from.
+type Source struct {
 	from string // "default", "file" or "flag"
 	line int    // the file's line, for "file"
 }
 
-// applyConfig loads the config file serve runs with, if any, and sets the
+// Apply loads the config file serve runs with, if any, and sets the
 // flags that the command line did not set from it. explicit is --config;
 // without it the store's default file is read when present. It returns
 // the file (nil if none) and where each flag's value came from.
-func applyConfig(fset *flag.FlagSet, store, explicit string) (*Config, map[string]configSource, error) {
+func Apply(fset *flag.FlagSet, store, explicit string) (*File, map[string]Source, error) {
 	onCommandLine := map[string]bool{}
 	fset.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	sources := map[string]configSource{}
+	sources := map[string]Source{}
 	for _, k := range configKeys {
 		if fset.Lookup(k.flag) == nil {
 			continue
 		}
-		sources[k.flag] = configSource{from: "default"}
+		sources[k.flag] = Source{from: "default"}
 		if onCommandLine[k.flag] {
-			sources[k.flag] = configSource{from: "flag"}
+			sources[k.flag] = Source{from: "flag"}
 		}
 	}
 	path := explicit
@@ -394,12 +405,12 @@ func applyConfig(fset *flag.FlagSet, store, explicit string) (*Config, map[strin
 		if store == "" {
 			return nil, sources, nil
 		}
-		path = configPath(store)
+		path = Path(store)
 		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil, sources, nil
 		}
 	}
-	cfg, err := ReadConfig(path)
+	cfg, err := Read(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -409,16 +420,16 @@ func applyConfig(fset *flag.FlagSet, store, explicit string) (*Config, map[strin
 			continue
 		}
 		if err := fset.Set(k.flag, text); err != nil {
-			return nil, nil, ConfigErrors{{File: path, Line: cfg.Lines[k.name], Key: k.name, Problem: err.Error()}}
+			return nil, nil, Errors{{File: path, Line: cfg.Lines[k.name], Key: k.name, Problem: err.Error()}}
 		}
-		sources[k.flag] = configSource{from: "file", line: cfg.Lines[k.name]}
+		sources[k.flag] = Source{from: "file", line: cfg.Lines[k.name]}
 	}
 	return cfg, sources, nil
 }
 
-// printConfig prints the settings serve would run with, as a TOML file,
+// Print prints the settings serve would run with, as a TOML file,
 // each with where it came from.
-func printConfig(w io.Writer, fset *flag.FlagSet, cfg *Config, sources map[string]configSource) {
+func Print(w io.Writer, fset *flag.FlagSet, cfg *File, sources map[string]Source) {
 	if cfg != nil {
 		fmt.Fprintf(w, "# config file: %s\n", cfg.Path)
 	} else {
@@ -453,10 +464,10 @@ func printConfig(w io.Writer, fset *flag.FlagSet, cfg *Config, sources map[strin
 	printCommands(w, cfg)
 }
 
-func stringKey(name, flagName string, field func(*Config) **string, check func(string) error) configKey {
+func stringKey(name, flagName string, field func(*File) **string, check func(string) error) configKey {
 	return configKey{
 		name: name, flag: flagName,
-		set: func(c *Config, v any, _ string) error {
+		set: func(c *File, v any, _ string) error {
 			s, ok := v.(string)
 			if !ok {
 				return wrongType(v, "a string")
@@ -469,14 +480,14 @@ func stringKey(name, flagName string, field func(*Config) **string, check func(s
 			*field(c) = &s
 			return nil
 		},
-		get: func(c *Config) (string, bool) { return deref(*field(c)) },
+		get: func(c *File) (string, bool) { return deref(*field(c)) },
 	}
 }
 
-func intKey(name, flagName string, field func(*Config) **int64, lo, hi int64) configKey {
+func intKey(name, flagName string, field func(*File) **int64, lo, hi int64) configKey {
 	return configKey{
 		name: name, flag: flagName,
-		set: func(c *Config, v any, _ string) error {
+		set: func(c *File, v any, _ string) error {
 			n, ok := v.(int64)
 			if !ok {
 				return wrongType(v, "an integer")
@@ -490,7 +501,7 @@ func intKey(name, flagName string, field func(*Config) **int64, lo, hi int64) co
 			*field(c) = &n
 			return nil
 		},
-		get: func(c *Config) (string, bool) {
+		get: func(c *File) (string, bool) {
 			if p := *field(c); p != nil {
 				return strconv.FormatInt(*p, 10), true
 			}
@@ -501,10 +512,10 @@ func intKey(name, flagName string, field func(*Config) **int64, lo, hi int64) co
 
 // durationKey is a duration, written as a string in Go's syntax
 // (time.ParseDuration: "500ms", "90s", "1h30m"), as on the command line.
-func durationKey(name, flagName string, field func(*Config) **time.Duration, zeroOK bool) configKey {
+func durationKey(name, flagName string, field func(*File) **time.Duration, zeroOK bool) configKey {
 	return configKey{
 		name: name, flag: flagName,
-		set: func(c *Config, v any, _ string) error {
+		set: func(c *File, v any, _ string) error {
 			d, err := durationValue(v, zeroOK)
 			if err != nil {
 				return err
@@ -512,7 +523,7 @@ func durationKey(name, flagName string, field func(*Config) **time.Duration, zer
 			*field(c) = &d
 			return nil
 		},
-		get: func(c *Config) (string, bool) {
+		get: func(c *File) (string, bool) {
 			if p := *field(c); p != nil {
 				return p.String(), true
 			}
@@ -523,7 +534,7 @@ func durationKey(name, flagName string, field func(*Config) **time.Duration, zer
 
 // setLockFile takes lock_file relative to the file's folder, and wants its
 // folder to exist (the lock file itself is created when missing).
-func setLockFile(c *Config, v any, dir string) error {
+func setLockFile(c *File, v any, dir string) error {
 	s, ok := v.(string)
 	if !ok {
 		return wrongType(v, "a string (a path)")
@@ -551,10 +562,10 @@ func setLockFile(c *Config, v any, dir string) error {
 // need not exist: the daemon creates it.
 // pathKey is a key of a file's path, absolute or relative to the config
 // file's folder; "" for none.
-func pathKey(name, flagName string, field func(*Config) **string) configKey {
+func pathKey(name, flagName string, field func(*File) **string) configKey {
 	return configKey{
 		name: name, flag: flagName,
-		set: func(c *Config, v any, dir string) error {
+		set: func(c *File, v any, dir string) error {
 			s, ok := v.(string)
 			if !ok {
 				return wrongType(v, "a string (a path)")
@@ -565,11 +576,11 @@ func pathKey(name, flagName string, field func(*Config) **string) configKey {
 			*field(c) = &s
 			return nil
 		},
-		get: func(c *Config) (string, bool) { return deref(*field(c)) },
+		get: func(c *File) (string, bool) { return deref(*field(c)) },
 	}
 }
 
-func setQueueDir(c *Config, v any, dir string) error {
+func setQueueDir(c *File, v any, dir string) error {
 	s, ok := v.(string)
 	if !ok {
 		return wrongType(v, "a string (a path)")
@@ -590,6 +601,14 @@ func checkSync(s string) error {
 	}
 	if d, err := time.ParseDuration(s); err != nil || d <= 0 {
 		return fmt.Errorf("%q: want \"always\" or a positive duration such as \"1s\"", s)
+	}
+	return nil
+}
+
+// checkLogFormat is serve's --log-format: text or json.
+func checkLogFormat(s string) error {
+	if s != "text" && s != "json" {
+		return fmt.Errorf("%q: want text or json", s)
 	}
 	return nil
 }
@@ -631,8 +650,8 @@ func deref(p *string) (string, bool) {
 	return *p, true
 }
 
-// configPath is a store's default config file (queue.Layout.Config).
-func configPath(store string) string {
+// Path is a store's default config file (queue.Layout.Config).
+func Path(store string) string {
 	root, err := queue.ResolveStore(store)
 	if err != nil {
 		root = store // a missing store is reported by serve itself
@@ -640,11 +659,11 @@ func configPath(store string) string {
 	return queue.Layout{Root: root}.Config()
 }
 
-// reportConfigErrors prints each problem of a config file on its own line,
+// ReportErrors prints each problem of a config file on its own line,
 // FILE:LINE: KEY: PROBLEM, and makes them a usage error (exit 2). Other
 // errors (an insecure file: exit 1) pass through.
-func reportConfigErrors(w io.Writer, err error) error {
-	var errs ConfigErrors
+func ReportErrors(w io.Writer, err error) error {
+	var errs Errors
 	if !errors.As(err, &errs) {
 		return err
 	}
@@ -655,5 +674,5 @@ func reportConfigErrors(w io.Writer, err error) error {
 	if len(errs) == 1 {
 		problems = "problem"
 	}
-	return usageError("config %s: %d %s", errs[0].File, len(errs), problems)
+	return cli.Usagef("config %s: %d %s", errs[0].File, len(errs), problems)
 }

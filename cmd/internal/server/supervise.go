@@ -1,8 +1,7 @@
-package main
+package server
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -14,7 +13,7 @@ import (
 // (docs/running.md).
 
 // serveLogger is serve's logger: text or JSON lines on stderr, at level.
-func (m *Main) serveLogger(level, format string) (*slog.Logger, error) {
+func (m *serveCommand) serveLogger(level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, usageError("--log-level %q: want debug, info, warn or error", level)
@@ -27,13 +26,6 @@ func (m *Main) serveLogger(level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(m.Stderr, opts)), nil
 	}
 	return nil, usageError("--log-format %q: want text or json", format)
-}
-
-func checkLogFormat(s string) error {
-	if s != "text" && s != "json" {
-		return fmt.Errorf("%q: want text or json", s)
-	}
-	return nil
 }
 
 // notifier speaks systemd's readiness protocol (sd_notify(3)) when the

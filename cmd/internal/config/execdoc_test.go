@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"os"
@@ -21,13 +21,13 @@ func TestExecDocExample(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("the example runs /usr/bin/python3")
 	}
-	doc, err := os.ReadFile("../../docs/exec.md")
+	doc, err := os.ReadFile("../../../docs/exec.md")
 	require.NoError(t, err)
 	m := regexp.MustCompile("(?s)```toml\n(.*?)```").FindSubmatch(doc)
 	require.NotNil(t, m, "no ```toml block in docs/exec.md")
 	home := t.TempDir()
 	require.NoError(t, os.Mkdir(filepath.Join(home, ".mempalace"), 0o755))
-	c, err := DecodeConfig(filepath.Join(t.TempDir(), "config.toml"), []byte(strings.ReplaceAll(string(m[1]), "/home/me", home)))
+	c, err := Decode(filepath.Join(t.TempDir(), "config.toml"), []byte(strings.ReplaceAll(string(m[1]), "/home/me", home)))
 	require.NoError(t, err)
 	require.Len(t, c.Commands, 1, "the example has one [exec.NAME] table")
 	for _, k := range exec.Keys() {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -20,19 +20,19 @@ import (
 // decodeExec reads the [exec.NAME] tables, the exec allowlist, into
 // c.Commands (exec.Decode, which owns every rule about them), and
 // records the lines of their keys in c.Lines. Its problems are
-// ConfigErrors of c's file, under their keys and lines.
-func decodeExec(c *Config, v any, lines map[string]int, dir string) ConfigErrors {
+// Errors of c's file, under their keys and lines.
+func decodeExec(c *File, v any, lines map[string]int, dir string) Errors {
 	cmds, err := exec.Decode(v, dir, lines)
 	var kerrs exec.KeyErrors
 	switch {
 	case errors.As(err, &kerrs):
-		errs := make(ConfigErrors, len(kerrs))
+		errs := make(Errors, len(kerrs))
 		for i, e := range kerrs {
-			errs[i] = &ConfigError{File: c.Path, Line: e.Line, Key: e.Key.String(), Problem: e.Problem}
+			errs[i] = &Error{File: c.Path, Line: e.Line, Key: e.Key.String(), Problem: e.Problem}
 		}
 		return errs
 	case err != nil:
-		return ConfigErrors{{File: c.Path, Line: lineOf(lines, "exec"), Key: "exec", Problem: err.Error()}}
+		return Errors{{File: c.Path, Line: lineOf(lines, "exec"), Key: "exec", Problem: err.Error()}}
 	}
 	c.Commands = cmds
 	table, _ := v.(map[string]any)
@@ -71,16 +71,16 @@ func durationValue(v any, zeroOK bool) (time.Duration, error) {
 // CheckCommandLocks refuses a command whose own lock file is the store
 // lock, storeLock, or lies in the store's .scribe folder, meta (skipped
 // when ""), as exec.Command.CheckLock decides. The problems are
-// ConfigErrors, under exec.NAME.lock_file.
-func (c *Config) CheckCommandLocks(storeLock, meta string) error {
+// Errors, under exec.NAME.lock_file.
+func (c *File) CheckCommandLocks(storeLock, meta string) error {
 	if c == nil {
 		return nil
 	}
-	var errs ConfigErrors
+	var errs Errors
 	for _, cmd := range c.Commands {
 		if err := cmd.CheckLock(storeLock, meta); err != nil {
 			key := toml.Key{"exec", cmd.Name, "lock_file"}.String()
-			errs = append(errs, &ConfigError{File: c.Path, Line: c.Lines[key], Key: key, Problem: err.Error()})
+			errs = append(errs, &Error{File: c.Path, Line: c.Lines[key], Key: key, Problem: err.Error()})
 		}
 	}
 	if len(errs) > 0 {
@@ -89,11 +89,11 @@ func (c *Config) CheckCommandLocks(storeLock, meta string) error {
 	return nil
 }
 
-// storeLockPaths is the store lock that serve would take, and the store's
+// StoreLockPaths is the store lock that serve would take, and the store's
 // .scribe folder, for CheckCommandLocks: lockFile (--lock-file or the
 // file's lock_file) if set, else the store's default. Unknown parts (no
 // store, or one that does not resolve: serve reports it) are "".
-func storeLockPaths(store, lockFile string) (storeLock, meta string) {
+func StoreLockPaths(store, lockFile string) (storeLock, meta string) {
 	if store != "" {
 		if real, err := queue.ResolveStore(store); err == nil {
 			meta = queue.Layout{Root: real}.Meta()
@@ -111,7 +111,7 @@ func storeLockPaths(store, lockFile string) (storeLock, meta string) {
 
 // printCommands prints the exec allowlist as TOML tables, each key with
 // where it came from.
-func printCommands(w io.Writer, cfg *Config) {
+func printCommands(w io.Writer, cfg *File) {
 	if cfg == nil {
 		return
 	}
@@ -283,10 +283,10 @@ func (v *valueScanner) scan(s string) {
 }
 
 // boolKey is a boolean top-level key.
-func boolKey(name, flagName string, field func(*Config) **bool) configKey {
+func boolKey(name, flagName string, field func(*File) **bool) configKey {
 	return configKey{
 		name: name, flag: flagName,
-		set: func(c *Config, v any, _ string) error {
+		set: func(c *File, v any, _ string) error {
 			b, ok := v.(bool)
 			if !ok {
 				return wrongType(v, "a boolean (true or false)")
@@ -294,7 +294,7 @@ func boolKey(name, flagName string, field func(*Config) **bool) configKey {
 			*field(c) = &b
 			return nil
 		},
-		get: func(c *Config) (string, bool) {
+		get: func(c *File) (string, bool) {
 			if p := *field(c); p != nil {
 				return strconv.FormatBool(*p), true
 			}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/queue"
 )
 
@@ -125,7 +126,7 @@ func openConfigFile(path string) (*os.File, error) {
 		ie.What = "config file"
 		return nil, ie
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, usageError("config %s: no such file", path)
+		return nil, cli.Usagef("config %s: no such file", path)
 	case err != nil:
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -136,15 +137,15 @@ func openConfigFile(path string) (*os.File, error) {
 // line where it goes past them: more than maxConfigBytes, or arrays and
 // inline tables nested deeper than maxConfigNesting. It looks at no more
 // than maxConfigBytes+1 bytes.
-func checkBounds(path string, data []byte) ConfigErrors {
-	var errs ConfigErrors
+func checkBounds(path string, data []byte) Errors {
+	var errs Errors
 	if len(data) > maxConfigBytes {
 		data = data[:maxConfigBytes]
-		errs = append(errs, &ConfigError{File: path, Line: 1 + bytes.Count(data, []byte{'\n'}),
+		errs = append(errs, &Error{File: path, Line: 1 + bytes.Count(data, []byte{'\n'}),
 			Problem: fmt.Sprintf("the file goes on past %d bytes here; a config file holds at most 64 KiB", maxConfigBytes)})
 	}
 	if line := nestedTooDeep(data, maxConfigNesting); line > 0 {
-		errs = append(errs, &ConfigError{File: path, Line: line,
+		errs = append(errs, &Error{File: path, Line: line,
 			Problem: fmt.Sprintf("nested more than %d levels deep (arrays, inline tables, dotted keys); a config file needs 4", maxConfigNesting)})
 	}
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scribehq/scribe/cmd/internal/cli"
+	"github.com/scribehq/scribe/cmd/internal/config"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer/claim"
@@ -22,9 +24,27 @@ import (
 	"github.com/scribehq/scribe/writer/lock"
 )
 
-// ServeCommand runs the daemon of one store, or of several stores with
+// Serve is `scribe serve`: the daemon of one store or several
+// (writer/daemon), from its flags and config file. It parses its own
+// flags (serveflags.go).
+func Serve() cli.Command {
+	return cli.Command{
+		Name: "serve",
+		Forms: []cli.Form{
+			{Args: "--store DIR [flags]", Summary: "run the daemon for a store"},
+			{Args: "--store DIR --nats-url URL [flags]", Summary: "… its queue on a NATS cluster"},
+			{Args: "--nats-config FILE [--store DIR]", Summary: "run a NATS cluster node (serving DIR through it)"},
+		},
+		Heavy: true,
+		Run: func(ctx context.Context, m *cli.Main, args []string) error {
+			return (&serveCommand{m}).Run(ctx, args)
+		},
+	}
+}
+
+// serveCommand runs the daemon of one store, or of several stores with
 // one queue server (docs/running.md#several-stores).
-type ServeCommand struct{ *Main }
+type serveCommand struct{ *cli.Main }
 
 // storeList is serve's --store, which may be given once per store.
 type storeList []string
@@ -49,7 +69,7 @@ type storeSpec struct {
 
 // Run parses flags and serves until ctx ends (SIGINT/SIGTERM), then shuts
 // down gracefully: the batch in hand is finished and the lock released.
-func (c *ServeCommand) Run(ctx context.Context, args []string) error {
+func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	// Every daemon starts here, by hand, under a supervisor or on demand:
 	// it keeps nothing its starter had open but 0-2, or a hook's caller
 	// reading the hook's output to EOF would wait for the daemon to exit.
@@ -108,9 +128,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usageError("serve takes no arguments, got %q", fs.Args())
 	}
-	cfg, sources, err := applyConfig(fs, one, *configFile)
+	cfg, sources, err := config.Apply(fs, one, *configFile)
 	if err != nil {
-		return reportConfigErrors(c.Stderr, err)
+		return config.ReportErrors(c.Stderr, err)
 	}
 	onCommandLine := map[string]bool{} // or in the config file
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
@@ -141,13 +161,13 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if len(stores) == 0 { // --check-config without a store
-		if err := cfg.CheckCommandLocks(storeLockPaths("", *lockFile)); err != nil {
-			return reportConfigErrors(c.Stderr, err)
+		if err := cfg.CheckCommandLocks(config.StoreLockPaths("", *lockFile)); err != nil {
+			return config.ReportErrors(c.Stderr, err)
 		}
 	}
 	for _, st := range stores {
-		if err := cfg.CheckCommandLocks(storeLockPaths(st.path, st.lockFile)); err != nil {
-			return reportConfigErrors(c.Stderr, err)
+		if err := cfg.CheckCommandLocks(config.StoreLockPaths(st.path, st.lockFile)); err != nil {
+			return config.ReportErrors(c.Stderr, err)
 		}
 	}
 	for _, st := range stores {
@@ -174,7 +194,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		log.Warn("creds is ignored: it is the daemon's credentials for a queue on a NATS server or cluster (nats_url or nats_config)", "creds", nf.Creds)
 	}
 	if *checkConfig {
-		printConfig(c.Stdout, fs, cfg, sources)
+		config.Print(c.Stdout, fs, cfg, sources)
 		printStores(c.Stdout, stores)
 		return nil
 	}
@@ -194,7 +214,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		Writer:   daemon.Settings{BatchSize: *batch, IdleRelease: *idle, HandOffGrace: *grace, WarnAfter: *warnAfter, Retention: *retention},
 		Metrics:  daemon.Metrics{Addr: *metricsAddr, TokenFile: *metricsToken},
 		Command:  "scribe " + strings.Join(os.Args[1:], " "),
-		Version:  Version,
+		Version:  c.Version,
 		Logger:   log,
 		Ready: func(status string) {
 			ready.notify(log, "READY=1", fmt.Sprintf("MAINPID=%d", os.Getpid()), "STATUS="+status)
@@ -227,7 +247,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 // --store), else the config file's [[store]] tables, else $SCRIBE_STORE.
 // --lock-file (or the top-level lock_file) names the store lock of one
 // store only.
-func servedStores(fset *flag.FlagSet, args storeList, one string, cfg *Config, lockFile string) ([]storeSpec, error) {
+func servedStores(fset *flag.FlagSet, args storeList, one string, cfg *config.File, lockFile string) ([]storeSpec, error) {
 	lockOnCommandLine := false
 	fset.Visit(func(f *flag.Flag) { lockOnCommandLine = lockOnCommandLine || f.Name == "lock-file" })
 	var stores []storeSpec
@@ -274,13 +294,13 @@ func printStores(w io.Writer, stores []storeSpec) {
 // same, since the daemon would take another lock than the tool it shares
 // the store with, and neither would exclude the other. Other settings are
 // only warned about.
-func checkOwnConfigs(stores []storeSpec, cfg *Config, log *slog.Logger) error {
+func checkOwnConfigs(stores []storeSpec, cfg *config.File, log *slog.Logger) error {
 	for _, st := range stores {
-		path := configPath(st.path)
+		path := config.Path(st.path)
 		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) || (cfg != nil && lock.SameFile(path, cfg.Path)) {
 			continue
 		}
-		own, err := ReadConfig(path)
+		own, err := config.Read(path)
 		if err != nil {
 			return fmt.Errorf("store %s: %w", st.path, err)
 		}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -20,18 +20,6 @@ import (
 // serve is on the command line's framework (cmd/internal/cli). Its help
 // and its bad flags read as the other commands': the flags are written
 // by cli's help, and a bad flag is one line with a hint.
-
-// Main is serve's view of the command line: its streams.
-type Main struct {
-	Stdin  io.Reader
-	Stdout io.Writer
-	Stderr io.Writer
-}
-
-// Run runs the command line on m's streams.
-func (m *Main) Run(ctx context.Context, args []string) error {
-	return newMain(m.Stdin, m.Stdout, m.Stderr).Run(ctx, args)
-}
 
 // Exit codes serve and its config file use.
 const (
@@ -70,7 +58,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // newFlagSet returns serve's flag set, which reports errors instead of
 // exiting. Help goes to stdout when asked for, a usage error to stderr
 // (parse decides).
-func (m *Main) newFlagSet(name, usage string) *flag.FlagSet {
+func (m *serveCommand) newFlagSet(name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	out := &flagOutput{stdout: m.Stdout, stderr: m.Stderr}
 	fs.SetOutput(out)

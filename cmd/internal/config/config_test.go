@@ -1,8 +1,7 @@
-package main
+package config
 
 import (
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/cmd/internal/cli"
 )
 
 func TestDecodeConfig(t *testing.T) {
@@ -26,12 +27,12 @@ func TestDecodeConfig(t *testing.T) {
 		name  string
 		doc   string
 		want  []problem // nil: valid
-		check func(t *testing.T, c *Config)
+		check func(t *testing.T, c *File)
 	}{
 		{
 			name: "valid",
 			doc:  "# a comment\nmax_jobs = 500\nsync = \"1s\"\n\nidle_release = \"2s\"\nlock_file = \"tool.lock\"\nexit_idle = \"0s\"\nport = 4222\n",
-			check: func(t *testing.T, c *Config) {
+			check: func(t *testing.T, c *File) {
 				assert.Equal(t, int64(500), *c.MaxJobs)
 				assert.Equal(t, "1s", *c.Sync)
 				assert.Equal(t, 2*time.Second, *c.IdleRelease)
@@ -43,11 +44,11 @@ func TestDecodeConfig(t *testing.T) {
 				assert.Equal(t, 6, c.Lines["lock_file"])
 			},
 		},
-		{name: "empty", doc: "", check: func(t *testing.T, c *Config) { assert.Nil(t, c.MaxJobs) }},
+		{name: "empty", doc: "", check: func(t *testing.T, c *File) { assert.Nil(t, c.MaxJobs) }},
 		{name: "unknown key", doc: "batch = 10\n\nmax_job = 5\n", want: []problem{{3, "max_job", "unknown key"}}},
 		{name: "key of another case", doc: "\nMAX_JOBS = 5\n", want: []problem{{2, "MAX_JOBS", "unknown key"}}},
 		{name: "unknown table", doc: "batch = 10\n[daemon.mine]\nprogram = \"mine\"\n", want: []problem{{2, "daemon", "unknown table"}}},
-		{name: "autostart", doc: "\nautostart = true\n", check: func(t *testing.T, c *Config) {
+		{name: "autostart", doc: "\nautostart = true\n", check: func(t *testing.T, c *File) {
 			assert.True(t, *c.Autostart)
 			assert.Equal(t, 2, c.Lines["autostart"])
 		}},
@@ -72,7 +73,7 @@ func TestDecodeConfig(t *testing.T) {
 		{name: "duplicate key", doc: "batch = 10\nbatch = 11\n", want: []problem{{2, "batch", "already been defined"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := DecodeConfig(path, []byte(tc.doc))
+			c, err := Decode(path, []byte(tc.doc))
 			if tc.want == nil {
 				require.NoError(t, err)
 				if tc.check != nil {
@@ -81,7 +82,7 @@ func TestDecodeConfig(t *testing.T) {
 				return
 			}
 			require.Error(t, err)
-			var errs ConfigErrors
+			var errs Errors
 			require.True(t, errors.As(err, &errs), "%v", err)
 			require.Len(t, errs, len(tc.want), "%v", err)
 			for i, w := range tc.want {
@@ -101,11 +102,11 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // documented file must be one serve accepts, with every top-level key of
 // the schema (the [exec.NAME] schema is docs/exec.md's, TestExecDocExample).
 func TestConfigDocExample(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/config.md")
+	doc, err := os.ReadFile("../../../docs/config.md")
 	require.NoError(t, err)
 	m := regexp.MustCompile("(?s)```toml\n(.*?)```").FindSubmatch(doc)
 	require.NotNil(t, m, "no ```toml block in docs/config.md")
-	c, err := DecodeConfig(filepath.Join(t.TempDir(), "config.toml"), m[1])
+	c, err := Decode(filepath.Join(t.TempDir(), "config.toml"), m[1])
 	require.NoError(t, err)
 	for _, k := range configKeys {
 		_, ok := k.get(c)
@@ -118,7 +119,7 @@ func TestReadConfigPermissions(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.toml")
 	require.NoError(t, os.WriteFile(good, []byte("batch = 5\n"), 0o600))
-	c, err := ReadConfig(good)
+	c, err := Read(good)
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), *c.Batch)
 
@@ -126,22 +127,22 @@ func TestReadConfigPermissions(t *testing.T) {
 		p := filepath.Join(dir, name+".toml")
 		require.NoError(t, os.WriteFile(p, []byte("batch = 5\n"), 0o600))
 		require.NoError(t, os.Chmod(p, mode))
-		_, err := ReadConfig(p)
+		_, err := Read(p)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), p)
 		assert.Contains(t, err.Error(), "is "+name)
-		assert.Equal(t, exitRejected, exitCode(err))
+		assert.Equal(t, cli.ExitRejected, cli.ExitCode(err))
 	}
 
 	link := filepath.Join(dir, "link.toml")
 	require.NoError(t, os.Symlink(good, link))
-	_, err = ReadConfig(link)
+	_, err = Read(link)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is a symlink")
 
-	_, err = ReadConfig(filepath.Join(dir, "missing.toml"))
+	_, err = Read(filepath.Join(dir, "missing.toml"))
 	require.Error(t, err)
-	assert.Equal(t, exitUsage, exitCode(err))
+	assert.Equal(t, cli.ExitUsage, cli.ExitCode(err))
 }
 
 // [[store]] tables: a store's path and lock file, relative to the file's
@@ -150,16 +151,16 @@ func TestReadConfigPermissions(t *testing.T) {
 func TestDecodeStores(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "daemon.toml")
-	c, err := DecodeConfig(path, []byte("sync = \"1s\"\nqueue_dir = \"queue\"\n\n[[store]]\npath = \"notes\"\n\n[[store]]\n# the wiki shares its tool's lock\npath = \"/srv/wiki\"\nlock_file = \"wiki.lock\"\n"))
+	c, err := Decode(path, []byte("sync = \"1s\"\nqueue_dir = \"queue\"\n\n[[store]]\npath = \"notes\"\n\n[[store]]\n# the wiki shares its tool's lock\npath = \"/srv/wiki\"\nlock_file = \"wiki.lock\"\n"))
 	require.NoError(t, err)
 	require.Len(t, c.Stores, 2)
-	assert.Equal(t, StoreConfig{Path: filepath.Join(dir, "notes"), Line: 4}, c.Stores[0])
-	assert.Equal(t, StoreConfig{Path: "/srv/wiki", LockFile: filepath.Join(dir, "wiki.lock"), Line: 7}, c.Stores[1])
+	assert.Equal(t, Store{Path: filepath.Join(dir, "notes"), Line: 4}, c.Stores[0])
+	assert.Equal(t, Store{Path: "/srv/wiki", LockFile: filepath.Join(dir, "wiki.lock"), Line: 7}, c.Stores[1])
 	assert.Equal(t, filepath.Join(dir, "queue"), *c.QueueDir)
 
-	c, err = DecodeConfig(path, []byte("store = [{path = \"/a\"}, {path = \"/b\"}]\n"))
+	c, err = Decode(path, []byte("store = [{path = \"/a\"}, {path = \"/b\"}]\n"))
 	require.NoError(t, err)
-	assert.Equal(t, []StoreConfig{{Path: "/a", Line: 1}, {Path: "/b", Line: 1}}, c.Stores, "inline tables too")
+	assert.Equal(t, []Store{{Path: "/a", Line: 1}, {Path: "/b", Line: 1}}, c.Stores, "inline tables too")
 
 	for _, tc := range []struct {
 		name string
@@ -177,7 +178,7 @@ func TestDecodeStores(t *testing.T) {
 		{"empty queue_dir", "queue_dir = \"\"\n", []string{":1: queue_dir: empty path"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeConfig(path, []byte(tc.doc))
+			_, err := Decode(path, []byte(tc.doc))
 			require.Error(t, err)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), path+w)
@@ -186,58 +187,21 @@ func TestDecodeStores(t *testing.T) {
 	}
 }
 
-// The stores serve serves: the command line's, else the file's, else
-// $SCRIBE_STORE; a lock file given for several stores is refused.
-func TestServedStores(t *testing.T) {
-	file := &Config{Path: "/etc/scribe.toml", Stores: []StoreConfig{{Path: "/a", LockFile: "/a.lock", Line: 3}, {Path: "/b", Line: 6}}}
-	for _, tc := range []struct {
-		name     string
-		args     []string // serve's flags
-		one      string
-		cfg      *Config
-		lockFile string
-		want     []storeSpec
-		err      string
-	}{
-		{name: "flags", args: []string{"--store", "/x", "--store", "/y"}, cfg: file,
-			want: []storeSpec{{path: "/x", from: "flag --store"}, {path: "/y", from: "flag --store"}}},
-		{name: "file", cfg: file,
-			want: []storeSpec{{path: "/a", lockFile: "/a.lock", from: "file /etc/scribe.toml:3"}, {path: "/b", from: "file /etc/scribe.toml:6"}}},
-		{name: "env", one: "/env", want: []storeSpec{{path: "/env", from: "$SCRIBE_STORE"}}},
-		{name: "one store's lock file", args: []string{"--store", "/x", "--lock-file", "/l"}, one: "/x", lockFile: "/l",
-			want: []storeSpec{{path: "/x", lockFile: "/l", from: "flag --store"}}},
-		{name: "--lock-file for several", args: []string{"--store", "/x", "--store", "/y", "--lock-file", "/l"}, lockFile: "/l", err: "--lock-file names the lock of one store"},
-		{name: "file's lock_file for several", args: []string{"--store", "/x", "--store", "/y"}, lockFile: "/l", err: "the config file's lock_file names the lock of one store"},
-		{name: "none", want: nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-			var stores storeList
-			fs.Var(&stores, "store", "")
-			fs.String("lock-file", "", "")
-			require.NoError(t, fs.Parse(tc.args))
-			got, err := servedStores(fs, stores, tc.one, tc.cfg, tc.lockFile)
-			if tc.err != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tc.err)
-				assert.Equal(t, exitUsage, exitCode(err))
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-		})
-	}
-}
-
 // The example of a daemon of several stores in docs/config.md decodes as
 // it is, with its stores.
 func TestConfigDocSeveralStores(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/config.md")
+	doc, err := os.ReadFile("../../../docs/config.md")
 	require.NoError(t, err)
 	m := regexp.MustCompile("(?s)## Several stores.*?```toml\n(.*?)```").FindSubmatch(doc)
 	require.NotNil(t, m, "no ```toml block under ## Several stores in docs/config.md")
-	c, err := DecodeConfig(filepath.Join(t.TempDir(), "daemon.toml"), m[1])
+	c, err := Decode(filepath.Join(t.TempDir(), "daemon.toml"), m[1])
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, len(c.Stores), 2)
 	assert.NotNil(t, c.QueueDir)
+}
+
+func TestCheckLogFormat(t *testing.T) {
+	assert.NoError(t, checkLogFormat("json"))
+	assert.NoError(t, checkLogFormat("text"))
+	assert.Error(t, checkLogFormat("JSON"))
 }

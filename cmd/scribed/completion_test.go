@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/cmd/internal/cli"
 )
 
 // completionScript is `scribe completion SHELL`, in a file.
@@ -104,7 +106,7 @@ func TestCompletionUnknownShell(t *testing.T) {
 	var out, errb bytes.Buffer
 	m := newMain(nil, &out, &errb)
 	err := m.Run(t.Context(), []string{"completion", "tcsh"})
-	assert.Equal(t, exitUsage, exitCode(err))
+	assert.Equal(t, cli.ExitUsage, cli.ExitCode(err))
 	assert.ErrorContains(t, err, `unknown shell "tcsh"`)
 	assert.Empty(t, out.String())
 }

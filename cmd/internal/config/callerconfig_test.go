@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -71,7 +71,7 @@ func TestSubmitAutostartSettings(t *testing.T) {
 			auto := fs.Autostart()
 			require.NoError(t, fs.Parse(tc.args))
 			var stderr bytes.Buffer
-			start, err := auto.Settle(&cli.Main{Stderr: &stderr, CallerConfig: callerConfig}, store)
+			start, err := auto.Settle(&cli.Main{Stderr: &stderr, CallerConfig: Caller}, store)
 			if tc.code != 0 {
 				require.Error(t, err)
 				assert.Equal(t, tc.code, cli.ExitCode(err), "%v", err)

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -66,7 +66,7 @@ timeout = "90s"
 [exec.third.env]
 B = "x = y"
 `
-	c, err := DecodeConfig(f.path, []byte(doc))
+	c, err := Decode(f.path, []byte(doc))
 	require.NoError(t, err)
 	want := []exec.Command{
 		{
@@ -97,7 +97,7 @@ B = "x = y"
 	assert.Contains(t, out.String(), "\n[exec.\"other.tool\"]")
 	assert.Contains(t, out.String(), `env = { A = "1", LC_ALL = "C" }`)
 	// What --check-config prints is a config file that decodes to the same.
-	again, err := DecodeConfig(f.path, out.Bytes())
+	again, err := Decode(f.path, out.Bytes())
 	require.NoError(t, err, out.String())
 	for i := range want {
 		assert.EqualExportedValues(t, want[i], again.Commands[i])
@@ -180,9 +180,9 @@ func TestDecodeConfigExecProblems(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeConfig(f.path, []byte(tc.doc))
+			_, err := Decode(f.path, []byte(tc.doc))
 			require.Error(t, err)
-			var errs ConfigErrors
+			var errs Errors
 			require.True(t, errors.As(err, &errs), "%v", err)
 			require.Len(t, errs, len(tc.want), "%v", err)
 			for i, w := range tc.want {
@@ -225,51 +225,21 @@ func TestCheckCommandLocks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := "\n[exec.mine]\nprogram = \"tool\"\ntimeout = \"1m\"\nlock_file = " + strconv.Quote(tc.lockFile) + "\n"
-			c, err := DecodeConfig(f.path, []byte(doc))
+			c, err := Decode(f.path, []byte(doc))
 			require.NoError(t, err)
-			err = c.CheckCommandLocks(storeLockPaths(store, tc.storeLock))
+			err = c.CheckCommandLocks(StoreLockPaths(store, tc.storeLock))
 			if tc.problem == "" {
 				assert.NoError(t, err)
 				return
 			}
-			var errs ConfigErrors
+			var errs Errors
 			require.True(t, errors.As(err, &errs), "%v", err)
 			require.Len(t, errs, 1)
 			assert.Equal(t, f.path+":5: exec.mine.lock_file: ", strings.TrimSuffix(errs[0].Error(), errs[0].Problem))
 			assert.Contains(t, errs[0].Problem, tc.problem)
 		})
 	}
-	assert.NoError(t, (*Config)(nil).CheckCommandLocks(storeLock, meta), "no file, no commands")
-}
-
-// serve refuses a config file whose command cannot run, or whose lock is
-// the store lock, before it starts anything: exit 2, the problem named by
-// file, line and key.
-func TestServeRefusesBadCommands(t *testing.T) {
-	newExecFixture(t)
-	store := t.TempDir()
-	meta := queue.Layout{Root: store}.Meta()
-	require.NoError(t, os.Mkdir(meta, 0o700))
-	path := queue.Layout{Root: store}.Config()
-	for _, tc := range []struct {
-		name, doc, want string
-	}{
-		{name: "missing program", doc: "batch = 5\n[exec.mine]\nprogram = \"/nonexistent/mine\"\ntimeout = \"1m\"\n", want: path + ":3: exec.mine.program: /nonexistent/mine: no such file"},
-		{name: "store lock", doc: "[exec.mine]\nprogram = \"tool\"\ntimeout = \"1m\"\nlock_file = \"lock\"\n", want: path + ":4: exec.mine.lock_file: " + filepath.Join(meta, "lock") + " is the store lock file"},
-		{name: "shared store lock", doc: "lock_file = \"../tool.lock\"\n[exec.mine]\nprogram = \"tool\"\ntimeout = \"1m\"\nlock_file = \"../tool.lock\"\n", want: path + ":5: exec.mine.lock_file: "},
-	} {
-		for _, args := range [][]string{{"serve", "--store", store}, {"serve", "--store", store, "--check-config"}} {
-			t.Run(tc.name+" "+strings.Join(args[3:], ""), func(t *testing.T) {
-				require.NoError(t, os.WriteFile(path, []byte(tc.doc), 0o600))
-				var stdout, stderr bytes.Buffer
-				err := (&Main{Stdout: &stdout, Stderr: &stderr}).Run(t.Context(), args)
-				assert.Equal(t, exitUsage, exitCode(err), "%v", err)
-				assert.Contains(t, stderr.String(), tc.want)
-				assert.Empty(t, stdout.String())
-				assert.NoFileExists(t, queue.Layout{Root: store}.DaemonLock(), "serve started nothing")
-			})
-		}
-	}
+	assert.NoError(t, (*File)(nil).CheckCommandLocks(storeLock, meta), "no file, no commands")
 }
 
 func TestKeyLines(t *testing.T) {

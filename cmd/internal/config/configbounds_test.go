@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/scribehq/scribe/cmd/internal/cli"
 
 	"github.com/scribehq/scribe/queue"
 )
@@ -76,20 +78,20 @@ func TestDecodeConfigBounds(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeConfig(path, []byte(tt.doc))
+			_, err := Decode(path, []byte(tt.doc))
 			if tt.problem == nil {
 				require.NoError(t, err)
 				return
 			}
-			var errs ConfigErrors
+			var errs Errors
 			require.ErrorAs(t, err, &errs)
 			assert.Equal(t, strings.Join(tt.problem, "\n"), errs.Error())
-			assert.Equal(t, exitUsage, exitCode(reportConfigErrors(new(strings.Builder), err)))
+			assert.Equal(t, cli.ExitUsage, cli.ExitCode(ReportErrors(new(strings.Builder), err)))
 		})
 	}
 }
 
-// ReadConfig reads a regular file only: a FIFO, a folder, a device or a
+// Read reads a regular file only: a FIFO, a folder, a device or a
 // symlink to one is refused at once, without blocking and without reading
 // it, with the one error of .scribe's rules.
 func TestReadConfigNotRegular(t *testing.T) {
@@ -113,12 +115,12 @@ func TestReadConfigNotRegular(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			done := make(chan error, 1)
-			go func() { _, err := ReadConfig(c.path); done <- err }()
+			go func() { _, err := Read(c.path); done <- err }()
 			var err error
 			select {
 			case err = <-done:
 			case <-time.After(10 * time.Second): // the FIFO's open used to block for ever
-				t.Fatal("ReadConfig blocked")
+				t.Fatal("Read blocked")
 			}
 			require.Error(t, err)
 			var ie *queue.InsecureError
@@ -126,7 +128,7 @@ func TestReadConfigNotRegular(t *testing.T) {
 			assert.Equal(t, c.path, ie.Path)
 			assert.Contains(t, err.Error(), "refusing config file "+c.path)
 			assert.Contains(t, err.Error(), c.problem)
-			assert.Equal(t, exitRejected, exitCode(err))
+			assert.Equal(t, cli.ExitRejected, cli.ExitCode(err))
 		})
 	}
 }
@@ -135,14 +137,14 @@ func TestReadConfigNotRegular(t *testing.T) {
 func TestReadConfigOnlyCallerKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.toml")
 	require.NoError(t, os.WriteFile(path, []byte("autostart = true\nexit_idle = \"2m\"\nbatch = -1\n[exec.x]\nprogram = \"/nonexistent\"\n"), 0o600))
-	c, err := ReadConfig(path, callerKeys...)
+	c, err := Read(path, callerKeys...)
 	require.NoError(t, err)
 	assert.True(t, *c.Autostart)
 	assert.Equal(t, 2*time.Minute, *c.ExitIdle)
 	assert.Nil(t, c.Batch)
 
-	_, err = ReadConfig(path)
-	var errs ConfigErrors
+	_, err = Read(path)
+	var errs Errors
 	require.ErrorAs(t, err, &errs)
 	assert.Len(t, errs, 3, "%v", errs) // batch, and the command's timeout and program
 }

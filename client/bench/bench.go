@@ -134,6 +134,10 @@ type Config struct {
 	// `scribe serve`, and with Procs each producer is a `scribe bench`
 	// process of it in producer mode (Produce).
 	Scribe string
+	// Client is the binary the hook burst and the cold submits run as
+	// `scribe submit --wait`: what a hook runs, the lean scribe beside
+	// scribed. Default Scribe.
+	Client string
 	// Producers are the concurrent producer counts (default
 	// DefaultProducers), each from 1 to 4096.
 	Producers []int
@@ -224,6 +228,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Rounds == 0 {
 		cfg.Rounds = DefaultRounds
+	}
+	if cfg.Client == "" {
+		cfg.Client = cfg.Scribe
 	}
 	if cfg.Duration == 0 {
 		cfg.Duration = DefaultDuration

@@ -187,7 +187,7 @@ func (b *bench) hookRound(ctx context.Context, contender string) (_ map[string]H
 func (b *bench) hookCmd(ctx context.Context, contender, dir, store string, p int) (*exec.Cmd, error) {
 	_, path, line := benchJob(workloads[0], p, 1)
 	if contender == HookScribe {
-		return exec.CommandContext(ctx, b.cfg.Scribe, "submit", "--store", store, "--route", "require", "--wait",
+		return exec.CommandContext(ctx, b.cfg.Client, "submit", "--store", store, "--route", "require", "--wait",
 			"append", path, string(line)), nil
 	}
 	in := filepath.Join(dir, fmt.Sprintf("line-%d", p))

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"slices"
 
 	"github.com/scribehq/scribe/cmd/internal/caller"
 	"github.com/scribehq/scribe/cmd/internal/cli"
@@ -15,24 +16,16 @@ import (
 // knows their flags) forwarded to scribed: their names and forms here
 // are theirs in cmd/internal/server, which this binary does not link.
 func commands() []cli.Command {
-	return []cli.Command{
-		cli.Forward(cli.Command{
-			Name: "serve",
-			Forms: []cli.Form{
-				{Args: "--store DIR [flags]", Summary: "run the daemon for a store"},
-				{Args: "--store DIR --nats-url URL [flags]", Summary: "… its queue on a NATS cluster"},
-				{Args: "--nats-config FILE [--store DIR]", Summary: "run a NATS cluster node (serving DIR through it)"},
-			},
-			Heavy: true,
-		}),
-		caller.Submit(),
-		caller.Status(),
-		caller.Wait(),
-		caller.Cancel(),
-		caller.Jobs(),
-		caller.Lock(),
-		caller.Recover(),
-		caller.Stop(),
+	serve := cli.Forward(cli.Command{
+		Name: "serve",
+		Forms: []cli.Form{
+			{Args: "--store DIR [flags]", Summary: "run the daemon for a store"},
+			{Args: "--store DIR --nats-url URL [flags]", Summary: "… its queue on a NATS cluster"},
+			{Args: "--nats-config FILE [--store DIR]", Summary: "run a NATS cluster node (serving DIR through it)"},
+		},
+		Heavy: true,
+	})
+	return slices.Concat([]cli.Command{serve}, caller.Commands(), []cli.Command{
 		cli.Forward(cli.Command{
 			Name:  "mcp",
 			Forms: []cli.Form{{Args: "--store DIR [flags]", Summary: "serve the store's writes as MCP tools"}},
@@ -51,7 +44,7 @@ func commands() []cli.Command {
 		cli.Forward(cli.CompletionCommand()),
 		cli.HelpCommand(),
 		cli.VersionCommand(),
-	}
+	})
 }
 
 func main() { os.Exit(newMain(os.Stdin, os.Stdout, os.Stderr).Main(os.Args[1:])) }

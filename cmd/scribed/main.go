@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"slices"
 
 	"github.com/scribehq/scribe/cmd/internal/caller"
 	"github.com/scribehq/scribe/cmd/internal/cli"
@@ -13,22 +14,14 @@ import (
 // commands is the whole table of commands, in the order `scribe --help`
 // lists them; cmd/scribe's is the same, its heavy entries forwarded here.
 func commands() []cli.Command {
-	return []cli.Command{
-		server.Serve(),
-		caller.Submit(),
-		caller.Status(),
-		caller.Wait(),
-		caller.Jobs(),
-		caller.Lock(),
-		caller.Recover(),
-		caller.Stop(),
+	return slices.Concat([]cli.Command{server.Serve()}, caller.Commands(), []cli.Command{
 		server.MCP(),
 		server.Demo(),
 		server.Bench(),
 		cli.CompletionCommand(),
 		cli.HelpCommand(),
 		cli.VersionCommand(),
-	}
+	})
 }
 
 func main() { os.Exit(newMain(os.Stdin, os.Stdout, os.Stderr).Main(os.Args[1:])) }

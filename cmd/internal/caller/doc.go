@@ -18,3 +18,11 @@
 // write's wait for the lock only within a bound (--wait=DUR); lock refuses
 // a bare --wait: waiting for the store lock is always bounded.
 package caller
+
+import "github.com/scribehq/scribe/cmd/internal/cli"
+
+// Commands are the light commands in the order `scribe --help` lists
+// them: both binaries' tables take them from here.
+func Commands() []cli.Command {
+	return []cli.Command{Submit(), Status(), Wait(), Cancel(), Jobs(), Lock(), Recover(), Stop()}
+}

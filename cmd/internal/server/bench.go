@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -97,6 +98,7 @@ func Bench() cli.Command {
 				if cfg.Scribe, err = os.Executable(); err != nil {
 					return fmt.Errorf("find this binary: %w", err)
 				}
+				cfg.Client = leanBeside(cfg.Scribe)
 				if *useStrace && runtime.GOOS == "linux" {
 					cfg.Strace, _ = exec.LookPath("strace")
 				}
@@ -144,4 +146,15 @@ func parseProducers(s string) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// leanBeside is the lean scribe binary beside exe, which the hooks a
+// bench times must run, or exe itself if there is none (a go run build,
+// whose scribed lives apart).
+func leanBeside(exe string) string {
+	lean := filepath.Join(filepath.Dir(exe), "scribe")
+	if fi, err := os.Stat(lean); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return lean
+	}
+	return exe
 }

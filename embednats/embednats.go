@@ -253,11 +253,23 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 }
 
 // inProcessTimeout bounds the daemon's connections to its own server,
-// the TLS handshake included. No network is crossed, but the handshake is
-// CPU work on both sides: nats.go's default 2 s is missed on a loaded
-// machine (a race-built daemon among many processes on two cores), and
-// the daemon then fails to start with "tls error: i/o timeout".
+// the TLS handshake included, and the server's TLS handshakes with
+// clients: generous, for a loaded machine (a race-built daemon among many
+// processes on two cores).
 const inProcessTimeout = 10 * time.Second
+
+// inProcessAttempt bounds one try of an in-process connection. An
+// in-process client that sends its ClientHello later than the server's
+// 50 ms wait for it (its goroutine not run meanwhile, on a loaded
+// machine) deadlocks with the server on their synchronous pipe: each
+// writes (the ClientHello, INFO in clear) and neither reads. Only a
+// timeout ends that, and a new connection almost always wins the race,
+// so tries are short: an in-process handshake takes milliseconds.
+const inProcessAttempt = 2 * time.Second
+
+// inProcessConns is where the daemon's in-process connections come from:
+// the server; a test stands in, to deliver them late.
+var inProcessConns = func(ns *server.Server) nats.InProcessConnProvider { return ns }
 
 // connect makes one of the daemon's in-process connections. Submitters
 // may subscribe to _INBOX.> (their replies arrive there), so the daemon's
@@ -268,13 +280,58 @@ const inProcessTimeout = 10 * time.Second
 // sends INFO in clear to one that does not, and that wait would add to
 // every daemon start, an autostarting hook's included.
 func (s *Server) connect(user, pass string) (*nats.Conn, error) {
-	conn, err := nats.Connect("", nats.InProcessServer(s.ns), nats.UserInfo(user, pass),
-		nats.Name("scribe-daemon"), nats.CustomInboxPrefix(DaemonInboxPrefix),
-		nats.Secure(s.selfTLS), nats.TLSHandshakeFirst(), nats.Timeout(inProcessTimeout))
-	if err != nil {
-		return nil, fmt.Errorf("connect in-process: %w", err)
+	deadline := time.Now().Add(inProcessTimeout)
+	for {
+		w := &watchedConns{p: inProcessConns(s.ns)}
+		expiry := time.AfterFunc(inProcessAttempt, w.expire)
+		conn, err := nats.Connect("", nats.InProcessServer(w), nats.UserInfo(user, pass),
+			nats.Name("scribe-daemon"), nats.CustomInboxPrefix(DaemonInboxPrefix),
+			nats.Secure(s.selfTLS), nats.TLSHandshakeFirst(), nats.Timeout(inProcessAttempt))
+		expired := !expiry.Stop()
+		if err == nil && !expired {
+			return conn, nil
+		}
+		if conn != nil {
+			conn.Close()
+		}
+		if err == nil {
+			err = errors.New("the connection was closed as it was made: it took too long")
+		}
+		if !expired && !errors.Is(err, os.ErrDeadlineExceeded) || time.Now().Add(inProcessAttempt).After(deadline) {
+			return nil, fmt.Errorf("connect in-process: %w", err)
+		}
 	}
-	return conn, nil
+}
+
+// watchedConns makes one in-process connection and closes it if the
+// attempt expires first: nats.go, giving up on a deadlocked handshake,
+// flushes to the pipe once more, which would block until the server
+// gives up too (its write deadline, 10 s).
+type watchedConns struct {
+	p       nats.InProcessConnProvider
+	mu      sync.Mutex
+	conn    net.Conn
+	expired bool
+}
+
+func (w *watchedConns) InProcessConn() (net.Conn, error) {
+	c, err := w.p.InProcessConn()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil && w.expired {
+		c.Close()
+	}
+	w.conn = c
+	return c, err
+}
+
+func (w *watchedConns) expire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.expired = true
+	if w.conn != nil {
+		w.conn.Close()
+	}
 }
 
 // clientPermissions lets submitters queue jobs for one store, receive

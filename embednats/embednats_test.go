@@ -439,3 +439,13 @@ func TestStartLogsNoWarning(t *testing.T) {
 	nc.Close()
 	assert.NotContains(t, logs.String(), "level=WARN")
 }
+
+// An in-process client that sends its ClientHello after the server's
+// wait for it deadlocks with the server on their pipe until a timeout;
+// the daemon tries again and starts.
+func TestInProcessConnectDeliveredLateIsRetried(t *testing.T) {
+	made := embednats.DeliverInProcessLate(t, 1, 200*time.Millisecond)
+	srv := start(t, newStore(t), embednats.Config{})
+	require.NoError(t, srv.Conn().Flush())
+	assert.GreaterOrEqual(t, made.Load(), int32(2), "the first, late, connection failed and another was made")
+}

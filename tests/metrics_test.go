@@ -35,16 +35,26 @@ func logLines(t testing.TB, d *daemon) []map[string]any {
 }
 
 // metricsURL is where a daemon started with --log-format json serves its
-// metrics, as its log says (it may have been given port 0).
+// metrics, as its log says (it may have been given port 0). The daemon
+// logs it before it serves, but the line reaches the test's copy of the
+// log through a pipe: it is waited for.
 func metricsURL(t testing.TB, d *daemon) string {
 	t.Helper()
-	for _, l := range logLines(t, d) {
-		if l["msg"] == "serving metrics" {
-			return fmt.Sprint(l["url"])
+	var url string
+	found := func() bool {
+		for _, s := range strings.SplitAfter(d.log.String(), "\n") {
+			var l map[string]any
+			if strings.HasSuffix(s, "\n") && json.Unmarshal([]byte(s), &l) == nil && l["msg"] == "serving metrics" {
+				url = fmt.Sprint(l["url"])
+				return true
+			}
 		}
+		return false
 	}
-	require.FailNow(t, "the daemon did not log where it serves metrics", d.log.String())
-	return ""
+	if !assert.Eventually(t, found, 10*time.Second, 10*time.Millisecond) {
+		require.FailNow(t, "the daemon did not log where it serves metrics", d.log.String())
+	}
+	return url
 }
 
 // scrape reads the metrics in Prometheus' text format.

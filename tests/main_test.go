@@ -197,7 +197,7 @@ func newStore(t testing.TB) string {
 type daemon struct {
 	cmd    *exec.Cmd
 	store  string
-	log    *syncBuffer
+	log    *processLog
 	exited chan struct{}
 	err    error
 	killed bool
@@ -254,8 +254,8 @@ func spawnDaemon(t testing.TB, store string, env []string, extra ...string) *dae
 // be ready. It is stopped at cleanup: SIGTERM, and an exit 0 wanted.
 func startProcess(t testing.TB, cmd *exec.Cmd) *daemon {
 	t.Helper()
-	d := &daemon{cmd: cmd, log: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = d.log, d.log
+	d := &daemon{cmd: cmd, log: newProcessLog(t), exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = d.log.f, d.log.f
 	require.NoError(t, cmd.Start())
 	go func() { d.err = cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() { d.stop(t) })
@@ -295,6 +295,26 @@ func (d *daemon) stop(t testing.TB) {
 	} else if t.Failed() {
 		t.Logf("daemon log:\n%s", d.log.String())
 	}
+}
+
+// processLog is a process's output, in a file the process writes itself:
+// a line is there once the process has written it. Through a pipe and a
+// goroutine that copies it, a test that saw what a line announces could
+// still miss the line.
+type processLog struct{ f *os.File }
+
+func newProcessLog(t testing.TB) *processLog {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "output-")
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return &processLog{f: f}
+}
+
+// String is what the process wrote so far.
+func (l *processLog) String() string {
+	b, _ := os.ReadFile(l.f.Name())
+	return string(b)
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's output and a reader.

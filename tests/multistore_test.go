@@ -33,8 +33,8 @@ func startMulti(t testing.TB, queueDir string, stores []string, extra ...string)
 	for _, s := range stores {
 		args = append(args, "--store", s)
 	}
-	d := &daemon{cmd: exec.Command(scribeBin, append(args, extra...)...), store: stores[0], log: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d := &daemon{cmd: exec.Command(scribeBin, append(args, extra...)...), store: stores[0], log: newProcessLog(t), exited: make(chan struct{})}
+	d.cmd.Stdout, d.cmd.Stderr = d.log.f, d.log.f
 	require.NoError(t, d.cmd.Start())
 	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() { d.stop(t) })
@@ -337,8 +337,8 @@ func TestMultiStoreDocExample(t *testing.T) {
 	assert.Contains(t, r.stdout, `path = "`+filepath.Join(home, "wiki")+`"`)
 	assert.Contains(t, r.stdout, `lock_file = "`+filepath.Join(home, ".wiki.lock")+`"`)
 
-	d := &daemon{cmd: exec.Command(scribeBin, "serve", "--config", cfg, "--exit-idle", "300ms"), log: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d := &daemon{cmd: exec.Command(scribeBin, "serve", "--config", cfg, "--exit-idle", "300ms"), log: newProcessLog(t), exited: make(chan struct{})}
+	d.cmd.Stdout, d.cmd.Stderr = d.log.f, d.log.f
 	require.NoError(t, d.cmd.Start())
 	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() { d.stop(t) })

@@ -558,7 +558,7 @@ class Store:
         if binary is None:
             raise FileNotFoundError(
                 f"scribe binary {scribe!r} not found (not on PATH, or not executable): install it "
-                "(go install github.com/scribehq/scribe/cmd/scribe@latest) or give Store(..., scribe=PATH)")
+                "(go install github.com/scribehq/scribe/cmd/...@latest) or give Store(..., scribe=PATH)")
         if route not in (None, "prefer", "require", "direct"):
             raise ValueError(f"route {route!r}: want prefer, require or direct")
         if retries < 0:

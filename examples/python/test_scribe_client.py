@@ -4,7 +4,7 @@ Run from the repository's root:
 
     python3 -m unittest discover -s examples/python -v
 
-The scribe binary is built once, with ``go build``, into a temporary folder,
+The scribe binaries are built once, with ``go build``, into a temporary folder,
 unless $SCRIBE_BIN names one. Every test makes its own store in a temporary
 folder and starts the daemons it needs (``scribe serve``), which it stops,
 or kills, itself.
@@ -54,10 +54,12 @@ def setUpModule() -> None:
     tmp = tempfile.mkdtemp(prefix="scribe-py-bin-")
     _bin["tmp"] = tmp
     _bin["path"] = os.path.join(tmp, "scribe")
-    r = subprocess.run(["go", "build", "-o", _bin["path"], "./cmd/scribe"], cwd=ROOT,
+    # scribe and, beside it, scribed: the daemon's binary, which serve and
+    # autostart run.
+    r = subprocess.run(["go", "build", "-o", tmp + os.sep, "./cmd/scribe", "./cmd/scribed"], cwd=ROOT,
                        capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError("go build ./cmd/scribe failed:\n" + r.stderr)
+        raise RuntimeError("go build ./cmd/scribe ./cmd/scribed failed:\n" + r.stderr)
 
 
 def tearDownModule() -> None:

@@ -154,7 +154,11 @@ func TestIdleExitCutsOffConnectedClient(t *testing.T) {
 		client.WithAutostart(client.Autostart{Command: []string{scribeBin, "serve"}, ExitIdle: time.Minute}))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cl.Close() })
-	require.Eventually(t, func() bool { return strings.Contains(d.log.String(), "shutting down") }, 30*time.Second+exitIdle, 5*time.Millisecond)
+	// Leaving, withdrawn: a client that looks for a daemon now finds none.
+	require.Eventually(t, func() bool {
+		_, err := queue.ReadDiscovery(store)
+		return strings.Contains(d.log.String(), "shutting down") && err != nil
+	}, 30*time.Second+exitIdle, 5*time.Millisecond)
 
 	job := &queue.Job{ID: "late", Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log.txt", Data: []byte("late\n")}}}
 	require.NoError(t, cl.Submit(t.Context(), job), "queued, by this daemon or the next")

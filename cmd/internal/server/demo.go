@@ -62,6 +62,7 @@ func (c *demo) run(ctx context.Context, workers, jobs int, keep bool) error {
 	if err != nil {
 		return err
 	}
+	exe = leanBeside(exe) // the writers are hooks: they run what a hook runs
 	dir, err := os.MkdirTemp("", "scribe-demo-")
 	if err != nil {
 		return err

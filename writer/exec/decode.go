@@ -89,19 +89,19 @@ var schema = []key{
 	{name: "dir", set: setCommandDir, get: func(cmd *Command) (string, bool) { return tomlString(cmd.Dir), cmd.Dir != "" }},
 	{name: "timeout", set: func(cmd *Command, v any, _ string) error {
 		var err error
-		cmd.Timeout, err = durationValue(v, false)
+		cmd.Timeout, err = DurationValue(v, false)
 		return err
 	}, get: func(cmd *Command) (string, bool) { return tomlString(cmd.Timeout.String()), true }},
 	{name: "grace", set: func(cmd *Command, v any, _ string) error {
 		var err error
-		cmd.Grace, err = durationValue(v, false)
+		cmd.Grace, err = DurationValue(v, false)
 		return err
 	}, get: func(cmd *Command) (string, bool) { return tomlString(cmd.Grace.String()), true }},
 	{name: "max_output", set: func(cmd *Command, v any, _ string) error {
 		n, ok := v.(int64)
 		switch {
 		case !ok:
-			return wrongType(v, "an integer (bytes)")
+			return WrongType(v, "an integer (bytes)")
 		case n < 1 || n > MaxOutputLimit:
 			return fmt.Errorf("%d: want 1 to %d bytes (both streams of a run travel in one outcome message)", n, MaxOutputLimit)
 		}
@@ -111,7 +111,7 @@ var schema = []key{
 	{name: "rerun_safe", set: func(cmd *Command, v any, _ string) error {
 		b, ok := v.(bool)
 		if !ok {
-			return wrongType(v, "a boolean")
+			return WrongType(v, "a boolean")
 		}
 		cmd.RerunSafe = b
 		return nil
@@ -161,17 +161,17 @@ func Decode(v any, dir string, lines map[string]int) ([]Command, error) {
 	}
 	table, ok := v.(map[string]any)
 	if !ok {
-		return nil, KeyErrors{problem(lineOf(lines, "exec"), toml.Key{"exec"}, "%v: want a table of commands, [exec.NAME]", wrongType(v, "a table"))}
+		return nil, KeyErrors{problem(LineOf(lines, "exec"), toml.Key{"exec"}, "%v: want a table of commands, [exec.NAME]", WrongType(v, "a table"))}
 	}
 	var cmds []Command
 	var errs KeyErrors
 	for _, name := range byLine(table, lines, "exec") {
 		key := toml.Key{"exec", name}
-		line := lineOf(lines, key...)
+		line := LineOf(lines, key...)
 		raw, ok := table[name].(map[string]any)
 		switch {
 		case !ok:
-			errs = append(errs, problem(line, key, "%v", wrongType(table[name], "a table, [exec."+name+"]")))
+			errs = append(errs, problem(line, key, "%v", WrongType(table[name], "a table, [exec."+name+"]")))
 			continue
 		case !queue.ValidCommandName(name):
 			errs = append(errs, problem(line, key, "command name %q: want 1-64 characters of [A-Za-z0-9_.-], starting with a letter or digit", name))
@@ -207,7 +207,7 @@ func decodeCommand(name string, raw map[string]any, lines map[string]int, dir st
 	var errs KeyErrors
 	for _, kname := range byLine(raw, lines, "exec", name) {
 		key := toml.Key{"exec", name, kname}
-		line := lineOf(lines, key...)
+		line := LineOf(lines, key...)
 		k, ok := known[kname]
 		if !ok {
 			errs = append(errs, &KeyError{Key: key, Line: line, Problem: "unknown key"})
@@ -217,7 +217,7 @@ func decodeCommand(name string, raw map[string]any, lines map[string]int, dir st
 			var se *subKeyError
 			if errors.As(err, &se) {
 				key = append(key, se.key)
-				line = lineOf(lines, key...)
+				line = LineOf(lines, key...)
 			}
 			errs = append(errs, &KeyError{Key: key, Line: line, Problem: err.Error()})
 		}
@@ -228,7 +228,7 @@ func decodeCommand(name string, raw map[string]any, lines map[string]int, dir st
 	} {
 		if _, ok := raw[required.key]; !ok {
 			key := toml.Key{"exec", name, required.key}
-			errs = append(errs, &KeyError{Key: key, Line: lineOf(lines, "exec", name), Problem: "missing: " + required.why})
+			errs = append(errs, &KeyError{Key: key, Line: LineOf(lines, "exec", name), Problem: "missing: " + required.why})
 		}
 	}
 	return cmd, errs
@@ -240,7 +240,7 @@ func decodeCommand(name string, raw map[string]any, lines map[string]int, dir st
 func setProgram(cmd *Command, v any, dir string) error {
 	s, ok := v.(string)
 	if !ok {
-		return wrongType(v, "a string (a path, or a name to look up in PATH)")
+		return WrongType(v, "a string (a path, or a name to look up in PATH)")
 	}
 	p := s
 	switch {
@@ -296,7 +296,7 @@ func setAllowArgs(cmd *Command, v any, _ string) error {
 func setCommandDir(cmd *Command, v any, _ string) error {
 	s, ok := v.(string)
 	if !ok {
-		return wrongType(v, "a string (a folder relative to the store)")
+		return WrongType(v, "a string (a folder relative to the store)")
 	}
 	if s == "" {
 		return errors.New("empty: leave the key out for the store's root")
@@ -311,14 +311,14 @@ func setCommandDir(cmd *Command, v any, _ string) error {
 func setBusyExitCodes(cmd *Command, v any, _ string) error {
 	list, ok := v.([]any)
 	if !ok {
-		return wrongType(v, "an array of integers")
+		return WrongType(v, "an array of integers")
 	}
 	var codes []int // [] is none, as leaving the key out
 	for i, e := range list {
 		n, ok := e.(int64)
 		switch {
 		case !ok:
-			return fmt.Errorf("element %d: %v", i, wrongType(e, "an integer"))
+			return fmt.Errorf("element %d: %v", i, WrongType(e, "an integer"))
 		case n < 1 || n > 255:
 			return fmt.Errorf("%d: want exit codes 1 to 255", n)
 		}
@@ -334,7 +334,7 @@ func setBusyExitCodes(cmd *Command, v any, _ string) error {
 func setCommandLockFile(cmd *Command, v any, dir string) error {
 	s, ok := v.(string)
 	if !ok {
-		return wrongType(v, "a string (a path)")
+		return WrongType(v, "a string (a path)")
 	}
 	if s == "" {
 		return errors.New("empty: leave the key out if the command takes no lock of its own")
@@ -351,7 +351,7 @@ func setCommandLockFile(cmd *Command, v any, dir string) error {
 func setEnv(cmd *Command, v any, _ string) error {
 	table, ok := v.(map[string]any)
 	if !ok {
-		return wrongType(v, `a table of strings, such as { LC_ALL = "C" }`)
+		return WrongType(v, `a table of strings, such as { LC_ALL = "C" }`)
 	}
 	names := make([]string, 0, len(table))
 	for name := range table {
@@ -366,7 +366,7 @@ func setEnv(cmd *Command, v any, _ string) error {
 		}
 		switch {
 		case !ok:
-			return &subKeyError{key: name, err: wrongType(table[name], "a string")}
+			return &subKeyError{key: name, err: WrongType(table[name], "a string")}
 		case strings.IndexByte(s, 0) >= 0:
 			return &subKeyError{key: name, err: errors.New("contains a NUL byte")}
 		}
@@ -380,13 +380,13 @@ func setEnv(cmd *Command, v any, _ string) error {
 func stringList(v any) ([]string, error) {
 	list, ok := v.([]any)
 	if !ok {
-		return nil, wrongType(v, "an array of strings")
+		return nil, WrongType(v, "an array of strings")
 	}
 	var out []string
 	for i, e := range list {
 		s, ok := e.(string)
 		if !ok {
-			return nil, fmt.Errorf("element %d: %v", i, wrongType(e, "a string"))
+			return nil, fmt.Errorf("element %d: %v", i, WrongType(e, "a string"))
 		}
 		if strings.IndexByte(s, 0) >= 0 {
 			return nil, fmt.Errorf("element %d contains a NUL byte", i)
@@ -396,12 +396,12 @@ func stringList(v any) ([]string, error) {
 	return out, nil
 }
 
-// durationValue is a duration written as a string in Go's syntax
+// DurationValue is a duration written as a string in Go's syntax
 // (time.ParseDuration: "500ms", "90s", "1h30m"), as on the command line.
-func durationValue(v any, zeroOK bool) (time.Duration, error) {
+func DurationValue(v any, zeroOK bool) (time.Duration, error) {
 	s, ok := v.(string)
 	if !ok {
-		return 0, wrongType(v, `a duration string such as "90s"`)
+		return 0, WrongType(v, `a duration string such as "90s"`)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
@@ -420,7 +420,7 @@ func byLine(table map[string]any, lines map[string]int, parent ...string) []stri
 	for name := range table {
 		names = append(names, name)
 	}
-	line := func(name string) int { return lineOf(lines, append(slices.Clip(parent), name)...) }
+	line := func(name string) int { return LineOf(lines, append(slices.Clip(parent), name)...) }
 	slices.SortFunc(names, func(a, b string) int {
 		if la, lb := line(a), line(b); la != lb {
 			return la - lb
@@ -464,9 +464,13 @@ func tomlStrings(list []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-// lineOf is the line of a key, or of the nearest table or key that holds
+// LineOf is the line of a key, or of the nearest table or key that holds
 // it (the keys of an inline table have their table's line); 0 if none.
-func lineOf(lines map[string]int, key ...string) int {
+// LineOf, WrongType and DurationValue are the config file's rules for
+// naming where a key is and reading its values: the [exec.NAME] tables
+// are decoded here, the rest of the file by the daemon's command line,
+// and both say a problem the same way.
+func LineOf(lines map[string]int, key ...string) int {
 	for n := len(key); n > 0; n-- {
 		if line, ok := lines[toml.Key(key[:n]).String()]; ok {
 			return line
@@ -475,8 +479,8 @@ func lineOf(lines map[string]int, key ...string) int {
 	return 0
 }
 
-// wrongType names the TOML type found and the one wanted.
-func wrongType(v any, want string) error {
+// WrongType names the TOML type found and the one wanted.
+func WrongType(v any, want string) error {
 	var got string
 	switch v.(type) {
 	case string:

@@ -253,7 +253,7 @@ func decodeConfig(path string, data []byte, only map[string]bool) (*File, error)
 	reported := map[string]bool{}
 	for _, key := range md.Keys() {
 		top := key[0]
-		line := lineOf(lines, top)
+		line := exec.LineOf(lines, top)
 		k, ok := known[top]
 		switch {
 		case reported[top], only != nil && !only[top]:
@@ -311,12 +311,12 @@ func decodeStores(c *File, v any, lines []map[string]int, line int, dir string) 
 		for _, t := range list {
 			m, ok := t.(map[string]any)
 			if !ok {
-				return Errors{problem(line, storeTable, "%v", wrongType(t, "a table with the store's path"))}
+				return Errors{problem(line, storeTable, "%v", exec.WrongType(t, "a table with the store's path"))}
 			}
 			tables = append(tables, m)
 		}
 	default:
-		return Errors{problem(line, storeTable, "%v: write each store as a [[store]] table with its path", wrongType(v, "an array of tables"))}
+		return Errors{problem(line, storeTable, "%v: write each store as a [[store]] table with its path", exec.WrongType(v, "an array of tables"))}
 	}
 	var errs Errors
 	seen := map[string]int{}
@@ -340,7 +340,7 @@ func decodeStores(c *File, v any, lines []map[string]int, line int, dir string) 
 				p, ok := t[k].(string)
 				switch {
 				case !ok:
-					errs = append(errs, problem(at(k), key, "%v", wrongType(t[k], "a string (the store folder)")))
+					errs = append(errs, problem(at(k), key, "%v", exec.WrongType(t[k], "a string (the store folder)")))
 				case p == "":
 					errs = append(errs, problem(at(k), key, "empty path: want the store folder"))
 				default:
@@ -470,7 +470,7 @@ func stringKey(name, flagName string, field func(*File) **string, check func(str
 		set: func(c *File, v any, _ string) error {
 			s, ok := v.(string)
 			if !ok {
-				return wrongType(v, "a string")
+				return exec.WrongType(v, "a string")
 			}
 			if check != nil {
 				if err := check(s); err != nil {
@@ -490,7 +490,7 @@ func intKey(name, flagName string, field func(*File) **int64, lo, hi int64) conf
 		set: func(c *File, v any, _ string) error {
 			n, ok := v.(int64)
 			if !ok {
-				return wrongType(v, "an integer")
+				return exec.WrongType(v, "an integer")
 			}
 			if n < lo || n > hi {
 				if hi == math.MaxInt64 || hi == math.MaxInt32 {
@@ -516,7 +516,7 @@ func durationKey(name, flagName string, field func(*File) **time.Duration, zeroO
 	return configKey{
 		name: name, flag: flagName,
 		set: func(c *File, v any, _ string) error {
-			d, err := durationValue(v, zeroOK)
+			d, err := exec.DurationValue(v, zeroOK)
 			if err != nil {
 				return err
 			}
@@ -537,7 +537,7 @@ func durationKey(name, flagName string, field func(*File) **time.Duration, zeroO
 func setLockFile(c *File, v any, dir string) error {
 	s, ok := v.(string)
 	if !ok {
-		return wrongType(v, "a string (a path)")
+		return exec.WrongType(v, "a string (a path)")
 	}
 	if s == "" {
 		return errors.New(`empty path: leave the key out for the default, <store>/.scribe/lock`)
@@ -568,7 +568,7 @@ func pathKey(name, flagName string, field func(*File) **string) configKey {
 		set: func(c *File, v any, dir string) error {
 			s, ok := v.(string)
 			if !ok {
-				return wrongType(v, "a string (a path)")
+				return exec.WrongType(v, "a string (a path)")
 			}
 			if s != "" && !filepath.IsAbs(s) {
 				s = filepath.Join(dir, s)
@@ -583,7 +583,7 @@ func pathKey(name, flagName string, field func(*File) **string) configKey {
 func setQueueDir(c *File, v any, dir string) error {
 	s, ok := v.(string)
 	if !ok {
-		return wrongType(v, "a string (a path)")
+		return exec.WrongType(v, "a string (a path)")
 	}
 	if s == "" {
 		return errors.New(`empty path: leave the key out for the default, $XDG_STATE_HOME/scribe/queue`)
@@ -619,28 +619,6 @@ func checkLogLevel(s string) error {
 		return nil
 	}
 	return fmt.Errorf("%q: want debug, info, warn or error", s)
-}
-
-// wrongType names the TOML type found and the one wanted.
-func wrongType(v any, want string) error {
-	var got string
-	switch v.(type) {
-	case string:
-		got = "a string"
-	case int64:
-		got = "an integer"
-	case float64:
-		got = "a float"
-	case bool:
-		got = "a boolean"
-	case map[string]any:
-		got = "a table"
-	case []any, []map[string]any:
-		got = "an array"
-	default:
-		got = "a date or time"
-	}
-	return fmt.Errorf("wrong type: %s, want %s", got, want)
 }
 
 func deref(p *string) (string, bool) {

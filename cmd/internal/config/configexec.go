@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -32,40 +31,23 @@ func decodeExec(c *File, v any, lines map[string]int, dir string) Errors {
 		}
 		return errs
 	case err != nil:
-		return Errors{{File: c.Path, Line: lineOf(lines, "exec"), Key: "exec", Problem: err.Error()}}
+		return Errors{{File: c.Path, Line: exec.LineOf(lines, "exec"), Key: "exec", Problem: err.Error()}}
 	}
 	c.Commands = cmds
 	table, _ := v.(map[string]any)
 	known := exec.Keys()
 	for _, cmd := range cmds {
 		key := toml.Key{"exec", cmd.Name}
-		c.Lines[key.String()] = lineOf(lines, key...)
+		c.Lines[key.String()] = exec.LineOf(lines, key...)
 		raw, _ := table[cmd.Name].(map[string]any)
 		for name := range raw {
 			if slices.Contains(known, name) {
 				k := toml.Key{"exec", cmd.Name, name}
-				c.Lines[k.String()] = lineOf(lines, k...)
+				c.Lines[k.String()] = exec.LineOf(lines, k...)
 			}
 		}
 	}
 	return nil
-}
-
-// durationValue is a duration written as a string in Go's syntax
-// (time.ParseDuration: "500ms", "90s", "1h30m"), as on the command line.
-func durationValue(v any, zeroOK bool) (time.Duration, error) {
-	s, ok := v.(string)
-	if !ok {
-		return 0, wrongType(v, `a duration string such as "90s"`)
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration: want a number with a unit (ns, us, ms, s, m, h) such as \"90s\" or \"1h30m\"", s)
-	}
-	if d < 0 || d == 0 && !zeroOK {
-		return 0, fmt.Errorf("%q: want a positive duration", s)
-	}
-	return d, nil
 }
 
 // CheckCommandLocks refuses a command whose own lock file is the store
@@ -128,64 +110,6 @@ func printCommands(w io.Writer, cfg *File) {
 			fmt.Fprintf(w, "%-40s # %s\n", s.Key+" = "+s.Value, from(toml.Key{"exec", cmd.Name, s.Key}))
 		}
 	}
-}
-
-// lineOf is the line of a key, or of the nearest table or key that holds
-// it (the keys of an inline table have their table's line); 0 if none.
-func lineOf(lines map[string]int, key ...string) int {
-	for n := len(key); n > 0; n-- {
-		if line, ok := lines[toml.Key(key[:n]).String()]; ok {
-			return line
-		}
-	}
-	return 0
-}
-
-// keyLines maps each key and table of a TOML document, by its dotted path
-// (toml.Key.String), to the line (from 1) where it is first set or opened.
-// A header [a.b] opens a and a.b; a line `x.y = …` under it sets a.b.x and
-// a.b.x.y. Values that span lines (arrays, multi-line strings) are skipped
-// over, so that their content is never taken for a key. The keys of
-// inline tables are not listed (lineOf gives their table's line).
-func keyLines(doc string) map[string]int {
-	lines := map[string]int{}
-	record := func(line int, path toml.Key) {
-		for n := 1; n <= len(path); n++ {
-			if k := path[:n].String(); lines[k] == 0 {
-				lines[k] = line
-			}
-		}
-	}
-	var (
-		table toml.Key
-		s     valueScanner
-	)
-	for i, text := range strings.Split(doc, "\n") {
-		if s.open() {
-			s.scan(text)
-			continue
-		}
-		rest := strings.TrimLeft(text, " \t")
-		switch {
-		case rest == "" || rest[0] == '#':
-			continue
-		case rest[0] == '[':
-			rest = strings.TrimPrefix(strings.TrimPrefix(rest, "["), "[")
-			if path, after, ok := parseKey(rest); ok && strings.HasPrefix(strings.TrimLeft(after, " \t"), "]") {
-				table = path
-				record(i+1, table)
-			}
-			continue
-		}
-		path, after, ok := parseKey(rest)
-		after = strings.TrimLeft(after, " \t")
-		if !ok || !strings.HasPrefix(after, "=") {
-			continue
-		}
-		record(i+1, append(slices.Clip(table), path...))
-		s.scan(after[1:])
-	}
-	return lines
 }
 
 // parseKey reads a dotted TOML key at the start of s: bare, "basic" or
@@ -289,7 +213,7 @@ func boolKey(name, flagName string, field func(*File) **bool) configKey {
 		set: func(c *File, v any, _ string) error {
 			b, ok := v.(bool)
 			if !ok {
-				return wrongType(v, "a boolean (true or false)")
+				return exec.WrongType(v, "a boolean (true or false)")
 			}
 			*field(c) = &b
 			return nil

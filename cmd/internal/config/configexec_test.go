@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -240,47 +239,4 @@ func TestCheckCommandLocks(t *testing.T) {
 		})
 	}
 	assert.NoError(t, (*File)(nil).CheckCommandLocks(storeLock, meta), "no file, no commands")
-}
-
-func TestKeyLines(t *testing.T) {
-	doc := `top = 1
-"quoted key" = 2
-s = """
-fake = 3
-"""
-a = [
-  [1, 2],
-  "x = 4",
-]
-[exec.mine]
-program = 'p' # a comment = 5
-env.A = "1"
-[exec . "my.tool"]
-timeout = "1s"
-[[list]]
-item = 1
-`
-	lines := keyLines(doc)
-	for _, tc := range []struct {
-		key  toml.Key
-		line int
-	}{
-		{toml.Key{"top"}, 1},
-		{toml.Key{"quoted key"}, 2},
-		{toml.Key{"s"}, 3},
-		{toml.Key{"a"}, 6},
-		{toml.Key{"exec"}, 10},
-		{toml.Key{"exec", "mine"}, 10},
-		{toml.Key{"exec", "mine", "program"}, 11},
-		{toml.Key{"exec", "mine", "env"}, 12},
-		{toml.Key{"exec", "mine", "env", "A"}, 12},
-		{toml.Key{"exec", "my.tool"}, 13},
-		{toml.Key{"exec", "my.tool", "timeout"}, 14},
-		{toml.Key{"list", "item"}, 16},
-	} {
-		assert.Equal(t, tc.line, lineOf(lines, tc.key...), tc.key.String())
-	}
-	for _, k := range []string{"fake", "x", "1"} {
-		assert.NotContains(t, lines, k, "a value's content is not a key")
-	}
 }

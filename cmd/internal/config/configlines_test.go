@@ -5,6 +5,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/scribehq/scribe/writer/exec"
 )
 
 // scanLines finds each key and table where it is first set or opened,
@@ -60,7 +62,7 @@ path = "a broken header: not a table of the array"
 		{toml.Key{"store", "path"}, 17},
 		{toml.Key{"list", "item"}, 26},
 	} {
-		assert.Equal(t, tc.line, lineOf(tl.keys, tc.key...), tc.key.String())
+		assert.Equal(t, tc.line, exec.LineOf(tl.keys, tc.key...), tc.key.String())
 	}
 	for _, k := range []string{"fake", "x", "1"} {
 		assert.NotContains(t, tl.keys, k, "a value's content is not a key")

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/scribehq/scribe/writer/daemon/metricsaddr"
+	"github.com/scribehq/scribe/writer/exec"
 )
 
 // setMetricsAddr is the config file's metrics_addr: checked, and a
@@ -12,7 +13,7 @@ import (
 func setMetricsAddr(c *File, v any, dir string) error {
 	s, ok := v.(string)
 	if !ok {
-		return wrongType(v, "a string")
+		return exec.WrongType(v, "a string")
 	}
 	if err := metricsaddr.Check(s); err != nil {
 		return err

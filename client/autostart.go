@@ -123,7 +123,7 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 			a.started = s
 			q.log.Debug("started a daemon", "pid", s.pid, "command", a.cfg.Command)
 		}
-		if !sleep(ctx, autostartPoll(attempt)) {
+		if !queue.Sleep(ctx, autostartPoll(attempt)) {
 			if err == nil {
 				err = errors.New("no daemon announced itself")
 			}

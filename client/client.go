@@ -346,8 +346,8 @@ func (c *Client) Apply(ctx context.Context, job *queue.Job) (*queue.Outcome, err
 // Status looks a job ID up in the journal: its recorded outcome, or, when
 // there is none (yet), whether older outcomes have been pruned.
 func (c *Client) Status(ctx context.Context, id string) (*queue.Lookup, error) {
-	if !queue.ValidID(id) {
-		return nil, queue.Reject(queue.ReasonBadInput, "job id %q is not valid", id)
+	if p := queue.IDProblem(id); p != "" {
+		return nil, queue.Reject(queue.ReasonBadInput, "%s", p)
 	}
 	return c.r.lookup(ctx, id)
 }
@@ -366,8 +366,8 @@ func (c *Client) Status(ctx context.Context, id string) (*queue.Lookup, error) {
 // ErrBusy (nothing was changed; try again). An invalid ID is a
 // *queue.RejectError.
 func (c *Client) Cancel(ctx context.Context, id string) (*queue.Outcome, error) {
-	if !queue.ValidID(id) {
-		return nil, queue.Reject(queue.ReasonBadInput, "job id %q is not valid", id)
+	if p := queue.IDProblem(id); p != "" {
+		return nil, queue.Reject(queue.ReasonBadInput, "%s", p)
 	}
 	a, err := c.r.cancel(ctx, id)
 	if err != nil {
@@ -410,23 +410,6 @@ func (c *Client) DeadLetters(ctx context.Context) (*queue.DeadLetters, error) {
 // without one, there is nothing to ask.
 func holdHandedDown() bool {
 	return os.Getenv(lock.EnvLockID) != "" && os.Getenv(lock.EnvLockToken) != ""
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// backoff is the pause before retry n (from 0): 10 ms, doubling, at most
-// half a second.
-func backoff(n int) time.Duration {
-	return min(10*time.Millisecond<<min(n, 6), 500*time.Millisecond)
 }
 
 func commandLine() string {

@@ -41,8 +41,8 @@ var ErrNotDecided = errors.New("outcome not known yet")
 // a job further back is unknown, its Detail saying so. Without a daemon
 // nothing can read the queue: a job without an outcome is unknown.
 func (c *Client) Locate(ctx context.Context, id string) (*queue.Lookup, error) {
-	if !queue.ValidID(id) {
-		return nil, queue.Reject(queue.ReasonBadInput, "job id %q is not valid", id)
+	if p := queue.IDProblem(id); p != "" {
+		return nil, queue.Reject(queue.ReasonBadInput, "%s", p)
 	}
 	return c.r.locate(ctx, id)
 }
@@ -57,8 +57,8 @@ func (c *Client) Locate(ctx context.Context, id string) (*queue.Lookup, error) {
 //
 // If ctx ends first, the error matches ErrNotDecided and ctx's error.
 func (c *Client) Wait(ctx context.Context, id string) (*queue.Lookup, error) {
-	if !queue.ValidID(id) {
-		return nil, queue.Reject(queue.ReasonBadInput, "job id %q is not valid", id)
+	if p := queue.IDProblem(id); p != "" {
+		return nil, queue.Reject(queue.ReasonBadInput, "%s", p)
 	}
 	return c.r.waitFor(ctx, id)
 }
@@ -147,7 +147,7 @@ func (q *queued) waitFor(ctx context.Context, id string) (*queue.Lookup, error) 
 				if q.gone(nc) {
 					return nil, fmt.Errorf("job %s: %w: %w", id, ErrNotDecided, q.goneErr(nc))
 				}
-				if !sleep(ctx, backoff(down)) {
+				if !queue.Sleep(ctx, queue.Backoff(down)) {
 					return nil, notDecided(ctx, id)
 				}
 				down++
@@ -233,7 +233,7 @@ func (d *direct) waitFor(ctx context.Context, id string) (*queue.Lookup, error) 
 				}
 			}
 		}
-		if !sleep(ctx, waitPoll) {
+		if !queue.Sleep(ctx, waitPoll) {
 			return nil, notDecided(ctx, id)
 		}
 	}

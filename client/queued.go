@@ -67,7 +67,7 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 			return q, nil
 		}
 		q.log.Debug("connect to daemon", "url", d.URL, "err", err)
-		if !sleep(ctx, backoff(attempt)) {
+		if !queue.Sleep(ctx, queue.Backoff(attempt)) {
 			return nil, fmt.Errorf("%w: pid %d at %s: %w", ErrUnavailable, d.PID, d.URL, err)
 		}
 	}
@@ -206,7 +206,7 @@ func (q *queued) discover(ctx context.Context) (*queue.Discovery, error) {
 		if !errors.Is(err, discovery.ErrStarting) {
 			return d, err
 		}
-		if !sleep(ctx, backoff(attempt)) {
+		if !queue.Sleep(ctx, queue.Backoff(attempt)) {
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
@@ -254,7 +254,7 @@ func (q *queued) submit(ctx context.Context, job *queue.Job, data []byte, chosen
 				}
 				return nil
 			}
-			if !sleep(lctx, backoff(attempt)) {
+			if !queue.Sleep(lctx, queue.Backoff(attempt)) {
 				return nil
 			}
 		}
@@ -315,7 +315,7 @@ func (q *queued) subscribe(ctx context.Context, id string) (*nats.Conn, *nats.Su
 		if q.gone(nc) {
 			return nil, nil, q.goneErr(nc)
 		}
-		if !sleep(ctx, backoff(attempt)) {
+		if !queue.Sleep(ctx, queue.Backoff(attempt)) {
 			return nil, nil, fmt.Errorf("%w: no connection to it (%w)", ErrUnavailable, ctx.Err())
 		}
 	}
@@ -356,7 +356,7 @@ func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *n
 				if q.gone(nc) {
 					return nil, fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, q.goneErr(nc))
 				}
-				if !sleep(ctx, backoff(down)) {
+				if !queue.Sleep(ctx, queue.Backoff(down)) {
 					return nil, unknown()
 				}
 				down++
@@ -462,7 +462,7 @@ func (q *queued) publish(ctx context.Context, id string, data []byte) (dup bool,
 		if q.gone(nc) {
 			return false, fmt.Errorf("job %s: whether it was queued is unknown; retry with the same ID: %w (%w)", id, q.goneErr(nc), err)
 		}
-		if !sleep(ctx, backoff(attempt)) {
+		if !queue.Sleep(ctx, queue.Backoff(attempt)) {
 			return false, fmt.Errorf("job %s: whether it was queued is unknown; retry with the same ID: %w (%w)", id, ctx.Err(), err)
 		}
 		q.redialIfLost(ctx)

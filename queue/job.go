@@ -249,6 +249,15 @@ func ValidID(id string) bool {
 	return true
 }
 
+// IDProblem says why id may not be used as a job ID, for a message that
+// names the rule; "" if it may (ValidID).
+func IDProblem(id string) string {
+	if ValidID(id) {
+		return ""
+	}
+	return fmt.Sprintf("job id %q is not valid: want 1-%d characters of [A-Za-z0-9_-]", truncate(id, 80), MaxIDLen)
+}
+
 // Validate checks the job's shape: version, ID, store, op kinds, paths'
 // basic form and limits. It does not look at the store's files; the writer
 // checks what depends on them. The error is a *RejectError.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -487,4 +488,17 @@ func TestNewID(t *testing.T) {
 	assert.True(t, queue.ValidID(a), a)
 	assert.Len(t, a, 32)
 	assert.NotEqual(t, a, b)
+}
+
+// IDProblem is empty exactly for the IDs ValidID takes, and otherwise
+// names the rule, with the ID cut short if long.
+func TestIDProblem(t *testing.T) {
+	for _, id := range []string{"a", "job-1_X", strings.Repeat("z", queue.MaxIDLen)} {
+		assert.Empty(t, queue.IDProblem(id), id)
+	}
+	for _, id := range []string{"", "a.b", "a b", "é", strings.Repeat("z", queue.MaxIDLen+1), strings.Repeat("y", 10000)} {
+		p := queue.IDProblem(id)
+		assert.Contains(t, p, fmt.Sprintf("want 1-%d characters of [A-Za-z0-9_-]", queue.MaxIDLen), "%.20q", id)
+		assert.Less(t, len(p), 200, "a long ID is cut short")
+	}
 }

@@ -14,8 +14,8 @@ import (
 // cancel is the cancel tool: client.Cancel, its answer as a
 // queue.CancelAnswer. Only a cancellation is a success.
 func (m *tools) cancel(ctx context.Context, _ *sdk.CallToolRequest, in cancelArgs) (*sdk.CallToolResult, any, error) {
-	if !queue.ValidID(in.ID) {
-		return errorResult(fmt.Sprintf("job id %q is not valid: want 1-%d characters of [A-Za-z0-9_-]", in.ID, queue.MaxIDLen)), nil, nil
+	if p := queue.IDProblem(in.ID); p != "" {
+		return errorResult(p), nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Wait)
 	defer cancel()
@@ -45,5 +45,5 @@ func (m *tools) cancel(ctx context.Context, _ *sdk.CallToolRequest, in cancelArg
 		return errorResult(fmt.Sprintf("job %s not cancelled: %v; only the store's daemon holds a queue to cancel from", in.ID, err)), nil, nil
 	}
 	log.Warn("not cancelled", "err", err)
-	return errorResult(fmt.Sprintf("job %s not cancelled: %v; nothing was changed, call again", in.ID, err)), nil, nil
+	return errorResult(fmt.Sprintf("job %s: %v; whether it was cancelled is not known: call again, cancelling twice gives the same answer", in.ID, err)), nil, nil
 }

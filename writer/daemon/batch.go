@@ -25,7 +25,7 @@ func (w *Writer) process(ctx context.Context, items []item) bool {
 		// A direct writer is waiting: the batch in hand can wait for it.
 		w.log.Info("handing the store to a waiting direct writer", "grace", w.cfg.HandOffGrace)
 		w.release()
-		if !sleep(ctx, w.cfg.HandOffGrace) {
+		if !queue.Sleep(ctx, w.cfg.HandOffGrace) {
 			return false
 		}
 	}
@@ -89,7 +89,7 @@ func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []wri
 		if w.cautious > 0 && !guarded { // once per batch: I/O retries are not deaths
 			if err := w.guardPoison(entries); err != nil {
 				w.setFault(err.Error())
-				if !sleep(ctx, backoff(attempt)) {
+				if !queue.Sleep(ctx, queue.Backoff(attempt)) {
 					return nil, false
 				}
 				continue
@@ -149,7 +149,7 @@ func (w *Writer) retryAfterFault(ctx context.Context, err error, attempt int, ba
 			_ = m.InProgress()
 		}
 	}
-	return sleep(ctx, backoff(attempt))
+	return queue.Sleep(ctx, queue.Backoff(attempt))
 }
 
 // count adds a batch's outcomes to the status report's counters.

@@ -81,8 +81,8 @@ func (w *Writer) handleCancel(ctx context.Context, m *nats.Msg) {
 		w.respondCancel(m, queue.CancelAnswer{Error: fmt.Sprintf("cancel request: %v", err)})
 		return
 	}
-	if !queue.ValidID(req.ID) {
-		w.respondCancel(m, queue.CancelAnswer{Error: fmt.Sprintf("job id %q is not valid", req.ID)})
+	if p := queue.IDProblem(req.ID); p != "" {
+		w.respondCancel(m, queue.CancelAnswer{Error: p})
 		return
 	}
 	a := w.cancelJob(ctx, req.ID)

@@ -158,7 +158,7 @@ func waitJetStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger
 			last = time.Now()
 			log.Info("waiting for JetStream (a cluster needs a majority of its nodes up)", "err", err)
 		}
-		if !sleep(ctx, retryPause(attempt)) {
+		if !queue.Sleep(ctx, retryPause(attempt)) {
 			return ctx.Err()
 		}
 	}

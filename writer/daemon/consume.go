@@ -40,7 +40,7 @@ func (w *Writer) pump(ctx context.Context, done chan<- struct{}) {
 				return
 			}
 			w.log.Warn("drain the queue of a former path; retrying", "stream", f.name, "err", err)
-			if !sleep(ctx, backoff(attempt)) {
+			if !queue.Sleep(ctx, queue.Backoff(attempt)) {
 				return
 			}
 			attempt++
@@ -61,7 +61,7 @@ func (w *Writer) pump(ctx context.Context, done chan<- struct{}) {
 			return
 		}
 		w.log.Warn("consume; retrying", "err", err)
-		if !sleep(ctx, backoff(attempt)) {
+		if !queue.Sleep(ctx, queue.Backoff(attempt)) {
 			return
 		}
 	}
@@ -231,7 +231,7 @@ func (w *Writer) drain(ctx context.Context, f *formerStream) error {
 			break
 		}
 		// The rest is in the writer's hand, or waits for redelivery.
-		if !sleep(ctx, backoff(idle)) {
+		if !queue.Sleep(ctx, queue.Backoff(idle)) {
 			return ctx.Err()
 		}
 		idle++
@@ -256,7 +256,7 @@ func (w *Writer) watch(ctx context.Context, done chan<- struct{}) {
 	}
 	var lastLog time.Time
 	wait := QueueCheckInterval
-	for sleep(ctx, wait) {
+	for queue.Sleep(ctx, wait) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		restarted, err := w.cfg.CheckQueue(cctx)
 		cancel()
@@ -318,7 +318,7 @@ func (w *Writer) consumeAfresh(ctx context.Context) bool {
 			}
 		}
 		w.log.Warn("recreate the consumer; retrying", "err", err)
-		if !sleep(ctx, backoff(attempt)) {
+		if !queue.Sleep(ctx, queue.Backoff(attempt)) {
 			return false
 		}
 	}

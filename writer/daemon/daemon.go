@@ -423,7 +423,7 @@ func takeDaemonLock(ctx context.Context, store string, log *slog.Logger) (*disco
 			last = time.Now()
 			log.Info("waiting for the daemon that served the store on this host to leave", "err", err)
 		}
-		if !sleep(ctx, 100*time.Millisecond) {
+		if !queue.Sleep(ctx, 100*time.Millisecond) {
 			return nil, ctx.Err()
 		}
 	}

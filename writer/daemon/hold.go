@@ -115,7 +115,7 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 		}
 		// Cancel requests are answered meanwhile (busy: the store is
 		// another's), so that their callers hear why at once.
-		if !w.sleepServing(ctx, backoff(attempt)) {
+		if !w.sleepServing(ctx, queue.Backoff(attempt)) {
 			return ctx.Err()
 		}
 	}

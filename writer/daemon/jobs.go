@@ -128,8 +128,8 @@ func (w *Writer) statusAnswer(body string) any {
 // and until ctx ends or locateTimeout has passed; a job not met by then
 // is unknown, and the answer's Detail says how far the search went.
 func (w *Writer) Locate(ctx context.Context, id string) queue.Lookup {
-	if !queue.ValidID(id) {
-		return queue.Lookup{State: queue.StateUnknown, Detail: fmt.Sprintf("job id %q is not valid", id)}
+	if p := queue.IDProblem(id); p != "" {
+		return queue.Lookup{State: queue.StateUnknown, Detail: p}
 	}
 	l := w.Lookup(id)
 	if l.Found {

@@ -59,7 +59,7 @@ func (d *Daemon) clusterTarget(js jetstream.JetStream, st *store) target {
 					return fmt.Errorf("store %s: %w", st.path, err)
 				}
 				d.log.Info("the store's stream cannot be placed yet; retrying", "store", st.path, "err", err)
-				if !sleep(ctx, retryPause(attempt)) {
+				if !queue.Sleep(ctx, retryPause(attempt)) {
 					return ctx.Err()
 				}
 			}

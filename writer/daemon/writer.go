@@ -712,20 +712,3 @@ func (w *Writer) Err() error {
 	defer w.mu.Unlock()
 	return w.stopErr
 }
-
-// backoff is the wait before retry n: 10 ms doubling to 500 ms.
-func backoff(n int) time.Duration {
-	d := 10 * time.Millisecond << min(n, 6)
-	return min(d, 500*time.Millisecond)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}

@@ -27,7 +27,8 @@ func Cancel() cli.Command {
 		Help: "Cancels a job still queued: the daemon records it rejected (cancelled) and never applies it; whoever\n" +
 			"waits for it gets that outcome. Exit 0 cancelled (also when it was cancelled before), 1 too late (the\n" +
 			"job was decided, or the writer has it in hand) or no such job, 69 no daemon, 75 the store is held by\n" +
-			"another process or --timeout ran out (nothing was changed: try again).\n" + cli.RemoteHelp,
+			"another process (nothing was changed) or --timeout ran out (the answer was lost, if any): try again,\n" +
+			"cancelling twice gives the same answer.\n" + cli.RemoteHelp,
 		JSON: true,
 		Setup: func(m *cli.Main, fs *cli.FlagSet) func(context.Context, []string) error {
 			store := fs.Store()
@@ -63,8 +64,8 @@ func (c *canceller) run(ctx context.Context, t cli.Target, timeout time.Duration
 		return cli.Usagef("--timeout %s: want more than 0", timeout)
 	}
 	id := args[0]
-	if !queue.ValidID(id) {
-		return cli.Usagef("job id %q is not valid: want 1-%d characters of [A-Za-z0-9_-]", id, queue.MaxIDLen)
+	if p := queue.IDProblem(id); p != "" {
+		return cli.Usagef("%s", p)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -88,7 +89,7 @@ func (c *canceller) run(ctx context.Context, t cli.Target, timeout time.Duration
 	if err != nil {
 		ans.Error = err.Error()
 		if ctx.Err() != nil && cli.ExitCode(err) != cli.ExitNoDaemon {
-			err = cli.Exit(cli.ExitBusy, fmt.Errorf("%w: cancel %s: nothing is known to have changed: %v", cli.ErrWaitTimeout, id, err))
+			err = cli.Exit(cli.ExitBusy, fmt.Errorf("%w: cancel %s: whether it was cancelled is not known (cancel again): %v", cli.ErrWaitTimeout, id, err))
 			ans.Error = err.Error()
 		}
 	}

@@ -50,8 +50,8 @@ func (c *waiter) run(sig context.Context, t cli.Target, timeout time.Duration, l
 		return cli.Usagef("--timeout %s: want 0 (no bound) or more", timeout)
 	}
 	id := args[0]
-	if !queue.ValidID(id) {
-		return cli.Usagef("job id %q is not valid: want 1-%d characters of [A-Za-z0-9_-]", id, queue.MaxIDLen)
+	if p := queue.IDProblem(id); p != "" {
+		return cli.Usagef("%s", p)
 	}
 	ctx := sig
 	if timeout > 0 {

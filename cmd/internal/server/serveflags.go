@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,20 +39,6 @@ var (
 	checkLockFileFolder = cli.CheckLockFileFolder
 	shellQuote          = cli.ShellQuote
 )
-
-// sleepCtx waits d, or returns false when ctx ends first: the cluster
-// daemon's pauses between attempts, which leave cmd with the daemon's
-// code.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // newFlagSet returns serve's flag set, which reports errors instead of
 // exiting. Help goes to stdout when asked for, a usage error to stderr

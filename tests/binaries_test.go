@@ -28,7 +28,7 @@ func TestLeanBinaryAnswersAsScribed(t *testing.T) {
 
 // Without scribed beside it or on PATH, and with no go to build one, the
 // lean binary's heavy commands and autostart exit 69 naming the fix; its
-// light commands work as ever.
+// light commands work as ever, autostart too while a daemon serves.
 func TestLeanBinaryWithoutScribed(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "scribe")
@@ -49,6 +49,13 @@ func TestLeanBinaryWithoutScribed(t *testing.T) {
 	r := runWith(t, bin, env, nil, "submit", "--store", store, "append", "f.txt", "x\n")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "x\n", readFile(t, filepath.Join(store, "f.txt")))
+
+	// A daemon that serves the store needs no scribed beside the caller:
+	// --autostart goes through it.
+	startDaemon(t, store)
+	r = runWith(t, bin, env, nil, "submit", "--store", store, "--autostart", "--route", "require", "--wait", "append", "f.txt", "y\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "x\ny\n", readFile(t, filepath.Join(store, "f.txt")))
 }
 
 // The lean binary's serve is scribed in the same process: the discovery

@@ -70,24 +70,33 @@ func (m *Main) handOff(name string, args []string) error {
 // the source changed. Without one it fails with ErrNoScribed, exit 69,
 // and how to install it.
 func FindScribed(stderr io.Writer) (string, error) {
-	exe, err := os.Executable()
-	if err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		if p := filepath.Join(filepath.Dir(exe), scribedName); isExecutable(p) {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath(scribedName); err == nil {
-		if abs, err := filepath.Abs(p); err == nil {
-			return abs, nil
-		}
+	if p, ok := installedScribed(); ok {
+		return p, nil
 	}
 	if p, ok, err := buildScribed(stderr); ok {
 		return p, err
 	}
+	exe, _ := os.Executable()
 	return "", Exit(ExitNoDaemon, WithHint(fmt.Errorf("%w: it is neither beside %s nor on $PATH", ErrNoScribed, exe), installHint))
+}
+
+// installedScribed is scribed beside this binary (its symlinks resolved),
+// else on $PATH: what FindScribed finds without building.
+func installedScribed() (string, bool) {
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		if p := filepath.Join(filepath.Dir(exe), scribedName); isExecutable(p) {
+			return p, true
+		}
+	}
+	if p, err := exec.LookPath(scribedName); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs, true
+		}
+	}
+	return "", false
 }
 
 // isExecutable says whether path is a regular file someone may execute.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // The flags the client commands share, each defined here once.
@@ -85,15 +86,36 @@ func (a *Autostart) Settle(m *Main, store string) (*client.Autostart, error) {
 	if err != nil || !on {
 		return nil, err
 	}
-	var exe string
-	if m.Scribed != nil {
-		if exe, err = m.Scribed(m.Stderr); err != nil {
-			return nil, fmt.Errorf("autostart: %w", err)
-		}
-	} else if exe, err = os.Executable(); err != nil {
-		return nil, fmt.Errorf("autostart: find the scribe binary: %w", err)
+	exe, err := daemonBinary(m, store)
+	if err != nil {
+		return nil, err
 	}
 	return &client.Autostart{Command: []string{exe, "serve"}, ExitIdle: idle}, nil
+}
+
+// daemonBinary is the binary whose serve autostart runs: scribed,
+// installed or built (m.Scribed), or this binary where it is scribed.
+// With no scribed installed and a daemon serving the store, this binary:
+// nothing may need starting, and its serve looks for scribed (or builds
+// it) only if a daemon must start after all.
+func daemonBinary(m *Main, store string) (string, error) {
+	if m.Scribed != nil {
+		if exe, ok := installedScribed(); ok {
+			return exe, nil
+		}
+		if d, _ := discovery.Find(store); d == nil {
+			exe, err := m.Scribed(m.Stderr)
+			if err != nil {
+				return "", fmt.Errorf("autostart: %w", err)
+			}
+			return exe, nil
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("autostart: find the scribe binary: %w", err)
+	}
+	return exe, nil
 }
 
 func (a *Autostart) settle(m *Main, store string) (bool, time.Duration, error) {

@@ -57,15 +57,12 @@ type cancelJSON struct {
 }
 
 func (c *canceller) run(ctx context.Context, t cli.Target, timeout time.Duration, asJSON bool, args []string) error {
-	if len(args) != 1 {
-		return cli.Usagef("want one JOB_ID")
+	id, err := jobIDArg(args)
+	if err != nil {
+		return err
 	}
 	if timeout <= 0 {
 		return cli.Usagef("--timeout %s: want more than 0", timeout)
-	}
-	id := args[0]
-	if p := queue.IDProblem(id); p != "" {
-		return cli.Usagef("%s", p)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -43,15 +43,12 @@ func Wait() cli.Command {
 }
 
 func (c *waiter) run(sig context.Context, t cli.Target, timeout time.Duration, lockFile string, asJSON bool, args []string) error {
-	if len(args) != 1 {
-		return cli.Usagef("want one JOB_ID")
+	id, err := jobIDArg(args)
+	if err != nil {
+		return err
 	}
 	if timeout < 0 {
 		return cli.Usagef("--timeout %s: want 0 (no bound) or more", timeout)
-	}
-	id := args[0]
-	if p := queue.IDProblem(id); p != "" {
-		return cli.Usagef("%s", p)
 	}
 	ctx := sig
 	if timeout > 0 {
@@ -121,4 +118,15 @@ func (c *waiter) notDecided(sig context.Context, cl *client.Client, t cli.Target
 		_ = cli.WriteJSON(c.Stdout, lookupJSON{ID: id, Lookup: l, Error: msg.Error()})
 	}
 	return cli.Exit(code, msg)
+}
+
+// jobIDArg is the one argument of wait and cancel, a job ID, checked.
+func jobIDArg(args []string) (string, error) {
+	if len(args) != 1 {
+		return "", cli.Usagef("want one JOB_ID")
+	}
+	if p := queue.IDProblem(args[0]); p != "" {
+		return "", cli.Usagef("%s", p)
+	}
+	return args[0], nil
 }

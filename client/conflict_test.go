@@ -31,11 +31,19 @@ type journalFake struct {
 
 	mu       sync.Mutex
 	outcomes map[string]*queue.Outcome
+	subjects map[string]string // the subject each job ID came on
 	seq      uint64
 }
 
 // startFake starts a server on a new store, with the fake writer.
 func startFake(t *testing.T) (*journalFake, string) {
+	t.Helper()
+	return startFakeOn(t, false)
+}
+
+// startFakeOn is startFake, with the store's stream made as an older
+// version made it if older: with the normal jobs subject alone.
+func startFakeOn(t *testing.T, older bool) (*journalFake, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
 	require.NoError(t, os.Mkdir(dir, 0o755))
@@ -46,12 +54,16 @@ func startFake(t *testing.T) (*journalFake, string) {
 	srv, err := embednats.Start(ctx, lk, embednats.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	f := &journalFake{nc: srv.Conn(), storeID: srv.Discovery().StoreID, outcomes: map[string]*queue.Outcome{}}
+	f := &journalFake{nc: srv.Conn(), storeID: srv.Discovery().StoreID, outcomes: map[string]*queue.Outcome{}, subjects: map[string]string{}}
 	js, err := jetstream.New(f.nc)
 	require.NoError(t, err)
-	stream, err := js.CreateStream(ctx, queue.StreamConfig(f.storeID, queue.Limits{}))
+	cfg := queue.StreamConfig(f.storeID, queue.Limits{})
+	if older {
+		cfg.Subjects = []string{queue.JobsSubject(f.storeID)}
+	}
+	stream, err := js.CreateStream(ctx, cfg)
 	require.NoError(t, err)
-	cons, err := stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig())
+	cons, err := stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig(queue.ConsumerName, ""))
 	require.NoError(t, err)
 	cc, err := cons.Consume(f.apply)
 	require.NoError(t, err)
@@ -78,6 +90,7 @@ func (f *journalFake) apply(m jetstream.Msg) {
 	digest := job.Digest()
 	f.mu.Lock()
 	f.seq++
+	f.subjects[job.ID] = m.Subject()
 	o := f.outcomes[job.ID]
 	switch {
 	case o == nil:
@@ -197,4 +210,37 @@ func TestIDConflictSeenByClient(t *testing.T) {
 		require.NoError(t, cl.Submit(ctx, j))
 		assert.NotEmpty(t, j.ID)
 	})
+}
+
+// A high job is queued on the high subject; on a stream of an older
+// version, without that subject, on the normal one, and applied all the
+// same.
+func TestHighJobSubject(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		older bool
+	}{{"current stream", false}, {"older stream", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, store := startFakeOn(t, tt.older)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			cl, err := client.Open(ctx, store, client.WithRoute(client.RouteRequire))
+			require.NoError(t, err)
+			defer cl.Close()
+			for _, p := range []queue.Priority{queue.PriorityHigh, queue.PriorityNormal} {
+				job := appendJob("j-"+p.String(), "x\n")
+				job.Priority = p
+				o, err := cl.Apply(ctx, job)
+				require.NoError(t, err)
+				assert.Equal(t, queue.StatusApplied, o.Status)
+				want := queue.SubjectFor(f.storeID, p)
+				if tt.older {
+					want = queue.JobsSubject(f.storeID)
+				}
+				f.mu.Lock()
+				assert.Equal(t, want, f.subjects[job.ID], p.String())
+				f.mu.Unlock()
+			}
+		})
+	}
 }

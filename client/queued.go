@@ -234,7 +234,7 @@ func (q *queued) close() error {
 }
 
 func (q *queued) submit(ctx context.Context, job *queue.Job, data []byte, chosen bool) error {
-	dup, err := q.publish(ctx, job.ID, data)
+	dup, err := q.publish(ctx, job, data)
 	if err != nil || (!dup && !chosen) {
 		return err
 	}
@@ -291,7 +291,7 @@ func (q *queued) apply(ctx context.Context, job *queue.Job, data []byte) (*queue
 	if err != nil {
 		return nil, fmt.Errorf("job %s not queued: %w", job.ID, err)
 	}
-	dup, err := q.publish(ctx, job.ID, data)
+	dup, err := q.publish(ctx, job, data)
 	if err != nil {
 		_ = sub.Unsubscribe()
 		return nil, err
@@ -433,19 +433,30 @@ func judge(job *queue.Job, digest string, o *queue.Outcome, received bool) (*que
 // a timeout, a lost connection or one being reestablished, no responders
 // (no stream leader during a JetStream election, or the stream not yet
 // created by its daemon), a JetStream error that may pass.
-func (q *queued) publish(ctx context.Context, id string, data []byte) (dup bool, err error) {
-	subject := queue.JobsSubject(q.storeID)
+//
+// A high job goes on the high subject; if no stream takes it there, or
+// the server refuses it, on the normal one: a stream or a daemon of an
+// older version has no high subject, and the job's priority field still
+// puts it first among the jobs its writer has taken.
+func (q *queued) publish(ctx context.Context, job *queue.Job, data []byte) (dup bool, err error) {
+	id, normal := job.ID, queue.JobsSubject(q.storeID)
+	subject := queue.SubjectFor(q.storeID, job.Priority)
 	for attempt := 0; ; attempt++ {
 		nc, js := q.conn()
 		wctx, unwatch := q.denied.watch(ctx, subject)
 		pctx, cancel := context.WithTimeout(wctx, publishTimeout)
-		dup, err = queue.Publish(pctx, js, q.storeID, id, data)
+		dup, err = queue.Publish(pctx, js, q.storeID, subject, id, data)
 		cancel()
 		denied := denial(wctx)
 		unwatch()
 		switch {
 		case err == nil:
 			return dup, nil
+		case subject != normal && (denied != nil || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)):
+			// Not stored: no one took the message, or the server refused it.
+			q.log.Debug("the queue takes no high jobs on their subject; queuing on the normal one", "id", id, "err", err)
+			subject = normal
+			continue
 		case denied != nil:
 			return false, fmt.Errorf("job %s not queued: %w", id, denied)
 		case notQueued(err):

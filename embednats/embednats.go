@@ -350,7 +350,7 @@ func (w *watchedConns) expire() {
 func clientPermissions(storeID string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
-			queue.JobsSubject(storeID), queue.StatusSubject(storeID), queue.CancelSubject(storeID),
+			queue.JobsSubject(storeID), queue.HighJobsSubject(storeID), queue.StatusSubject(storeID), queue.CancelSubject(storeID),
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{
 			"_INBOX.>", queue.OutcomeSubject(storeID, "*"),

@@ -272,7 +272,7 @@ func TestDaemonAndSubmitterPermissions(t *testing.T) {
 	job := &queue.Job{ID: "perm-1", Store: d.StoreID, Ops: []queue.Op{{Kind: queue.OpPut, Path: "f.txt", Data: []byte("x")}}}
 	b, err := queue.Encode(job)
 	require.NoError(t, err)
-	_, err = queue.Publish(ctx, js, d.StoreID, job.ID, b)
+	_, err = queue.Publish(ctx, js, d.StoreID, queue.JobsSubject(d.StoreID), job.ID, b)
 	require.NoError(t, err, "a submitter may queue jobs")
 	require.Eventually(t, func() bool {
 		m, err := nc.Request(queue.StatusSubject(d.StoreID), []byte(job.ID), time.Second)

@@ -31,7 +31,7 @@ func TestRestartJetStreamKeepsJobs(t *testing.T) {
 	_, err = queue.CreateStream(t.Context(), js, sid, queue.Limits{MaxBytes: 1 << 20})
 	require.NoError(t, err)
 	for _, id := range []string{"a", "b", "c"} {
-		_, err := queue.Publish(t.Context(), js, sid, id, []byte(id))
+		_, err := queue.Publish(t.Context(), js, sid, queue.JobsSubject(sid), id, []byte(id))
 		require.NoError(t, err)
 	}
 
@@ -49,7 +49,7 @@ func TestRestartJetStreamKeepsJobs(t *testing.T) {
 	var s jetstream.Stream
 	require.Eventually(t, func() bool { s, err = js.Stream(t.Context(), queue.StreamName(sid)); return err == nil }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, uint64(3), s.CachedInfo().State.Msgs, "the queued jobs came back from disk")
-	_, err = queue.Publish(t.Context(), js, sid, "d", []byte("d"))
+	_, err = queue.Publish(t.Context(), js, sid, queue.JobsSubject(sid), "d", []byte("d"))
 	require.NoError(t, err, "the queue takes jobs after the restart")
 	assert.Empty(t, srv.queueFault())
 	sp := srv.Space()

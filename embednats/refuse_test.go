@@ -70,7 +70,7 @@ func TestRefuseSubmitters(t *testing.T) {
 				t.Cleanup(nc.Close)
 				js, err := jetstream.New(nc)
 				require.NoError(t, err)
-				_, err = queue.Publish(t.Context(), js, id, "after", []byte("job after"))
+				_, err = queue.Publish(t.Context(), js, id, queue.JobsSubject(id), "after", []byte("job after"))
 				require.NoError(t, err, "store %d: a job is queued with the new credentials", i)
 
 				assert.True(t, srv.StoreConn(id).IsConnected(), "store %d: the daemon's own connection stays", i)

@@ -61,7 +61,7 @@ func queueJobs(t testing.TB, conn *nats.Conn, storeID string, ids ...string) {
 	_, err = queue.CreateStream(t.Context(), js, storeID, queue.Limits{MaxBytes: 1 << 20})
 	require.NoError(t, err)
 	for _, id := range ids {
-		_, err := queue.Publish(t.Context(), js, storeID, id, []byte("job "+id))
+		_, err := queue.Publish(t.Context(), js, storeID, queue.JobsSubject(storeID), id, []byte("job "+id))
 		require.NoError(t, err)
 	}
 }
@@ -121,7 +121,7 @@ func TestSharedServerIsolatesStores(t *testing.T) {
 
 	jsa, err := jetstream.New(ca)
 	require.NoError(t, err)
-	_, err = queue.Publish(t.Context(), jsa, da.StoreID, "mine", []byte("job"))
+	_, err = queue.Publish(t.Context(), jsa, da.StoreID, queue.JobsSubject(da.StoreID), "mine", []byte("job"))
 	require.NoError(t, err, "A queues for A")
 	m, err := spy.NextMsg(time.Second)
 	require.NoError(t, err, "A sees its own reply")
@@ -130,13 +130,13 @@ func TestSharedServerIsolatesStores(t *testing.T) {
 	// B queues for B: A sees none of it.
 	jsb, err := jetstream.New(cb)
 	require.NoError(t, err)
-	_, err = queue.Publish(t.Context(), jsb, db.StoreID, "theirs", []byte("job"))
+	_, err = queue.Publish(t.Context(), jsb, db.StoreID, queue.JobsSubject(db.StoreID), "theirs", []byte("job"))
 	require.NoError(t, err)
 	_, err = spy.NextMsg(200 * time.Millisecond)
 	assert.ErrorIs(t, err, nats.ErrTimeout, "B's reply is not A's to see")
 
 	// A cannot queue for B: refused, not stored.
-	_, err = queue.Publish(t.Context(), jsa, db.StoreID, "intruder", []byte("job"))
+	_, err = queue.Publish(t.Context(), jsa, db.StoreID, queue.JobsSubject(db.StoreID), "intruder", []byte("job"))
 	require.Error(t, err)
 	select {
 	case err := <-errs:

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -298,7 +299,11 @@ func copyStream(ctx context.Context, from jetstream.Stream, to jetstream.JetStre
 		if err != nil {
 			return n, fmt.Errorf("read job seq %d: %w", seq, err)
 		}
-		msg := &nats.Msg{Subject: queue.JobsSubject(id), Header: m.Header, Data: m.Data}
+		subject := queue.JobsSubject(id)
+		if strings.HasSuffix(m.Subject, ".high") {
+			subject = queue.HighJobsSubject(id)
+		}
+		msg := &nats.Msg{Subject: subject, Header: m.Header, Data: m.Data}
 		if _, err := to.PublishMsg(ctx, msg, jetstream.WithExpectStream(name)); err != nil {
 			return n, fmt.Errorf("store job seq %d (%s) in %s: %w", seq, m.Header.Get(nats.MsgIdHdr), name, err)
 		}

@@ -97,7 +97,7 @@ func TestWatchActivity(t *testing.T) {
 	require.NoError(t, err)
 	_, err = queue.CreateStream(t.Context(), js, queue.StoreID(stores[1]), queue.Limits{MaxBytes: 1 << 20})
 	require.NoError(t, err)
-	_, err = queue.Publish(t.Context(), js, queue.StoreID(stores[1]), "j1", []byte("job"))
+	_, err = queue.Publish(t.Context(), js, queue.StoreID(stores[1]), queue.JobsSubject(queue.StoreID(stores[1])), "j1", []byte("job"))
 	require.NoError(t, err)
 	assert.NotEqual(t, before, srv.activity(), "a stored job is activity")
 	w := srv.Watch(10 * time.Millisecond)
@@ -115,7 +115,7 @@ func TestRestartSharedJetStreamKeepsJobs(t *testing.T) {
 		_, err = queue.CreateStream(t.Context(), js, id, queue.Limits{MaxBytes: 1 << 20})
 		require.NoError(t, err)
 		for j := range i + 1 {
-			_, err := queue.Publish(t.Context(), js, id, fmt.Sprint(j), []byte("job"))
+			_, err := queue.Publish(t.Context(), js, id, queue.JobsSubject(id), fmt.Sprint(j), []byte("job"))
 			require.NoError(t, err)
 		}
 	}
@@ -127,7 +127,7 @@ func TestRestartSharedJetStreamKeepsJobs(t *testing.T) {
 		var s jetstream.Stream
 		require.Eventually(t, func() bool { s, err = js.Stream(t.Context(), queue.StreamName(id)); return err == nil }, 10*time.Second, 10*time.Millisecond)
 		assert.Equal(t, uint64(i+1), s.CachedInfo().State.Msgs, "store %d's jobs came back", i)
-		_, err = queue.Publish(t.Context(), js, id, "after", []byte("job"))
+		_, err = queue.Publish(t.Context(), js, id, queue.JobsSubject(id), "after", []byte("job"))
 		require.NoError(t, err, "the queue takes jobs after the restart")
 	}
 	assert.Empty(t, srv.queueFault(), "no account left behind")

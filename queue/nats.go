@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,7 +72,7 @@ func StreamConfig(storeID string, l Limits) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        StreamName(storeID),
 		Description: "scribe jobs for store " + storeID,
-		Subjects:    []string{JobsSubject(storeID)},
+		Subjects:    []string{JobsSubject(storeID), HighJobsSubject(storeID)},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.WorkQueuePolicy,
 		Discard:     jetstream.DiscardNew,
@@ -83,15 +84,17 @@ func StreamConfig(storeID string, l Limits) jetstream.StreamConfig {
 	}
 }
 
-// ConsumerConfig is the store writer's durable pull consumer: every
-// queued job in stream order. A work-queue stream requires explicit acks,
-// but the writer acks by purging the stream up to the jobs it has decided
+// ConsumerConfig is a durable pull consumer of the store's writer: every
+// queued job of one subject in stream order (the stream's only consumer,
+// when subject is empty). A work-queue stream requires explicit acks, but
+// the writer acks by purging the stream up to the jobs it has decided
 // (one synced operation for many jobs, where each ack would be one). Its
 // state is kept in memory: the writer recreates it at every start, from
 // the oldest job, and the journal recognises jobs already decided.
-func ConsumerConfig() jetstream.ConsumerConfig {
+func ConsumerConfig(name, subject string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:       ConsumerName,
+		Durable:       name,
+		FilterSubject: subject,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       AckWait,
@@ -136,7 +139,9 @@ var ErrStreamConflict = errors.New("the store's stream is configured differently
 // changed: a difference of retention, subjects, storage, discard policy,
 // limits or replicas fails with ErrStreamConflict, naming each. (A daemon
 // that changed it to its flags would fight another daemon of the store
-// started with other flags; the operator decides.)
+// started with other flags; the operator decides.) A stream made before
+// high jobs had a subject of their own, with JobsSubject alone, is used
+// as it is: see HasHighSubject.
 func VerifyStream(ctx context.Context, js jetstream.JetStream, storeID string, l Limits) (jetstream.Stream, error) {
 	want := StreamConfig(storeID, l)
 	s, err := js.Stream(ctx, want.Name)
@@ -167,7 +172,9 @@ func streamDiff(have, want jetstream.StreamConfig) []string {
 			d = append(d, fmt.Sprintf("%s %v where scribe needs %v", name, h, w))
 		}
 	}
-	add("subjects", have.Subjects, want.Subjects)
+	if !slices.Equal(have.Subjects, want.Subjects[:1]) { // an older stream's: see HasHighSubject
+		add("subjects", have.Subjects, want.Subjects)
+	}
 	add("retention", have.Retention, want.Retention)
 	add("storage", have.Storage, want.Storage)
 	add("discard", have.Discard, want.Discard)
@@ -177,6 +184,16 @@ func streamDiff(have, want jetstream.StreamConfig) []string {
 	add("duplicate_window", have.Duplicates, want.Duplicates)
 	add("replicas", have.Replicas, want.Replicas)
 	return d
+}
+
+// HasHighSubject reports whether a store's stream has HighJobsSubject.
+// One made by an older version has JobsSubject alone: its writer consumes
+// every job through one consumer, and decides the high ones first only
+// among the jobs it has taken (a batch's worth); a client's publish of a
+// high job, finding no stream on the subject, falls back to JobsSubject.
+// nats stream edit adds the subject.
+func HasHighSubject(cfg jetstream.StreamConfig, storeID string) bool {
+	return slices.Contains(cfg.Subjects, HighJobsSubject(storeID))
 }
 
 // jsErrNoPeers is nats-server's JSClusterNoPeersErr ("no suitable peers
@@ -204,11 +221,12 @@ func Transient(err error) bool {
 // limits; nothing was queued.
 var ErrQueueFull = errors.New("queue full")
 
-// Publish queues an encoded job on its store's subject with the job ID as
-// Nats-Msg-Id and returns once JetStream has stored it. dup reports that
-// JetStream already had a job with this ID in its dedupe window.
-func Publish(ctx context.Context, js jetstream.JetStream, storeID, jobID string, data []byte) (dup bool, err error) {
-	msg := nats.NewMsg(JobsSubject(storeID))
+// Publish queues an encoded job on subject, one of its store's jobs
+// subjects (SubjectFor), with the job ID as Nats-Msg-Id and returns once
+// JetStream has stored it. dup reports that JetStream already had a job
+// with this ID in its dedupe window, under either subject.
+func Publish(ctx context.Context, js jetstream.JetStream, storeID, subject, jobID string, data []byte) (dup bool, err error) {
+	msg := nats.NewMsg(subject)
 	msg.Data = data
 	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(jobID), jetstream.WithExpectStream(StreamName(storeID)))
 	if err != nil {

@@ -136,6 +136,8 @@ type QueuedJob struct {
 	Submitted time.Time `json:"submitted,omitzero"`
 	// Ops are the kinds of the job's ops (for an exec job: "exec NAME").
 	Ops []string `json:"ops"`
+	// Priority is PriorityHigh for a high job, absent for a normal one.
+	Priority Priority `json:"priority,omitempty"`
 }
 
 // JobList is the status service's answer to a JobsRequest: recorded

@@ -29,8 +29,21 @@ func StoreID(realPath string) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
-// JobsSubject is the subject jobs for a store are published on.
+// JobsSubject is the subject normal jobs for a store are published on.
 func JobsSubject(storeID string) string { return "scribe." + storeID + ".jobs" }
+
+// HighJobsSubject is the subject high-priority jobs for a store are
+// published on: the writer consumes it apart from JobsSubject, so that
+// a high job is seen however many normal jobs are queued ahead of it.
+func HighJobsSubject(storeID string) string { return JobsSubject(storeID) + ".high" }
+
+// SubjectFor is the subject a job of priority p is published on.
+func SubjectFor(storeID string, p Priority) string {
+	if p == PriorityHigh {
+		return HighJobsSubject(storeID)
+	}
+	return JobsSubject(storeID)
+}
 
 // OutcomeSubject is the subject a job's outcome is published on.
 func OutcomeSubject(storeID, jobID string) string {
@@ -67,5 +80,9 @@ func StreamStoreID(name string) (string, bool) {
 	return id, true
 }
 
-// ConsumerName is the durable pull consumer of a store's writer.
-const ConsumerName = "writer"
+// ConsumerName and HighConsumerName are the durable pull consumers of a
+// store's writer: of its normal jobs, and of its high ones.
+const (
+	ConsumerName     = "writer"
+	HighConsumerName = "writer-high"
+)

@@ -74,6 +74,9 @@ func TestSubjects(t *testing.T) {
 	id := queue.StoreID("/srv/store")
 	tests := []struct{ got, want string }{
 		{queue.JobsSubject(id), "scribe." + id + ".jobs"},
+		{queue.HighJobsSubject(id), "scribe." + id + ".jobs.high"},
+		{queue.SubjectFor(id, queue.PriorityHigh), "scribe." + id + ".jobs.high"},
+		{queue.SubjectFor(id, queue.PriorityNormal), "scribe." + id + ".jobs"},
 		{queue.OutcomeSubject(id, "job-1"), "scribe." + id + ".outcomes.job-1"},
 		{queue.StatusSubject(id), "scribe." + id + ".status"},
 		{queue.CancelSubject(id), "scribe." + id + ".cancel"},
@@ -83,7 +86,10 @@ func TestSubjects(t *testing.T) {
 		assert.Equal(t, tt.want, tt.got)
 	}
 	cfg := queue.StreamConfig(id, queue.Limits{})
-	assert.Equal(t, []string{queue.JobsSubject(id)}, cfg.Subjects)
+	assert.Equal(t, []string{queue.JobsSubject(id), queue.HighJobsSubject(id)}, cfg.Subjects)
+	assert.True(t, queue.HasHighSubject(cfg, id))
+	cfg.Subjects = cfg.Subjects[:1] // a stream of an older version
+	assert.False(t, queue.HasHighSubject(cfg, id))
 	assert.EqualValues(t, queue.DefaultMaxJobs, cfg.MaxMsgs)
 	assert.EqualValues(t, queue.DefaultMaxBytes, cfg.MaxBytes)
 	assert.Greater(t, cfg.MaxMsgSize, int32(queue.MaxJobBytes))

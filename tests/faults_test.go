@@ -214,7 +214,7 @@ func TestPoisonMessages(t *testing.T) {
 		{"good-4", good(4)},
 	}
 	for _, m := range msgs {
-		_, err := queue.Publish(t.Context(), js, sid, m.id, []byte(m.body))
+		_, err := queue.Publish(t.Context(), js, sid, queue.JobsSubject(sid), m.id, []byte(m.body))
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool {

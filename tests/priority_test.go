@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
 )
 
@@ -111,4 +114,92 @@ func TestPriorityInJobFile(t *testing.T) {
 		rep, ok := report(t, g.store)
 		return ok && rep.Queued == 0
 	}, 10*time.Second, 20*time.Millisecond)
+}
+
+// submitAppends queues, through one Go client, one append of its ID's
+// line to order.txt per ID, in order: faster than a process each, for a
+// backlog deeper than the writer takes at once.
+func submitAppends(t *testing.T, store string, p queue.Priority, ids ...string) {
+	t.Helper()
+	cl, err := client.Open(t.Context(), store, client.WithRoute(client.RouteRequire))
+	require.NoError(t, err)
+	defer cl.Close()
+	for _, id := range ids {
+		job := &queue.Job{ID: id, Priority: p, Ops: []queue.Op{{Kind: queue.OpAppend, Path: "order.txt", Data: []byte(id + "\n")}}}
+		require.NoError(t, cl.Submit(t.Context(), job))
+	}
+}
+
+// A high job is decided first however deep the backlog of normal jobs
+// queued ahead of it: here four times what the writer takes at once (a
+// batch). scribe jobs lists it first, marked high.
+func TestPriorityOvertakesDeepBacklog(t *testing.T) {
+	t.Parallel()
+	g := newGatedStore(t)
+	startDaemon(t, g.store)
+	open := g.close(t, "gate-1")
+	normal := names("n", 4*256)
+	submitAppends(t, g.store, queue.PriorityNormal, normal...)
+	queueAppends(t, g.store, "high", "h1")
+
+	r := scribe(t, "", "jobs", "--store", g.store, "--state", "queued", "--limit", "3", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list struct {
+		Queued      []queue.QueuedJob `json:"queued"`
+		QueuedTotal uint64            `json:"queued_total"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list), r.stdout)
+	require.Len(t, list.Queued, 3, r.stdout)
+	assert.Equal(t, "gate-1", list.Queued[0].ID, "in hand, waiting for the gate")
+	assert.Equal(t, "h1", list.Queued[1].ID, "the next to be decided")
+	assert.Equal(t, queue.PriorityHigh, list.Queued[1].Priority)
+	assert.Equal(t, "n1", list.Queued[2].ID)
+	assert.Empty(t, list.Queued[2].Priority)
+	assert.EqualValues(t, len(normal)+2, list.QueuedTotal)
+	r = scribe(t, "", "jobs", "--store", g.store, "--state", "queued", "--limit", "2")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "2. h1  queued  high, seq ")
+
+	open()
+	got := applyOrder(t, g.store, "h1", normal[len(normal)-1])
+	assert.Equal(t, append([]string{"h1"}, normal...), got)
+}
+
+// A daemon killed while it decides high and normal jobs loses none and
+// applies none twice: each class is purged from the queue only up to its
+// own oldest undecided job, and the next daemon finds the rest, in order.
+func TestPriorityClassesSurviveKill(t *testing.T) {
+	t.Parallel()
+	heavy(t)
+	g := newGatedStore(t)
+	d := startDaemon(t, g.store)
+	open := g.close(t, "gate-1")
+	normal, high := names("n", 600), names("h", 300)
+	submitAppends(t, g.store, queue.PriorityNormal, normal...)
+	submitAppends(t, g.store, queue.PriorityHigh, high...)
+	open()
+	order := filepath.Join(g.store, "order.txt")
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(order)
+		return len(strings.Fields(string(b))) >= 400
+	}, 30*time.Second, time.Millisecond, "the writer decides jobs of both classes")
+	d.kill(t)
+	startDaemon(t, g.store)
+	got := applyOrder(t, g.store, append(normal, high...)...)
+	seen := map[string]int{}
+	var gotNormal, gotHigh []string
+	for _, id := range got {
+		seen[id]++
+		if strings.HasPrefix(id, "n") {
+			gotNormal = append(gotNormal, id)
+		} else {
+			gotHigh = append(gotHigh, id)
+		}
+	}
+	for id, n := range seen {
+		assert.Equal(t, 1, n, "%s applied once", id)
+	}
+	assert.Equal(t, normal, gotNormal, "every normal job, once, in order")
+	assert.Equal(t, high, gotHigh, "every high job, once, in order")
+	assert.Less(t, slices.Index(got, "h300"), slices.Index(got, "n300"), "the high jobs went first")
 }

@@ -97,7 +97,7 @@ func TestProtocolSubmitterSubscriptions(t *testing.T) {
 	// The JetStream client publishes (a request on the jobs subject, its
 	// PubAck on _INBOX.…); the JetStream API, which managers and stream
 	// look-ups use, is refused.
-	dup, err := queue.Publish(t.Context(), s.js, sid, "proto-2",
+	dup, err := queue.Publish(t.Context(), s.js, sid, queue.JobsSubject(sid), "proto-2",
 		rawJob(t, sid, "proto-2", queue.Op{Kind: queue.OpAppend, Path: "p.txt", Data: []byte("js\n")}))
 	require.NoError(t, err)
 	assert.False(t, dup)

@@ -176,7 +176,7 @@ func TestRejectedJobsDoNotBlock(t *testing.T) {
 		{"raw-good", `{"v":1,"id":"raw-good","store":"` + id + `","ops":[{"op":"append","path":"next.txt","data":"raw good\n"}]}`, ""},
 	}
 	for _, r := range raw {
-		_, err := queue.Publish(t.Context(), js, id, r.id, []byte(r.body))
+		_, err := queue.Publish(t.Context(), js, id, queue.JobsSubject(id), r.id, []byte(r.body))
 		require.NoError(t, err)
 	}
 	for _, r := range raw {

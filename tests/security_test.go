@@ -94,7 +94,7 @@ func rawJob(t testing.TB, storeID, id string, ops ...queue.Op) []byte {
 // publish queues raw bytes as a job.
 func (s *submitter) publish(t testing.TB, id string, body []byte) {
 	t.Helper()
-	_, err := queue.Publish(t.Context(), s.js, s.disc.StoreID, id, body)
+	_, err := queue.Publish(t.Context(), s.js, s.disc.StoreID, queue.JobsSubject(s.disc.StoreID), id, body)
 	require.NoError(t, err, "queue %s", id)
 }
 
@@ -722,7 +722,7 @@ func TestLimitsAndContentRejected(t *testing.T) {
 	}
 	t.Run("far over the limit is not even queued", func(t *testing.T) {
 		huge := bytes.Repeat([]byte("a"), queue.MaxJobBytes+8192)
-		_, err := queue.Publish(t.Context(), s.js, id, "huge", huge)
+		_, err := queue.Publish(t.Context(), s.js, id, queue.JobsSubject(id), "huge", huge)
 		assert.Error(t, err)
 	})
 	for _, j := range jobs {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,8 +27,9 @@ func (w *Writer) startPump(ctx context.Context) {
 	go w.pump(ctx, w.pumped)
 }
 
-// pump moves messages into w.msgs, in order: those of the former streams,
-// each drained and deleted in turn, then those of the store's own stream.
+// pump moves messages into the classes' msgs, in order: those of the
+// former streams, each drained and deleted in turn, into normal's, then
+// those of each class of the store's own stream into its own.
 func (w *Writer) pump(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	for attempt := 0; ; {
@@ -48,15 +50,25 @@ func (w *Writer) pump(ctx context.Context, done chan<- struct{}) {
 		}
 		attempt = 0
 	}
+	var wg sync.WaitGroup
+	for _, c := range w.classes() {
+		wg.Go(func() { w.pumpClass(ctx, c) })
+	}
+	wg.Wait()
+}
+
+// pumpClass moves the messages of one class into its msgs until ctx ends
+// or its consumer is gone.
+func (w *Writer) pumpClass(ctx context.Context, c *class) {
 	for attempt := 0; ; attempt++ {
-		err := w.consume(ctx, w.cons)
+		err := w.consume(ctx, c)
 		if ctx.Err() != nil {
 			return
 		}
-		if w.consumerGone(ctx, err) {
+		if w.consumerGone(ctx, c, err) {
 			// Pulling from it again would wait for ever: run recreates it
 			// and consumes afresh, which restarts the pump.
-			w.log.Warn("the queue's consumer is gone; consuming afresh from the oldest undecided job", "err", err)
+			w.log.Warn("the queue's consumer is gone; consuming afresh from the oldest undecided job", "consumer", c.name, "err", err)
 			w.askReconsume()
 			return
 		}
@@ -67,18 +79,18 @@ func (w *Writer) pump(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// consumerGone reports whether the writer's consumer no longer exists on
+// consumerGone reports whether the class's consumer no longer exists on
 // the server, after consume ended with err: the server said it was
 // deleted, or it does not know it when asked. A consumer vanishes when
 // the server loses it (its state is kept in memory) or someone deletes
 // it; a new one with the same name starts from the oldest job.
-func (w *Writer) consumerGone(ctx context.Context, err error) bool {
+func (w *Writer) consumerGone(ctx context.Context, c *class, err error) bool {
 	if errors.Is(err, jetstream.ErrConsumerDeleted) {
 		return true
 	}
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err = w.cons.Info(ictx)
+	_, err = c.cons.Info(ictx)
 	return errors.Is(err, jetstream.ErrConsumerNotFound)
 }
 
@@ -90,12 +102,12 @@ func (w *Writer) askReconsume() {
 	}
 }
 
-// consume moves the consumer's messages into w.msgs until ctx ends or the
+// consume moves the class's messages into its msgs until ctx ends or its
 // consumer fails.
-func (w *Writer) consume(ctx context.Context, cons jetstream.Consumer) error {
+func (w *Writer) consume(ctx context.Context, c *class) error {
 	// Buffer a batch's worth, but no more bytes than a batch takes (and
 	// never less than the largest job, or the pull would stall).
-	iter, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(w.cfg.BatchSize, max(maxBatchBytes, 2*(w.cfg.Limits.JobBytes()+4096))))
+	iter, err := c.cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(w.cfg.BatchSize, max(maxBatchBytes, 2*(w.cfg.Limits.JobBytes()+4096))))
 	if err != nil {
 		return err
 	}
@@ -114,17 +126,17 @@ func (w *Writer) consume(ctx context.Context, cons jetstream.Consumer) error {
 			w.log.Warn("consume", "err", err)
 			continue
 		}
-		if !w.deliver(ctx, m) {
+		if !deliver(ctx, c, m) {
 			return ctx.Err()
 		}
 	}
 }
 
-// deliver hands a message to run. It returns false if ctx ended first,
-// leaving the message unacked: JetStream delivers it again.
-func (w *Writer) deliver(ctx context.Context, m jetstream.Msg) bool {
+// deliver hands a message to run through c's msgs. It returns false if
+// ctx ended first, leaving the message unacked: JetStream delivers it again.
+func deliver(ctx context.Context, c *class, m jetstream.Msg) bool {
 	select {
-	case w.msgs <- m:
+	case c.msgs <- m:
 		return true
 	case <-ctx.Done():
 		return false
@@ -200,7 +212,7 @@ func (w *Writer) drain(ctx context.Context, f *formerStream) error {
 	if err := f.stream.DeleteConsumer(ctx, queue.ConsumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("reset consumer: %w", err)
 	}
-	cons, err := f.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig())
+	cons, err := f.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig(queue.ConsumerName, ""))
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
@@ -212,7 +224,7 @@ func (w *Writer) drain(ctx context.Context, f *formerStream) error {
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			if !w.deliver(ctx, m) {
+			if !deliver(ctx, w.normal, m) {
 				return ctx.Err()
 			}
 		}
@@ -301,25 +313,25 @@ func (w *Writer) consumeAfresh(ctx context.Context) bool {
 	w.stopPump()
 	<-w.pumped
 	w.ahead, w.lost = nil, false
-	for drained := false; !drained; {
-		select {
-		case <-w.msgs:
-		default:
-			drained = true
-		}
-	}
-	for attempt := 0; ; attempt++ {
-		err := w.stream.DeleteConsumer(ctx, queue.ConsumerName)
-		if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
-			var cons jetstream.Consumer
-			if cons, err = w.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig()); err == nil {
-				w.cons, w.nextDelivery = cons, 1
-				break
+	for _, c := range w.classes() {
+		for drained := false; !drained; {
+			select {
+			case <-c.msgs:
+			default:
+				drained = true
 			}
 		}
-		w.log.Warn("recreate the consumer; retrying", "err", err)
-		if !queue.Sleep(ctx, queue.Backoff(attempt)) {
-			return false
+		for attempt := 0; ; attempt++ {
+			err := w.stream.DeleteConsumer(ctx, c.name)
+			if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				if err = c.consumeFromStart(ctx, w.stream); err == nil {
+					break
+				}
+			}
+			w.log.Warn("recreate the consumer; retrying", "consumer", c.name, "err", err)
+			if !queue.Sleep(ctx, queue.Backoff(attempt)) {
+				return false
+			}
 		}
 	}
 	w.log.Info("consuming afresh from the oldest queued job")

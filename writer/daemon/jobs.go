@@ -30,6 +30,7 @@ var scanLimit = queue.LocateScanLimit
 type handJob struct {
 	id  string
 	seq uint64
+	own bool // of the store's own stream
 }
 
 // noteHand records the jobs of the batch run has in hand, for Locate:
@@ -38,7 +39,7 @@ type handJob struct {
 func (w *Writer) noteHand(batch []jetstream.Msg) {
 	hand := make([]handJob, 0, len(batch))
 	for _, m := range batch {
-		j := handJob{id: msgJobID(m.Headers(), m.Data())}
+		j := handJob{id: msgJobID(m.Headers(), m.Data()), own: w.classOf(m) != nil}
 		if md, err := m.Metadata(); err == nil {
 			j.seq = md.Sequence.Stream
 		}
@@ -236,13 +237,20 @@ func describeQueued(m queuedMsg) queue.QueuedJob {
 			Op   string `json:"op"`
 			Name string `json:"name"`
 		} `json:"ops"`
-		Submitted time.Time `json:"submitted"`
+		Submitted time.Time      `json:"submitted"`
+		Priority  queue.Priority `json:"priority"`
+	}
+	if m.high {
+		j.Priority = queue.PriorityHigh
 	}
 	if json.Unmarshal(m.data, &body) != nil {
 		j.Detail = "not a valid job: it will be a dead letter, or rejected"
 		return j
 	}
 	j.Submitted = body.Submitted
+	if body.Priority == queue.PriorityHigh {
+		j.Priority = queue.PriorityHigh
+	}
 	for _, op := range body.Ops {
 		kind := op.Op
 		if op.Op == string(queue.OpExec) && op.Name != "" {
@@ -259,12 +267,16 @@ type queuedMsg struct {
 	seq  uint64 // its stream sequence
 	id   string // its job ID (msgJobID)
 	data []byte
+	high bool // of the high class's subject
 }
 
-// scan reads the queued messages in the order they will be applied: those
-// of the store's former streams still to drain (see WriterConfig.OwnServer),
-// then its own stream's, oldest first, one request each (the stream is a
-// work queue: it admits no second consumer to read it with). It calls fn
+// scan reads the queued messages in the order they will be applied: the
+// jobs in hand, those of the store's former streams still to drain (see
+// WriterConfig.OwnServer), then its own stream's, high jobs first, each
+// class oldest first, one request each (a work-queue stream admits no
+// other consumer of its subjects to read it with). That order is exact
+// but for a batch of normal jobs that may go between high ones (see
+// pick), and a job that joins an exec run. It calls fn
 // on each until fn returns false, limit messages were read, or ctx ends;
 // complete says it met every message. A ctx that ends is no error.
 func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (scanned int, complete bool, err error) {
@@ -272,14 +284,39 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 		stream  jetstream.Stream
 		subject string
 		from    uint64 // the first sequence that may be undecided
+		high    bool
 	}
 	w.mu.Lock()
-	sources := make([]source, 0, len(w.former)+1)
+	hand := slices.Clone(w.hand)
+	sources := make([]source, 0, len(w.former)+2)
 	for _, f := range w.former {
-		sources = append(sources, source{f.stream, queue.JobsSubject(f.id), 1})
+		sources = append(sources, source{f.stream, ">", 1, false})
 	}
 	w.mu.Unlock()
-	sources = append(sources, source{w.stream, queue.JobsSubject(w.storeID), w.floor.Load() + 1})
+	for _, c := range w.classes() { // high first: the order they are decided in
+		sources = append(sources, source{w.stream, c.subject, c.floor.Load() + 1, c.high})
+	}
+	// The jobs in hand come first, whatever their class. (A former
+	// stream's come first in its sweep.)
+	inHand := map[uint64]bool{}
+	for _, h := range hand {
+		if !h.own {
+			continue
+		}
+		if scanned >= limit {
+			return scanned, false, nil
+		}
+		m, err := w.stream.GetMsg(ctx, h.seq)
+		if err != nil {
+			continue // decided and purged meanwhile; or an error the sweeps meet too
+		}
+		inHand[h.seq] = true
+		scanned++
+		high := w.high != nil && m.Subject == w.high.subject
+		if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data, high: high}) {
+			return scanned, true, nil
+		}
+	}
 	for _, s := range sources {
 		for seq := s.from; ; {
 			if scanned >= limit {
@@ -295,8 +332,12 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 				}
 				return scanned, false, err
 			}
+			if s.stream == w.stream && inHand[m.Sequence] {
+				seq = m.Sequence + 1
+				continue
+			}
 			scanned++
-			if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data}) {
+			if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data, high: s.high}) {
 				return scanned, true, nil
 			}
 			seq = m.Sequence + 1

@@ -1,10 +1,22 @@
 package daemon
 
-import "github.com/scribehq/scribe/queue"
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
 
-// high reports whether the item is a high-priority job. A job that did
-// not decode is normal.
-func (it item) high() bool { return it.e.Err == nil && it.e.Job.High() }
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scribehq/scribe/queue"
+)
+
+// high reports whether the item is a high-priority job: one of the high
+// class, or one that says it is high (queued by an older client, or on a
+// stream without the high subject). A job that did not decode is normal.
+func (it item) high() bool {
+	return (it.cls != nil && it.cls.high) || (it.e.Err == nil && it.e.Job.High())
+}
 
 // pick chooses the class of the next batch from the jobs in ahead (not
 // empty): high jobs first, but after queue.MaxHighBatches batches of
@@ -53,4 +65,103 @@ func (w *Writer) takeBatch(high bool) []item {
 	}
 	w.ahead = rest
 	return batch
+}
+
+// class is one priority class of the store's own stream: the jobs of one
+// subject, delivered in order by a consumer of their own, so that the
+// writer sees a high job however many normal ones are queued ahead of it.
+type class struct {
+	high    bool
+	subject string
+	name    string             // of its durable consumer
+	msgs    chan jetstream.Msg // its pump's deliveries (normal's: a former stream's too)
+	cons    jetstream.Consumer // replaced by run while the pump is stopped
+	// nextDelivery is the delivery (consumer) sequence its next message
+	// must have (see take). committed is the highest sequence of the
+	// class whose outcome the journal has, purged the floor of its last
+	// purge. Only run touches them.
+	nextDelivery      uint64
+	committed, purged uint64
+	// floor is the sequence up to which every job of the class is
+	// decided: purge removes them. Queued and scan read it.
+	floor atomic.Uint64
+	// decided are the sequences decided and not yet purged, for Queued.
+	mu      sync.Mutex
+	decided []uint64
+}
+
+func newClass(high bool, subject, consumer string, buffer int) *class {
+	return &class{high: high, subject: subject, name: consumer, msgs: make(chan jetstream.Msg, buffer)}
+}
+
+// classes are the writer's classes: normal, and high if the stream has
+// its subject.
+func (w *Writer) classes() []*class {
+	if w.high == nil {
+		return []*class{w.normal}
+	}
+	return []*class{w.high, w.normal}
+}
+
+// classOf is the class of m, nil if it is not of the store's own stream.
+func (w *Writer) classOf(m jetstream.Msg) *class {
+	md, err := m.Metadata()
+	switch {
+	case err != nil || md.Stream != queue.StreamName(w.storeID):
+		return nil
+	case w.high != nil && m.Subject() == w.high.subject:
+		return w.high
+	}
+	return w.normal
+}
+
+// deliveries is the channel of the class's pump; nil (never ready) for
+// a class the stream does not have.
+func (c *class) deliveries() <-chan jetstream.Msg {
+	if c == nil {
+		return nil
+	}
+	return c.msgs
+}
+
+// consumeFromStart (re)creates the class's consumer, which delivers from
+// its oldest queued job.
+func (c *class) consumeFromStart(ctx context.Context, stream jetstream.Stream) error {
+	cons, err := stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig(c.name, c.subject))
+	if err != nil {
+		return err
+	}
+	c.cons, c.nextDelivery = cons, 1
+	return nil
+}
+
+// commit records that the job at seq is decided.
+func (c *class) commit(seq uint64) {
+	c.committed = max(c.committed, seq)
+	c.mu.Lock()
+	c.decided = append(c.decided, seq)
+	c.mu.Unlock()
+}
+
+// owed is how many sequences of the stream a purge of the class is owed.
+func (c *class) owed() uint64 {
+	if f := c.floor.Load(); f > c.purged {
+		return f - c.purged
+	}
+	return 0
+}
+
+// purgedTo records that the class is purged up to floor.
+func (c *class) purgedTo(floor uint64) {
+	c.purged = floor
+	c.mu.Lock()
+	c.decided = slices.DeleteFunc(c.decided, func(seq uint64) bool { return seq <= floor })
+	c.mu.Unlock()
+}
+
+// unpurged is how many jobs of the class are decided and not yet purged.
+func (c *class) unpurged() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return uint64(len(c.decided))
 }

@@ -154,16 +154,9 @@ func (w *Writer) reply(v any) ([]byte, error) {
 // Queued returns how many jobs wait in the store's stream and in the
 // streams of its former paths still to drain.
 func (w *Writer) Queued(ctx context.Context) (uint64, error) {
-	info, err := w.stream.Info(ctx)
+	n, err := w.queuedOwn(ctx)
 	if err != nil {
 		return 0, err
-	}
-	n := info.State.Msgs
-	// Jobs decided but not yet purged are not queued any more.
-	if first := max(info.State.FirstSeq, 1); info.State.Msgs > 0 {
-		if floor := w.floor.Load(); floor >= first {
-			n -= min(n, floor-first+1)
-		}
 	}
 	w.mu.Lock()
 	former := slices.Clone(w.former)
@@ -177,6 +170,21 @@ func (w *Writer) Queued(ctx context.Context) (uint64, error) {
 			return 0, err
 		}
 		n += info.State.Msgs
+	}
+	return n, nil
+}
+
+// queuedOwn is how many jobs the store's own stream holds undecided.
+func (w *Writer) queuedOwn(ctx context.Context) (uint64, error) {
+	w.purging.Lock() // no purge between the count and the jobs decided
+	defer w.purging.Unlock()
+	info, err := w.stream.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := info.State.Msgs
+	for _, c := range w.classes() {
+		n -= min(n, c.unpurged()) // decided, not queued any more
 	}
 	return n, nil
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -135,12 +134,14 @@ type Writer struct {
 	storeID string
 	js      jetstream.JetStream
 	stream  jetstream.Stream
-	cons    jetstream.Consumer // the stream's; replaced by run while the pump is stopped
 	log     *slog.Logger
-	msgs    chan jetstream.Msg
-	// ahead are the messages run has taken from msgs and not yet
-	// processed, in order; taken counts them, to keep that order when an
-	// exec run puts back jobs that joined it. Only run touches them.
+	// normal and high are the classes of the store's own stream; high is
+	// nil on a stream without its subject (queue.HasHighSubject). Their
+	// pumps deliver to their msgs, the former streams' to normal's.
+	normal, high *class
+	// ahead are the messages run has taken from the classes' msgs and
+	// not yet processed, in order; taken counts them, to keep that order
+	// when an exec run puts back jobs that joined it. Only run touches them.
 	ahead    []item
 	taken    uint64
 	commands map[string]*exec.Command
@@ -179,23 +180,18 @@ type Writer struct {
 	pace      time.Duration
 	lastTaken time.Time
 	// The store's own stream is never acked message by message: each ack
-	// would cost JetStream a synced delete record. Instead run purges it
-	// up to the floor (see purge). committed is the highest sequence of
-	// it whose outcome the journal has, purged the floor of the last
-	// purge, purgeTimer (nil when stopped) runs while a purge is owed.
-	// Only run touches them.
-	committed, purged uint64
-	lastPurge         time.Time
-	purgeTimer        *time.Timer
-	// floor is the sequence up to which every job of the store's own
-	// stream is decided: purge removes them. Queued and scan read it.
-	floor atomic.Uint64
-	// nextDelivery is the delivery (consumer) sequence the next message
-	// of the store's own stream must have; lost says one came with a
-	// later one: deliveries were lost in transit. Only run touches them
+	// would cost JetStream a synced delete record. Instead run purges
+	// each class up to its floor (see purge). purgeTimer (nil when
+	// stopped) runs while a purge is owed. Only run touches them.
+	lastPurge  time.Time
+	purgeTimer *time.Timer
+	// purging is held by a purge of the stream and by Queued, which
+	// counts the jobs decided but not yet purged.
+	purging sync.Mutex
+	// lost says a message came with a later delivery sequence than its
+	// class's next: deliveries were lost in transit. Only run touches it
 	// (see take).
-	nextDelivery uint64
-	lost         bool
+	lost bool
 
 	// opening serialises opening the store's journal: bbolt's flock makes
 	// a look-up's read-only open wait for the writer's own session (and
@@ -233,7 +229,7 @@ type item struct {
 	m   jetstream.Msg
 	e   writer.Entry
 	n   uint64 // the order it was taken in
-	own bool   // of the store's own stream (not a former path's)
+	cls *class // its class of the store's own stream; nil: a former path's
 }
 
 // isExec reports whether the item is an exec job, which runs alone.
@@ -302,8 +298,17 @@ func NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := w.stream.DeleteConsumer(ctx, queue.ConsumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, fmt.Errorf("reset consumer: %w", err)
+	w.normal = newClass(false, queue.JobsSubject(w.storeID), queue.ConsumerName, cfg.BatchSize)
+	if queue.HasHighSubject(w.stream.CachedInfo().Config, w.storeID) {
+		w.high = newClass(true, queue.HighJobsSubject(w.storeID), queue.HighConsumerName, cfg.BatchSize)
+	} else {
+		w.log.Warn("the queue's stream has no subject for high-priority jobs: they are decided first only among the jobs taken (nats stream edit adds it)",
+			"stream", queue.StreamName(w.storeID), "subject", queue.HighJobsSubject(w.storeID))
+	}
+	for _, name := range []string{queue.ConsumerName, queue.HighConsumerName} {
+		if err := w.stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("reset consumer: %w", err)
+		}
 	}
 	return w, nil
 }
@@ -311,15 +316,16 @@ func NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error) {
 // Start begins consuming: first the streams of the store's former paths,
 // if any (WriterConfig.OwnServer), then its own. Close stops it.
 func (w *Writer) Start(ctx context.Context) error {
-	cons, err := w.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig())
-	if err != nil {
-		return fmt.Errorf("create consumer: %w", err)
+	for _, c := range w.classes() {
+		if err := c.consumeFromStart(ctx, w.stream); err != nil {
+			return fmt.Errorf("create consumer: %w", err)
+		}
 	}
-	w.cons, w.nextDelivery = cons, 1
 	w.finishInterrupted()
 	w.mu.Lock()
 	w.lastDone = time.Now()
 	w.mu.Unlock()
+	var err error
 	if w.svc, err = w.serveStatus(); err != nil {
 		return err
 	}
@@ -328,7 +334,6 @@ func (w *Writer) Start(ctx context.Context) error {
 		_ = w.svc.Stop()
 		return fmt.Errorf("serve cancel requests: %w", err)
 	}
-	w.msgs = make(chan jetstream.Msg, w.cfg.BatchSize)
 	w.reconsume = make(chan struct{}, 1)
 	ctx, w.cancel = context.WithCancel(context.Background())
 	w.done = make(chan struct{})
@@ -424,7 +429,9 @@ func (w *Writer) run(ctx context.Context) {
 				if !w.consumeAfresh(ctx) {
 					return
 				}
-			case m := <-w.msgs:
+			case m := <-w.normal.msgs:
+				w.take(m)
+			case m := <-w.high.deliveries():
 				w.take(m)
 			case m := <-w.cancels:
 				w.handleCancel(ctx, m)
@@ -488,17 +495,17 @@ func (w *Writer) lostClaim() <-chan struct{} {
 // later jobs were applied and purged past them. take then drops m and
 // sets lost, and run consumes afresh from the oldest undecided job.
 func (w *Writer) take(m jetstream.Msg) {
-	md, err := m.Metadata()
-	own := err == nil && md.Stream == queue.StreamName(w.storeID) // isOwn
-	if own {
+	c := w.classOf(m)
+	if c != nil {
+		md, _ := m.Metadata() // classOf read it
 		d := md.Sequence.Consumer
-		if d > w.nextDelivery {
+		if d > c.nextDelivery {
 			w.log.Warn("deliveries were lost on the way from the queue; consuming afresh from the oldest undecided job",
-				"delivery", d, "expected", w.nextDelivery, "seq", md.Sequence.Stream)
+				"delivery", d, "expected", c.nextDelivery, "seq", md.Sequence.Stream, "subject", c.subject)
 			w.lost = true
 			return
 		}
-		w.nextDelivery = d + 1 // lower after a consumer leader change: redeliveries
+		c.nextDelivery = d + 1 // lower after a consumer leader change: redeliveries
 	}
 	now := time.Now()
 	if d := now.Sub(w.lastTaken); d < 10*maxLingerGap { // longer: a lull, not a pace
@@ -506,21 +513,31 @@ func (w *Writer) take(m jetstream.Msg) {
 	}
 	w.lastTaken = now
 	w.taken++
-	w.ahead = append(w.ahead, item{m: m, e: w.entry(m), n: w.taken, own: own})
+	w.ahead = append(w.ahead, item{m: m, e: w.entry(m), n: w.taken, cls: c})
 }
 
-// isOwn reports whether m is of the store's own stream.
-func (w *Writer) isOwn(m jetstream.Msg) bool {
-	md, err := m.Metadata()
-	return err == nil && md.Stream == queue.StreamName(w.storeID)
-}
-
-// fill takes the messages already delivered, without waiting, until ahead
-// holds a batch's worth.
+// fill takes the messages already delivered, without waiting: high ones
+// until ahead holds a batch's worth of them, however many normal ones it
+// holds, then normal ones until it holds a batch's worth in all.
 func (w *Writer) fill() {
+	high := 0
+	for _, it := range w.ahead {
+		if it.high() {
+			high++
+		}
+	}
+	for ; high < w.cfg.BatchSize && !w.lost; high++ {
+		select {
+		case m := <-w.high.deliveries():
+			w.take(m)
+			continue
+		default:
+		}
+		break
+	}
 	for len(w.ahead) < w.cfg.BatchSize && !w.lost {
 		select {
-		case m := <-w.msgs:
+		case m := <-w.normal.msgs:
 			w.take(m)
 		default:
 			return
@@ -538,23 +555,27 @@ const (
 	purgeJobs  = 1024
 )
 
-// purge removes from the store's own stream the jobs up to the floor:
-// those whose outcomes the journal has, below the oldest job still
-// undecided. One purge, one sync, stands for the acks of all of them.
-// Unless forced it waits until purgeEvery has passed or purgeJobs are
-// owed, and arms purgeTimer meanwhile. Only run calls it, between batches.
-// A purge that fails is retried later: the jobs it would have removed
-// are only delivered again (after a restart) and found in the journal.
+// purge removes from each class of the store's own stream the jobs up to
+// its floor: those whose outcomes the journal has, below the class's
+// oldest job still undecided. One purge, one sync, stands for the acks
+// of all of them. Unless forced it waits until purgeEvery has passed or
+// purgeJobs are owed, and arms purgeTimer meanwhile. Only run calls it,
+// between batches. A purge that fails is retried later: the jobs it
+// would have removed are only delivered again (after a restart) and
+// found in the journal.
 func (w *Writer) purge(ctx context.Context, force bool) {
-	if floor := purgeFloor(w.committed, w.ahead); floor > w.floor.Load() {
-		w.floor.Store(floor)
+	var owed uint64
+	for _, c := range w.classes() {
+		if floor := purgeFloor(c, w.ahead); floor > c.floor.Load() {
+			c.floor.Store(floor)
+		}
+		owed += c.owed()
 	}
-	floor := w.floor.Load()
-	if floor <= w.purged {
+	if owed == 0 {
 		w.stopPurgeTimer()
 		return
 	}
-	if !force && floor-w.purged < purgeJobs && time.Since(w.lastPurge) < purgeEvery {
+	if !force && owed < purgeJobs && time.Since(w.lastPurge) < purgeEvery {
 		if w.purgeTimer == nil {
 			w.purgeTimer = time.NewTimer(purgeEvery - time.Since(w.lastPurge))
 		}
@@ -568,26 +589,34 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	w.lastPurge = time.Now()
-	if err := w.stream.Purge(ctx, jetstream.WithPurgeSequence(floor+1)); err != nil {
-		w.log.Warn("purge decided jobs from the queue; retrying later", "up_to_seq", floor, "err", err)
-		w.purgeTimer = time.NewTimer(purgeEvery)
-		return
+	w.purging.Lock()
+	defer w.purging.Unlock()
+	for _, c := range w.classes() {
+		if c.owed() == 0 {
+			continue
+		}
+		floor := c.floor.Load()
+		if err := w.stream.Purge(ctx, jetstream.WithPurgeSubject(c.subject), jetstream.WithPurgeSequence(floor+1)); err != nil {
+			w.log.Warn("purge decided jobs from the queue; retrying later", "subject", c.subject, "up_to_seq", floor, "err", err)
+			w.purgeTimer = time.NewTimer(purgeEvery)
+			return
+		}
+		c.purgedTo(floor)
 	}
 	fault.Crash("acked")
-	w.purged = floor
 }
 
-// purgeFloor is the highest sequence of the store's own stream that may
-// be purged: at most the highest decided one, and below every job taken
-// but not decided (ahead). Jobs are decided in order, but not strictly:
-// jobs that join an exec run are decided before other jobs queued between
-// them (docs/exec.md), and those must stay in the queue until decided.
-// Jobs not taken yet come after every job taken: the consumer delivers in
-// order.
-func purgeFloor(committed uint64, ahead []item) uint64 {
-	floor := committed
+// purgeFloor is the highest sequence of class c that may be purged: at
+// most the highest decided one, and below every job of c taken but not
+// decided (ahead). Jobs are decided in order, but not strictly: jobs that
+// join an exec run are decided before other jobs queued between them
+// (docs/exec.md), and high jobs before normal ones; those must stay in
+// the queue until decided. Jobs of c not taken yet come after every job
+// of c taken: its consumer delivers in order.
+func purgeFloor(c *class, ahead []item) uint64 {
+	floor := c.committed
 	for _, it := range ahead {
-		if it.own && it.e.Seq != 0 && it.e.Seq <= floor {
+		if it.cls == c && it.e.Seq != 0 && it.e.Seq <= floor {
 			floor = it.e.Seq - 1
 		}
 	}
@@ -641,7 +670,9 @@ func (w *Writer) linger() {
 		}
 		t.Reset(min(gap, left))
 		select {
-		case m := <-w.msgs:
+		case m := <-w.normal.msgs:
+			w.take(m)
+		case m := <-w.high.deliveries():
 			w.take(m)
 		case <-t.C:
 			return

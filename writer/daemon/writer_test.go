@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/claim"
 	"github.com/scribehq/scribe/writer/daemon"
 	"github.com/scribehq/scribe/writer/journal"
 )
@@ -276,4 +278,86 @@ func TestWriterFinishesInterruptedBatchAtStart(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(store, "log"))
 	require.NoError(t, err)
 	assert.Equal(t, "x\n", string(b), "redone, not doubled")
+}
+
+// olderStream makes the store's stream as an older version did: with the
+// normal jobs subject alone, and an unfiltered consumer; and queues a
+// normal job and one that says it is high on it.
+func olderStream(t *testing.T, js jetstream.JetStream, sid string) {
+	t.Helper()
+	cfg := queue.StreamConfig(sid, queue.Limits{})
+	cfg.Subjects = []string{queue.JobsSubject(sid)}
+	s, err := js.CreateStream(t.Context(), cfg)
+	require.NoError(t, err)
+	_, err = s.CreateOrUpdateConsumer(t.Context(), queue.ConsumerConfig(queue.ConsumerName, ""))
+	require.NoError(t, err)
+	publishJob(t, js, sid, "old-1", wireJob(t, sid, "old-1", "old-1"))
+	high, err := json.Marshal(map[string]any{"v": queue.Version, "id": "old-high", "store": sid, "priority": "high",
+		"ops": []queue.Op{{Kind: queue.OpAppend, Path: "log.txt", Data: []byte("old-high\n")}}})
+	require.NoError(t, err)
+	publishJob(t, js, sid, "old-high", high)
+}
+
+// A store's stream made by an older version is upgraded by its daemon on
+// its own server: the jobs queued in it are applied, and high jobs get
+// their subject.
+func TestWriterUpgradesOlderStream(t *testing.T) {
+	nc, js := startJetStream(t)
+	store, sid := writerStore(t)
+	olderStream(t, js, sid)
+	w := startWriter(t, store, nc, nil)
+	assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, "old-1").Status)
+	assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, "old-high").Status)
+	s, err := js.Stream(t.Context(), queue.StreamName(sid))
+	require.NoError(t, err)
+	assert.True(t, queue.HasHighSubject(s.CachedInfo().Config, sid))
+	_, err = js.Publish(t.Context(), queue.HighJobsSubject(sid), wireJob(t, sid, "new-high", "new-high"), jetstream.WithMsgID("new-high"))
+	require.NoError(t, err)
+	assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, "new-high").Status)
+	assert.ElementsMatch(t, []string{"old-1", "old-high", "new-high"}, strings.Fields(storeLog(t, store)))
+	require.Eventually(t, func() bool {
+		n, err := w.Queued(t.Context())
+		return err == nil && n == 0
+	}, 10*time.Second, 10*time.Millisecond, "every job purged from the queue")
+}
+
+// On a server the daemon does not own (a claim), a stream made by an
+// older version is used as it is: its jobs, high ones included, are
+// applied through the one consumer, and nothing is changed; a stream
+// configured otherwise is refused, naming the difference.
+func TestWriterVerifiesOlderStream(t *testing.T) {
+	nc, js := startJetStream(t)
+	store, sid := writerStore(t)
+	olderStream(t, js, sid)
+	_, err := queue.VerifyStream(t.Context(), js, sid, queue.Limits{})
+	require.NoError(t, err, "an older stream is one scribe can use")
+	_, err = queue.VerifyStream(t.Context(), js, sid, queue.Limits{MaxJobs: 7})
+	require.ErrorIs(t, err, queue.ErrStreamConflict)
+	assert.Contains(t, err.Error(), "max_msgs")
+
+	cl, err := claim.Acquire(t.Context(), js, sid, claim.Config{Holder: "test"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Release() })
+	w, err := daemon.NewWriter(t.Context(), daemon.WriterConfig{Store: store, Conn: nc, Claim: cl})
+	require.NoError(t, err)
+	require.NoError(t, w.Start(t.Context()))
+	t.Cleanup(func() { assert.NoError(t, w.Close()) })
+	assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, "old-1").Status)
+	assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, "old-high").Status)
+	s, err := js.Stream(t.Context(), queue.StreamName(sid))
+	require.NoError(t, err)
+	assert.Equal(t, []string{queue.JobsSubject(sid)}, s.CachedInfo().Config.Subjects, "the operator's stream, unchanged")
+}
+
+// A deleted high-class consumer is recreated like the normal one.
+func TestWriterRecreatesDeletedHighConsumer(t *testing.T) {
+	nc, js := startJetStream(t)
+	store, sid := writerStore(t)
+	w := startWriter(t, store, nc, nil)
+	s, err := js.Stream(t.Context(), queue.StreamName(sid))
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteConsumer(t.Context(), queue.HighConsumerName))
+	_, err = js.Publish(t.Context(), queue.HighJobsSubject(sid), wireJob(t, sid, "after", "after"), jetstream.WithMsgID("after"))
+	require.NoError(t, err)
+	assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, "after").Status, "consuming again from a new consumer")
 }

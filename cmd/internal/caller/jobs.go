@@ -167,7 +167,11 @@ func (c *jobs) print(l *jobsJSON, q queue.JobsQuery) {
 	case l.QueuedTotal != nil:
 		fmt.Fprintf(w, "queued, next first: %d\n", *l.QueuedTotal)
 		for _, j := range l.Queued {
-			fmt.Fprintf(w, "  %d. %s  %s  seq %d, %s", j.Position, j.ID, strings.ReplaceAll(string(j.State), "_", " "), j.Seq, strings.Join(j.Ops, ", "))
+			fmt.Fprintf(w, "  %d. %s  %s  ", j.Position, j.ID, strings.ReplaceAll(string(j.State), "_", " "))
+			if j.Priority == queue.PriorityHigh {
+				fmt.Fprint(w, "high, ")
+			}
+			fmt.Fprintf(w, "seq %d, %s", j.Seq, strings.Join(j.Ops, ", "))
 			if !j.Submitted.IsZero() {
 				fmt.Fprintf(w, ", submitted %s", j.Submitted.Format(time.RFC3339))
 			}

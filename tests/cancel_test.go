@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,8 +187,10 @@ func TestCancelRefused(t *testing.T) {
 
 // On a NATS cluster, the store's submitter may cancel through the remote
 // queue (its permissions grant the cancel subject), and the writer, which
-// holds the store's claim, answers. Not parallel, as the other cluster
-// tests: the nodes bind ports chosen free beforehand.
+// holds the store's claim, answers. A high job overtakes the queue there
+// too, queued by a submitter whose permissions lack the high jobs
+// subject as well (on the normal one). Not parallel, as the other
+// cluster tests: the nodes bind ports chosen free beforehand.
 func TestCancelOnCluster(t *testing.T) {
 	store := newStore(t)
 	e := startScribeCluster(t, store)
@@ -197,9 +200,13 @@ func TestCancelOnCluster(t *testing.T) {
 	e.startWriter(t, e.c.URLs[0])
 
 	env := []string{"SCRIBE_NATS_PASSWORD=" + natsSubmitPass(e.id)}
+	remoteAs := func(user string, args ...string) result {
+		t.Helper()
+		return runWith(t, scribeBin, env, nil, append([]string{args[0], "--nats-url", e.c.URLs[1], "--user", user, "--store-id", e.id}, args[1:]...)...)
+	}
 	remote := func(args ...string) result {
 		t.Helper()
-		return runWith(t, scribeBin, env, nil, append([]string{args[0], "--nats-url", e.c.URLs[1], "--user", natsSubmitUser(e.id), "--store-id", e.id}, args[1:]...)...)
+		return remoteAs(natsSubmitUser(e.id), args...)
 	}
 	outcome := func(id string) *queue.Outcome {
 		t.Helper()
@@ -230,11 +237,19 @@ func TestCancelOnCluster(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "no such job")
 
+	r = remote("submit", "--priority", "high", "--id", "high-1", "append", "log.txt", "high-1\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = remoteAs("older-"+natsSubmitUser(e.id), "submit", "--priority", "high", "--id", "high-2", "append", "log.txt", "high-2\n")
+	require.Equal(t, 0, r.code, r.stderr)
+
 	open()
 	assert.Equal(t, queue.StatusApplied, outcome("keep-1").Status)
 	assert.Equal(t, queue.ReasonCancelled, outcome("drop-1").Reason)
 	r = remote("cancel", "keep-1")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "too late")
-	assert.Equal(t, "keep-1\n", readFile(t, filepath.Join(e.store, "log.txt")))
+	lines := strings.Fields(readFile(t, filepath.Join(e.store, "log.txt")))
+	require.Len(t, lines, 3)
+	assert.ElementsMatch(t, []string{"high-1", "high-2"}, lines[:2], "the high jobs first")
+	assert.Equal(t, "keep-1", lines[2])
 }

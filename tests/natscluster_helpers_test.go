@@ -77,6 +77,15 @@ var natsAccountsTmpl = template.Must(template.New("accounts").Parse(`accounts {
       {
         user: "submit-{{.}}", password: "submit-{{.}}-pass"
         permissions: {
+          publish: {allow: ["scribe.{{.}}.jobs", "scribe.{{.}}.jobs.high", "scribe.{{.}}.status", "scribe.{{.}}.cancel", "$JS.API.STREAM.INFO.SCRIBE_{{.}}"]}
+          subscribe: {allow: ["_INBOX_{{.}}.>", "scribe.{{.}}.outcomes.*"]}
+        }
+      }
+      # (Not in the docs.) A submitter of store {{.}} set up before high
+      # jobs had a subject of their own.
+      {
+        user: "older-submit-{{.}}", password: "submit-{{.}}-pass"
+        permissions: {
           publish: {allow: ["scribe.{{.}}.jobs", "scribe.{{.}}.status", "scribe.{{.}}.cancel", "$JS.API.STREAM.INFO.SCRIBE_{{.}}"]}
           subscribe: {allow: ["_INBOX_{{.}}.>", "scribe.{{.}}.outcomes.*"]}
         }

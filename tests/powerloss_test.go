@@ -26,11 +26,11 @@ import (
 
 // Power loss, as a disk that loses what was not synced. Each filesystem
 // (ext4, xfs, btrfs) runs a chain of cuts on one image: a daemon and
-// producers (real scribe processes: Submit-only, Apply, a direct writer
-// beside the daemon, exec jobs, the first writes to fresh stores (some
-// only appending to a file the folder had), puts that rename over a
-// file, new files in new folders, merges, multi-op jobs) write for a
-// moment; at a random instant, or right after the first write to
+// producers (real scribe processes: Submit-only and Apply, of both
+// priority classes, a direct writer beside the daemon, exec jobs, the
+// first writes to fresh stores (some only appending to a file the
+// folder had), puts that rename over a file, new files in new folders,
+// merges, multi-op jobs) write for a moment; at a random instant, or right after the first write to
 // a fresh store returned, all of them are SIGSTOPped at once and the
 // image is copied: what a power cut leaves. The copy is then mounted
 // where the store was, a daemon drains its queue and `scribe recover`
@@ -142,7 +142,9 @@ type powerProducer struct {
 	// it pauses after each job, and every other job fails fast instead
 	// of waiting for the lock.
 	paced bool
-	jobs  []*powerJob
+	// high: its jobs are queued high, in a class of their own.
+	high bool
+	jobs []*powerJob
 }
 
 // guaranteed reports whether j's acknowledgement promises its outcome
@@ -232,6 +234,9 @@ func (c *powerCut) run(bin string, args ...string) (res result, ok bool) {
 // args is the command line of p's job j.
 func (c *powerCut) args(p *powerProducer, j *powerJob) ([]string, error) {
 	args := []string{"submit", "--store", p.store, "--id", j.id}
+	if p.high {
+		args = append(args, "--priority", "high")
+	}
 	switch p.route {
 	case routeSubmit:
 		args = append(args, "--route", "require")
@@ -424,9 +429,9 @@ env = { GORACE = %q }
 		names := fmt.Sprintf("c%d", n)
 		c.producers = []*powerProducer{
 			{name: names + "s0", store: dstore, route: routeSubmit},
-			{name: names + "s1", store: dstore, route: routeSubmit, first: 2},
+			{name: names + "s1", store: dstore, route: routeSubmit, first: 2, high: true},
 			{name: names + "a0", store: dstore, route: routeApply, first: 1, existing: freshDaemon && n%8 == 0},
-			{name: names + "a1", store: dstore, route: routeApply, first: 3},
+			{name: names + "a1", store: dstore, route: routeApply, first: 3, high: true},
 			{name: names + "a2", store: dstore, route: routeApply, first: 4},
 			{name: names + "d0", store: dstore, route: routeDirect, first: 4, paced: true},
 			{name: names + "f0", store: fstore, route: routeDirect, first: kindPutNew, limit: 5, existing: n%2 == 1},

@@ -173,8 +173,8 @@ func (w *Writer) count(results []writer.Result) {
 func (w *Writer) answer(batch []jetstream.Msg, entries []writer.Entry, results []writer.Result) {
 	// The journal has every outcome: now the queue may forget the jobs.
 	for i, m := range batch {
-		if c := w.classOf(m); c != nil {
-			c.commit(entries[i].Seq)
+		if w.classOf(m) != nil {
+			w.decide(entries[i].Seq)
 			continue
 		}
 		if err := m.Ack(); err != nil {

@@ -294,7 +294,7 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 	}
 	w.mu.Unlock()
 	for _, c := range w.classes() { // high first: the order they are decided in
-		sources = append(sources, source{w.stream, c.subject, c.floor.Load() + 1, c.high})
+		sources = append(sources, source{w.stream, c.subject, w.floor.Load() + 1, c.high})
 	}
 	// The jobs in hand come first, whatever their class. (A former
 	// stream's come first in its sweep.)
@@ -332,7 +332,7 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 				}
 				return scanned, false, err
 			}
-			if s.stream == w.stream && inHand[m.Sequence] {
+			if s.stream == w.stream && (inHand[m.Sequence] || w.isDecided(m.Sequence)) {
 				seq = m.Sequence + 1
 				continue
 			}
@@ -344,6 +344,15 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 		}
 	}
 	return scanned, true, nil
+}
+
+// isDecided reports whether the job at seq of the store's own stream is
+// decided, and waits only to be purged.
+func (w *Writer) isDecided(seq uint64) bool {
+	w.purging.Lock()
+	defer w.purging.Unlock()
+	_, ok := w.decided[seq]
+	return ok
 }
 
 // fillReport adds to a status report what the store's lock file and

@@ -2,9 +2,6 @@ package daemon
 
 import (
 	"context"
-	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -77,17 +74,9 @@ type class struct {
 	msgs    chan jetstream.Msg // its pump's deliveries (normal's: a former stream's too)
 	cons    jetstream.Consumer // replaced by run while the pump is stopped
 	// nextDelivery is the delivery (consumer) sequence its next message
-	// must have (see take). committed is the highest sequence of the
-	// class whose outcome the journal has, purged the floor of its last
-	// purge. Only run touches them.
-	nextDelivery      uint64
-	committed, purged uint64
-	// floor is the sequence up to which every job of the class is
-	// decided: purge removes them. Queued and scan read it.
-	floor atomic.Uint64
-	// decided are the sequences decided and not yet purged, for Queued.
-	mu      sync.Mutex
-	decided []uint64
+	// must have (see take); lastTaken is the stream sequence of the last
+	// message run took. Only run touches them.
+	nextDelivery, lastTaken uint64
 }
 
 func newClass(high bool, subject, consumer string, buffer int) *class {
@@ -131,37 +120,7 @@ func (c *class) consumeFromStart(ctx context.Context, stream jetstream.Stream) e
 	if err != nil {
 		return err
 	}
-	c.cons, c.nextDelivery = cons, 1
+	c.cons, c.nextDelivery, c.lastTaken = cons, 1, 0
 	return nil
 }
 
-// commit records that the job at seq is decided.
-func (c *class) commit(seq uint64) {
-	c.committed = max(c.committed, seq)
-	c.mu.Lock()
-	c.decided = append(c.decided, seq)
-	c.mu.Unlock()
-}
-
-// owed is how many sequences of the stream a purge of the class is owed.
-func (c *class) owed() uint64 {
-	if f := c.floor.Load(); f > c.purged {
-		return f - c.purged
-	}
-	return 0
-}
-
-// purgedTo records that the class is purged up to floor.
-func (c *class) purgedTo(floor uint64) {
-	c.purged = floor
-	c.mu.Lock()
-	c.decided = slices.DeleteFunc(c.decided, func(seq uint64) bool { return seq <= floor })
-	c.mu.Unlock()
-}
-
-// unpurged is how many jobs of the class are decided and not yet purged.
-func (c *class) unpurged() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return uint64(len(c.decided))
-}

@@ -8,32 +8,34 @@ import (
 	"github.com/scribehq/scribe/writer"
 )
 
-// A class is purged up to its highest decided job, but never past one of
-// its own taken and still undecided: jobs that joined an exec run, and
-// high jobs, are decided ahead of jobs queued between them, which must
-// survive a crash.
-func TestPurgeFloorKeepsUndecidedJobs(t *testing.T) {
+// The queue is purged up to the last job taken, but never past one taken
+// and still undecided, nor past one of either class not taken yet: high
+// jobs, and jobs that joined an exec run, are decided ahead of jobs
+// queued between them, which must survive a crash.
+func TestFloorBelowKeepsUndecidedJobs(t *testing.T) {
 	normal, high := &class{}, &class{high: true}
 	own := func(seq uint64) item { return item{cls: normal, e: writer.Entry{Seq: seq}} }
 	former := item{e: writer.Entry{Seq: 2}}
 	tests := []struct {
 		name      string
-		committed uint64
+		lastTaken uint64
+		untaken   []uint64
 		ahead     []item
 		want      uint64
 	}{
-		{"nothing in hand", 7, nil, 7},
-		{"undecided jobs after the decided", 7, []item{own(8), own(9)}, 7},
-		{"a joiner decided past jobs still ahead", 9, []item{own(5), own(6)}, 4},
-		{"the lowest undecided counts, in any order", 9, []item{own(8), own(3)}, 2},
-		{"a former path's job has another stream's sequence", 9, []item{former}, 9},
-		{"another class's undecided job does not hold this one back", 9, []item{{cls: high, e: writer.Entry{Seq: 3}}}, 9},
-		{"nothing decided yet", 0, []item{own(1)}, 0},
+		{"nothing in hand, nothing left", 7, nil, nil, 7},
+		{"undecided jobs after the decided", 9, nil, []item{own(8), own(9)}, 7},
+		{"a joiner decided past jobs still ahead", 9, nil, []item{own(5), own(6)}, 4},
+		{"the lowest undecided counts, in any order", 9, nil, []item{own(8), own(3)}, 2},
+		{"a former path's job has another stream's sequence", 9, nil, []item{former}, 9},
+		{"a high job undecided holds the normal ones back", 9, nil, []item{{cls: high, e: writer.Entry{Seq: 3}}}, 2},
+		{"a normal job not taken yet, behind the high ones decided", 9, []uint64{4}, nil, 3},
+		{"the oldest job not taken of either class", 20, []uint64{12, 15}, []item{own(18)}, 11},
+		{"nothing taken yet", 0, []uint64{1}, nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			normal.committed = tt.committed
-			assert.Equal(t, tt.want, purgeFloor(normal, tt.ahead))
+			assert.Equal(t, tt.want, floorBelow(tt.lastTaken, tt.untaken, tt.ahead))
 		})
 	}
 }

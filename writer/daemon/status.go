@@ -183,10 +183,7 @@ func (w *Writer) queuedOwn(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	n := info.State.Msgs
-	for _, c := range w.classes() {
-		n -= min(n, c.unpurged()) // decided, not queued any more
-	}
-	return n, nil
+	return n - min(n, uint64(len(w.decided))), nil // decided: not queued any more
 }
 
 // Report describes the writer and its queue.

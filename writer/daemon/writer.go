@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -180,14 +181,21 @@ type Writer struct {
 	pace      time.Duration
 	lastTaken time.Time
 	// The store's own stream is never acked message by message: each ack
-	// would cost JetStream a synced delete record. Instead run purges
-	// each class up to its floor (see purge). purgeTimer (nil when
-	// stopped) runs while a purge is owed. Only run touches them.
+	// would cost JetStream a synced delete record. Instead run purges it
+	// up to the floor (see purge). purged is the floor of the last purge,
+	// purgeTimer (nil when stopped) runs while a purge is owed. Only run
+	// touches them.
+	purged     uint64
 	lastPurge  time.Time
 	purgeTimer *time.Timer
-	// purging is held by a purge of the stream and by Queued, which
-	// counts the jobs decided but not yet purged.
+	// floor is the sequence up to which every job of the store's own
+	// stream is decided: purge removes them. Queued and scan read it.
+	floor atomic.Uint64
+	// decided are the sequences of the store's own stream decided and not
+	// yet purged. purging guards it, and is held across a purge and the
+	// count of Queued, so that a job is counted once.
 	purging sync.Mutex
+	decided map[uint64]struct{}
 	// lost says a message came with a later delivery sequence than its
 	// class's next: deliveries were lost in transit. Only run touches it
 	// (see take).
@@ -265,7 +273,7 @@ func NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error) {
 	if err := cfg.Limits.Check(); err != nil {
 		return nil, err
 	}
-	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now(), cautious: cautiousJobs}
+	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now(), cautious: cautiousJobs, decided: map[uint64]struct{}{}}
 	if w.commands, err = exec.Index(cfg.Commands, lockPathOf(real, cfg.LockPath), queue.Layout{Root: real}.Meta()); err != nil {
 		return nil, err
 	}
@@ -506,6 +514,7 @@ func (w *Writer) take(m jetstream.Msg) {
 			return
 		}
 		c.nextDelivery = d + 1 // lower after a consumer leader change: redeliveries
+		c.lastTaken = md.Sequence.Stream
 	}
 	now := time.Now()
 	if d := now.Sub(w.lastTaken); d < 10*maxLingerGap { // longer: a lull, not a pace
@@ -555,22 +564,23 @@ const (
 	purgeJobs  = 1024
 )
 
-// purge removes from each class of the store's own stream the jobs up to
-// its floor: those whose outcomes the journal has, below the class's
-// oldest job still undecided. One purge, one sync, stands for the acks
-// of all of them. Unless forced it waits until purgeEvery has passed or
-// purgeJobs are owed, and arms purgeTimer meanwhile. Only run calls it,
-// between batches. A purge that fails is retried later: the jobs it
-// would have removed are only delivered again (after a restart) and
-// found in the journal.
+// purge removes from the store's own stream the jobs up to the floor
+// (purgeFloor): those whose outcomes the journal has, below the oldest
+// job still undecided. One purge, one sync, stands for the acks of all of
+// them. Unless forced it waits until purgeEvery has passed or purgeJobs
+// are owed, and arms purgeTimer meanwhile. Only run calls it, between
+// batches. A purge that fails is retried later: the jobs it would have
+// removed are only delivered again (after a restart) and found in the
+// journal.
+//
+// It purges the whole stream up to a sequence, never one subject: a
+// subject's purge removes its jobs one by one, and in the power-cut
+// tests (tests/powerloss_test.go, nats-server 2.15) a cut after such
+// purges lost jobs acknowledged after them.
 func (w *Writer) purge(ctx context.Context, force bool) {
-	var owed uint64
-	for _, c := range w.classes() {
-		if floor := purgeFloor(c, w.ahead); floor > c.floor.Load() {
-			c.floor.Store(floor)
-		}
-		owed += c.owed()
-	}
+	w.purging.Lock()
+	owed := len(w.decided)
+	w.purging.Unlock()
 	if owed == 0 {
 		w.stopPurgeTimer()
 		return
@@ -585,39 +595,84 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 	if w.cfg.Claim != nil && w.cfg.Claim.Check() != nil {
 		return // a writer that may have lost the store leaves the queue alone
 	}
-	fault.Crash("ack")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	w.lastPurge = time.Now()
+	floor, err := w.purgeFloor(ctx)
+	if err != nil {
+		w.log.Warn("find the decided jobs to purge from the queue; retrying later", "err", err)
+		w.purgeTimer = time.NewTimer(purgeEvery)
+		return
+	}
+	if floor > w.floor.Load() {
+		w.floor.Store(floor)
+	}
+	if floor <= w.purged {
+		return // an older job is undecided: the next purge looks again
+	}
+	fault.Crash("ack")
 	w.purging.Lock()
 	defer w.purging.Unlock()
-	for _, c := range w.classes() {
-		if c.owed() == 0 {
-			continue
-		}
-		floor := c.floor.Load()
-		if err := w.stream.Purge(ctx, jetstream.WithPurgeSubject(c.subject), jetstream.WithPurgeSequence(floor+1)); err != nil {
-			w.log.Warn("purge decided jobs from the queue; retrying later", "subject", c.subject, "up_to_seq", floor, "err", err)
-			w.purgeTimer = time.NewTimer(purgeEvery)
-			return
-		}
-		c.purgedTo(floor)
+	if err := w.stream.Purge(ctx, jetstream.WithPurgeSequence(floor+1)); err != nil {
+		w.log.Warn("purge decided jobs from the queue; retrying later", "up_to_seq", floor, "err", err)
+		w.purgeTimer = time.NewTimer(purgeEvery)
+		return
 	}
 	fault.Crash("acked")
+	w.purged = floor
+	for seq := range w.decided {
+		if seq <= floor {
+			delete(w.decided, seq)
+		}
+	}
 }
 
-// purgeFloor is the highest sequence of class c that may be purged: at
-// most the highest decided one, and below every job of c taken but not
-// decided (ahead). Jobs are decided in order, but not strictly: jobs that
-// join an exec run are decided before other jobs queued between them
-// (docs/exec.md), and high jobs before normal ones; those must stay in
-// the queue until decided. Jobs of c not taken yet come after every job
-// of c taken: its consumer delivers in order.
-func purgeFloor(c *class, ahead []item) uint64 {
-	floor := c.committed
+// decide records that the job of the store's own stream at seq is
+// decided: the journal has its outcome.
+func (w *Writer) decide(seq uint64) {
+	w.purging.Lock()
+	w.decided[seq] = struct{}{}
+	w.purging.Unlock()
+}
+
+// purgeFloor is the highest sequence of the store's own stream up to
+// which every job is decided (floorBelow): it asks the stream for each
+// class's oldest job not taken yet. Its consumer delivers in order, so
+// the class's jobs not taken come after its last one taken.
+func (w *Writer) purgeFloor(ctx context.Context) (uint64, error) {
+	var lastTaken uint64
+	var untaken []uint64
+	for _, c := range w.classes() {
+		lastTaken = max(lastTaken, c.lastTaken)
+		m, err := w.stream.GetMsg(ctx, c.lastTaken+1, jetstream.WithGetMsgSubject(c.subject))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return 0, err
+		default:
+			untaken = append(untaken, m.Sequence)
+		}
+	}
+	return floorBelow(lastTaken, untaken, w.ahead), nil
+}
+
+// floorBelow is the highest sequence of the store's own stream up to
+// which every job is decided, given the last sequence taken (of any
+// class), the oldest not taken yet of each class that has one, and the
+// jobs taken but not decided (ahead). Jobs are decided in order, but not
+// strictly: high jobs are decided before normal ones queued ahead of
+// them, and jobs that join an exec run before other jobs queued between
+// them (docs/exec.md); those must stay in the queue until decided. A
+// class with no job left to take has none up to lastTaken: a job queued
+// later has a later sequence.
+func floorBelow(lastTaken uint64, untaken []uint64, ahead []item) uint64 {
+	floor := lastTaken
+	for _, seq := range untaken {
+		floor = min(floor, seq-1)
+	}
 	for _, it := range ahead {
-		if it.cls == c && it.e.Seq != 0 && it.e.Seq <= floor {
-			floor = it.e.Seq - 1
+		if it.cls != nil && it.e.Seq != 0 {
+			floor = min(floor, it.e.Seq-1)
 		}
 	}
 	return floor

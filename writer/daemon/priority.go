@@ -123,4 +123,3 @@ func (c *class) consumeFromStart(ctx context.Context, stream jetstream.Stream) e
 	c.cons, c.nextDelivery, c.lastTaken = cons, 1, 0
 	return nil
 }
-

@@ -136,6 +136,22 @@ func TestCancelQueuedJob(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "no such job")
 
+	// The queue lists the gate and keep-1 alone: the cancelled jobs are
+	// decided, though they stay in the queue until the writer reaches them.
+	r = scribe(t, "", "jobs", "--store", g.store, "--state", "queued", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list struct {
+		Queued      []queue.QueuedJob `json:"queued"`
+		QueuedTotal uint64            `json:"queued_total"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list), r.stdout)
+	var listed []string
+	for _, j := range list.Queued {
+		listed = append(listed, j.ID)
+	}
+	assert.Equal(t, []string{"gate-1", "keep-1"}, listed)
+	assert.EqualValues(t, 2, list.QueuedTotal)
+
 	// The cancellation was recorded before the answer: a daemon killed
 	// now and started again still never applies the job.
 	d.kill(t)

@@ -159,6 +159,9 @@ func (w *Writer) cancelJob(ctx context.Context, id string) queue.CancelAnswer {
 	if r.Duplicate || r.Conflict {
 		return decidedAnswer(r.Outcome)
 	}
+	if found.own {
+		w.decide(found.seq) // not queued any more: Queued and scan leave it out
+	}
 	w.count(results)
 	w.observeOutcome(e, r)
 	w.publishOutcome(r.Outcome) // its submitter may be waiting

@@ -268,6 +268,7 @@ type queuedMsg struct {
 	id   string // its job ID (msgJobID)
 	data []byte
 	high bool // of the high class's subject
+	own  bool // of the store's own stream
 }
 
 // scan reads the queued messages in the order they will be applied: the
@@ -313,7 +314,7 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 		inHand[h.seq] = true
 		scanned++
 		high := w.high != nil && m.Subject == w.high.subject
-		if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data, high: high}) {
+		if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data, high: high, own: true}) {
 			return scanned, true, nil
 		}
 	}
@@ -337,7 +338,7 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 				continue
 			}
 			scanned++
-			if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data, high: s.high}) {
+			if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data, high: s.high, own: s.stream == w.stream}) {
 				return scanned, true, nil
 			}
 			seq = m.Sequence + 1

@@ -53,6 +53,7 @@ __all__ = [
     "ScribeError",
     "Status",
     "Store",
+    "TooLate",
     "TryAgain",
     "UsageError",
     "new_id",
@@ -210,19 +211,26 @@ class Job:
     ``id`` is the idempotency key, made when the job is built unless given:
     applying or submitting the same Job object again is a retry that the
     store applies at most once. ``meta`` is caller data (str to str) copied
-    into the outcome; ``coalesce`` a coalescing key, for exec jobs only.
+    into the outcome; ``coalesce`` a coalescing key, for exec jobs only;
+    ``priority`` ``"high"`` to have the daemon decide the job before the
+    normal ones queued ahead of it (docs/protocol.md, Priorities), ``""``
+    for normal. The priority is not part of the digest: the same job under
+    another priority is a retry.
     """
 
     ops: List[Op]
     id: str = dataclasses.field(default_factory=new_id)
     meta: Optional[Dict[str, str]] = None
     coalesce: str = ""
+    priority: str = ""
 
     def wire(self) -> Dict[str, Any]:
         """The job's JSON (the scribe command fills in ``store``)."""
         d: Dict[str, Any] = {"v": 1, "id": self.id, "ops": [op.wire() for op in self.ops]}
         if self.coalesce:
             d["coalesce"] = self.coalesce
+        if self.priority:
+            d["priority"] = self.priority
         if self.meta:
             d["meta"] = dict(self.meta)
         return d
@@ -273,6 +281,7 @@ class Job:
             id=d.get("id") or new_id(),
             meta=dict(d["meta"]) if d.get("meta") else None,
             coalesce=d.get("coalesce", ""),
+            priority=d.get("priority", ""),
         )
 
 
@@ -494,6 +503,18 @@ class Interrupted(ScribeError):
         self.may_be_applied = may_be_applied
 
 
+class TooLate(ScribeError):
+    """Exit 1 from ``Store.cancel``: nothing was cancelled. The job was
+    already decided (``state`` applied or rejected, ``outcome`` its
+    outcome), the writer has it in hand (``in_hand``), or the daemon knows
+    no such job (``unknown``: no outcome recorded, and not in the queue)."""
+
+    def __init__(self, message: str, *, state: str = "", outcome: Optional[Outcome] = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.state = state
+        self.outcome = outcome
+
+
 class Failed(ScribeError):
     """Any other failure (exit 1 that is not a rejection, such as a store
     folder that does not exist, an I/O error, a .scribe folder others could
@@ -697,6 +718,29 @@ class Store:
         if not out.applied:
             raise _rejected(out)
         return out
+
+    def cancel(self, job: Union[str, Job], timeout: Any = _DEFAULT) -> Outcome:
+        """Cancel a job still queued (``scribe cancel``): the daemon records
+        it rejected with reason ``cancelled`` and never applies it, and this
+        returns that outcome (also when it was cancelled before). Raises
+        TooLate if it was decided, is in hand, or is not known; NoDaemon
+        without a daemon; Busy (exit 75) when the answer did not come in
+        time or the writer could not record it now: cancelling again gives
+        the same answer."""
+        jid = job.id if isinstance(job, Job) else job
+        limit = self.timeout if timeout is _DEFAULT else timeout
+        args = ["cancel", "--store=" + self.path, "--json"]
+        if limit is not None:
+            args.append("--timeout=" + _seconds(limit))
+        r = self._run([*args, "--", jid], None, None)
+        d = self._json(r, jid, strict=False)
+        out = Outcome.from_wire(d["outcome"]) if isinstance(d.get("outcome"), dict) else None
+        if r.code == EXIT_OK and out is not None:
+            return out
+        if r.code == EXIT_REJECTED and d.get("result") in ("too_late", "unknown"):
+            raise TooLate(self._line(r, 0) or f"too late to cancel job {jid}", state=d.get("state", ""),
+                          outcome=out, hint=self._line(r, 1), stderr=r.stderr, job_id=jid)
+        raise self._error(r, jid)
 
     def jobs(self, *, state: Optional[str] = None, since: Optional[float] = None,
              limit: Optional[int] = None) -> Jobs:

@@ -688,6 +688,47 @@ class MineTest(StoreCase):
         self.assertEqual((inner.mode, inner.epoch), ("direct", ran.epoch))
         self.assertEqual(ran.exec["stdout"], f"mined: epoch {ran.epoch}\n")
 
+    def test_cancel_and_priority_while_a_mine_waits(self) -> None:
+        """While a queued mine waits for its lock, a job queued behind it
+        can be cancelled, and a high job overtakes the normal ones."""
+        self.daemon()
+        store = self.store(route="require")
+        held = _load_mine().mine_palace_lock(self.mine_lock)
+        try:
+            gate = sc.Job([sc.Op.exec("mine")], id="gate")
+            store.submit(gate)
+            eventually(lambda: self._deferred(store, gate), SETTLE, "the mine to be deferred")
+            normal = [line_job(f"n{i}") for i in range(3)]
+            drop = line_job("drop")
+            high = sc.Job([sc.Op.append("log.txt", "line h\n")], id="h", priority="high")
+            self.assertEqual(high.wire()["priority"], "high")
+            self.assertEqual(high.digest(), sc.Job(high.ops, id="h").digest(), "the priority is not in the digest")
+            for job in (*normal, drop, high):
+                self.assertTrue(store.submit(job).queued)
+            out = store.cancel(drop)
+            self.assertEqual((out.id, out.status, out.reason), ("drop", "rejected", "cancelled"))
+            self.assertEqual(store.cancel(drop.id).raw, out.raw, "cancelling again: the same outcome")
+            with self.assertRaises(sc.TooLate) as cm:
+                store.cancel(gate)
+            self.assertEqual(cm.exception.state, "in_hand")
+            listed = store.jobs(state="queued").queued or []
+            self.assertEqual([j["id"] for j in listed], ["gate", "h", "n0", "n1", "n2"], "in the order of decision")
+            self.assertEqual(listed[1].get("priority"), "high")
+        finally:
+            held.close()  # let go
+        for job in (gate, high, *normal):
+            self.assertEqual(store.wait(job, timeout=SETTLE).status, "applied")
+        self.assertEqual(self.lines(), ["line h", "line n0", "line n1", "line n2"])
+        with self.assertRaises(sc.Rejected) as cm:
+            store.wait(drop, timeout=SETTLE)
+        self.assertEqual(cm.exception.reason, "cancelled")
+        with self.assertRaises(sc.TooLate) as cm:
+            store.cancel(high)
+        self.assertEqual((cm.exception.state, cm.exception.outcome.status), ("applied", "applied"))
+        with self.assertRaises(sc.TooLate) as cm:
+            store.cancel("never-queued")
+        self.assertEqual((cm.exception.state, cm.exception.exit_code), ("unknown", 1))
+
     @staticmethod
     def _deferred(store: sc.Store, job: sc.Job) -> Optional[sc.Status]:
         st = store.status(job)

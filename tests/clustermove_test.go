@@ -106,3 +106,35 @@ func TestClusterFromConfigFile(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "through the file's queue\n", readFile(t, filepath.Join(store, "log")))
 }
+
+// Moving a store's queue keeps each job's class: a high job queued behind
+// more normal jobs than the writer takes at once is still decided first
+// from the NATS server's stream.
+func TestClusterMoveKeepsPriorities(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	real, err := filepath.EvalSymlinks(store)
+	require.NoError(t, err)
+	id := queue.StoreID(real)
+
+	d := startDaemon(t, store)
+	release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock"))
+	normal := names("n", 3*256)
+	submitAppends(t, store, queue.PriorityNormal, normal...)
+	queueAppends(t, store, "high", "h1")
+	d.stop(t) // the jobs wait in the embedded queue: the lock is held
+	release()
+
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	port := natsFreePorts(t, 1)[0]
+	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 1114112\njetstream { store_dir: %q }\n%s",
+		port, filepath.Join(t.TempDir(), "js"), natsAccountsConf(id))), 0o600))
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	p := startNATSProcess(t, natsServerBin(t), conf)
+	p.waitReady(t, url)
+	c := spawnDaemon(t, store, []string{"SCRIBE_NATS_PASSWORD=" + natsDaemonPass}, "--nats-url", url, "--user", natsDaemonUser)
+	order := filepath.Join(store, "order.txt")
+	require.Eventually(t, func() bool { return len(strings.Fields(readFile(t, order))) == len(normal)+1 }, 60*time.Second, 20*time.Millisecond,
+		"every moved job applied; log:\n%s", c.log.String())
+	assert.Equal(t, append([]string{"h1"}, normal...), strings.Fields(readFile(t, order)))
+}

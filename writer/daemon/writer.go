@@ -182,10 +182,12 @@ type Writer struct {
 	lastTaken time.Time
 	// The store's own stream is never acked message by message: each ack
 	// would cost JetStream a synced delete record. Instead run purges it
-	// up to the floor (see purge). purged is the floor of the last purge,
-	// purgeTimer (nil when stopped) runs while a purge is owed. Only run
-	// touches them.
+	// up to the floor (see purge). purged is the floor of the last purge;
+	// blocked says the last try found an older job undecided, and purged
+	// nothing. purgeTimer (nil when stopped) runs while a purge is owed.
+	// Only run touches them.
 	purged     uint64
+	blocked    bool
 	lastPurge  time.Time
 	purgeTimer *time.Timer
 	// floor is the sequence up to which every job of the store's own
@@ -536,21 +538,28 @@ func (w *Writer) fill() {
 		}
 	}
 	for ; high < w.cfg.BatchSize && !w.lost; high++ {
-		select {
-		case m := <-w.high.deliveries():
-			w.take(m)
-			continue
-		default:
+		m, ok := delivered(w.high.deliveries())
+		if !ok {
+			break
 		}
-		break
+		w.take(m)
 	}
 	for len(w.ahead) < w.cfg.BatchSize && !w.lost {
-		select {
-		case m := <-w.normal.msgs:
-			w.take(m)
-		default:
+		m, ok := delivered(w.normal.msgs)
+		if !ok {
 			return
 		}
+		w.take(m)
+	}
+}
+
+// delivered is the next message of ch, without waiting; false if none.
+func delivered(ch <-chan jetstream.Msg) (jetstream.Msg, bool) {
+	select {
+	case m := <-ch:
+		return m, true
+	default:
+		return nil, false
 	}
 }
 
@@ -568,7 +577,8 @@ const (
 // (purgeFloor): those whose outcomes the journal has, below the oldest
 // job still undecided. One purge, one sync, stands for the acks of all of
 // them. Unless forced it waits until purgeEvery has passed or purgeJobs
-// are owed, and arms purgeTimer meanwhile. Only run calls it, between
+// are owed (and the last try was not blocked), and arms purgeTimer
+// meanwhile. Only run calls it, between
 // batches. A purge that fails is retried later: the jobs it would have
 // removed are only delivered again (after a restart) and found in the
 // journal.
@@ -585,7 +595,7 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 		w.stopPurgeTimer()
 		return
 	}
-	if !force && owed < purgeJobs && time.Since(w.lastPurge) < purgeEvery {
+	if !force && (owed < purgeJobs || w.blocked) && time.Since(w.lastPurge) < purgeEvery {
 		if w.purgeTimer == nil {
 			w.purgeTimer = time.NewTimer(purgeEvery - time.Since(w.lastPurge))
 		}
@@ -607,7 +617,7 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 	if floor > w.floor.Load() {
 		w.floor.Store(floor)
 	}
-	if floor <= w.purged {
+	if w.blocked = floor <= w.purged; w.blocked {
 		return // an older job is undecided: the next purge looks again
 	}
 	fault.Crash("ack")

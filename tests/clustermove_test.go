@@ -14,6 +14,19 @@ import (
 	"github.com/scribehq/scribe/queue"
 )
 
+// startOperatorNATS starts a NATS server with JetStream and the accounts
+// of docs/cluster.md for store id, and returns its URL.
+func startOperatorNATS(t *testing.T, id string) string {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	port := natsFreePorts(t, 1)[0]
+	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 1114112\njetstream { store_dir: %q }\n%s",
+		port, filepath.Join(t.TempDir(), "js"), natsAccountsConf(id))), 0o600))
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	startNATSProcess(t, natsServerBin(t), conf).waitReady(t, url)
+	return url
+}
+
 // A store moved from the embedded queue to an operator's NATS keeps its
 // queued jobs: jobs queued while an outside program held the store lock
 // stay in the embedded queue when its daemon stops; `scribe serve
@@ -38,13 +51,7 @@ func TestClusterMoveKeepsQueuedJobs(t *testing.T) {
 	release()
 	assert.Empty(t, readFile(t, filepath.Join(store, "log")), "nothing applied before the move")
 
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	port := natsFreePorts(t, 1)[0]
-	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 1114112\njetstream { store_dir: %q }\n%s",
-		port, filepath.Join(t.TempDir(), "js"), natsAccountsConf(id))), 0o600))
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	p := startNATSProcess(t, natsServerBin(t), conf)
-	p.waitReady(t, url)
+	url := startOperatorNATS(t, id)
 
 	c := spawnDaemon(t, store, []string{"SCRIBE_NATS_PASSWORD=" + natsDaemonPass}, "--nats-url", url, "--user", natsDaemonUser)
 	var want strings.Builder
@@ -125,13 +132,7 @@ func TestClusterMoveKeepsPriorities(t *testing.T) {
 	d.stop(t) // the jobs wait in the embedded queue: the lock is held
 	release()
 
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	port := natsFreePorts(t, 1)[0]
-	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 1114112\njetstream { store_dir: %q }\n%s",
-		port, filepath.Join(t.TempDir(), "js"), natsAccountsConf(id))), 0o600))
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	p := startNATSProcess(t, natsServerBin(t), conf)
-	p.waitReady(t, url)
+	url := startOperatorNATS(t, id)
 	c := spawnDaemon(t, store, []string{"SCRIBE_NATS_PASSWORD=" + natsDaemonPass}, "--nats-url", url, "--user", natsDaemonUser)
 	order := filepath.Join(store, "order.txt")
 	require.Eventually(t, func() bool { return len(strings.Fields(readFile(t, order))) == len(normal)+1 }, 60*time.Second, 20*time.Millisecond,

@@ -695,11 +695,7 @@ class Store:
         the wait ran out. Given the Job rather than its ID, another job's
         outcome under that ID is this job's ``id_conflict``."""
         jid = job.id if isinstance(job, Job) else job
-        limit = self.timeout if timeout is _DEFAULT else timeout
-        args = ["wait", "--store=" + self.path, "--json"]
-        if limit is not None:
-            args.append("--timeout=" + _seconds(limit))
-        r = self._run([*args, "--", jid], None, None)
+        r = self._run_on("wait", jid, timeout)
         if r.code == EXIT_BUSY:
             d = self._json(r, jid, strict=False)
             st = Status.from_wire(d) if "found" in d else None
@@ -728,11 +724,7 @@ class Store:
         time or the writer could not record it now: cancelling again gives
         the same answer."""
         jid = job.id if isinstance(job, Job) else job
-        limit = self.timeout if timeout is _DEFAULT else timeout
-        args = ["cancel", "--store=" + self.path, "--json"]
-        if limit is not None:
-            args.append("--timeout=" + _seconds(limit))
-        r = self._run([*args, "--", jid], None, None)
+        r = self._run_on("cancel", jid, timeout)
         d = self._json(r, jid, strict=False)
         out = Outcome.from_wire(d["outcome"]) if isinstance(d.get("outcome"), dict) else None
         if r.code == EXIT_OK and out is not None:
@@ -783,6 +775,14 @@ class Store:
         return d
 
     # ---- running the scribe command
+
+    def _run_on(self, command: str, jid: str, timeout: Any) -> _Run:
+        # A command about one job, bounded by its own --timeout.
+        limit = self.timeout if timeout is _DEFAULT else timeout
+        args = [command, "--store=" + self.path, "--json"]
+        if limit is not None:
+            args.append("--timeout=" + _seconds(limit))
+        return self._run([*args, "--", jid], None, None)
 
     def _run(self, args: List[str], stdin: Optional[bytes], limit: Optional[float]) -> _Run:
         env = dict(os.environ)

@@ -270,7 +270,16 @@ func (w *Writer) watch(ctx context.Context, done chan<- struct{}) {
 	wait := QueueCheckInterval
 	for queue.Sleep(ctx, wait) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		w.mu.Lock()
+		faulted := w.queueFault != ""
+		w.mu.Unlock()
+		if faulted { // the check may restart JetStream: see queueOps
+			w.queueOps.Lock()
+		}
 		restarted, err := w.cfg.CheckQueue(cctx)
+		if faulted {
+			w.queueOps.Unlock()
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return

@@ -176,6 +176,8 @@ func (w *Writer) Queued(ctx context.Context) (uint64, error) {
 
 // queuedOwn is how many jobs the store's own stream holds undecided.
 func (w *Writer) queuedOwn(ctx context.Context) (uint64, error) {
+	w.queueOps.RLock()
+	defer w.queueOps.RUnlock()
 	w.purging.Lock() // no purge between the count and the jobs decided
 	defer w.purging.Unlock()
 	info, err := w.stream.Info(ctx)

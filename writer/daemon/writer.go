@@ -188,8 +188,14 @@ type Writer struct {
 	// Only run touches them.
 	purged     uint64
 	blocked    bool
+	failures   int // purges failed in a row: each waits longer (purgeRetry)
 	lastPurge  time.Time
 	purgeTimer *time.Timer
+	// queueOps is held (read) by the writer's requests to the stream that
+	// run and the status service make, and (write) by watch while it
+	// checks a faulted queue, which may restart JetStream: nats-server
+	// races with API requests that arrive while it starts JetStream.
+	queueOps sync.RWMutex
 	// floor is the sequence up to which every job of the store's own
 	// stream is decided: purge removes them. Queued and scan read it.
 	floor atomic.Uint64
@@ -595,6 +601,9 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 		w.stopPurgeTimer()
 		return
 	}
+	if !force && w.failures > 0 {
+		return // purgeTimer retries it
+	}
 	if !force && (owed < purgeJobs || w.blocked) && time.Since(w.lastPurge) < purgeEvery {
 		if w.purgeTimer == nil {
 			w.purgeTimer = time.NewTimer(purgeEvery - time.Since(w.lastPurge))
@@ -607,34 +616,50 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	w.queueOps.RLock()
+	defer w.queueOps.RUnlock()
 	w.lastPurge = time.Now()
 	floor, err := w.purgeFloor(ctx)
 	if err != nil {
-		w.log.Warn("find the decided jobs to purge from the queue; retrying later", "err", err)
-		w.purgeTimer = time.NewTimer(purgeEvery)
+		w.log.Warn("find the decided jobs to purge from the queue; retrying later", "err", err, "retry_in", purgeRetry(w.failures))
+		w.retryPurge()
 		return
 	}
 	if floor > w.floor.Load() {
 		w.floor.Store(floor)
 	}
 	if w.blocked = floor <= w.purged; w.blocked {
+		w.failures = 0
 		return // an older job is undecided: the next purge looks again
 	}
 	fault.Crash("ack")
 	w.purging.Lock()
 	defer w.purging.Unlock()
 	if err := w.stream.Purge(ctx, jetstream.WithPurgeSequence(floor+1)); err != nil {
-		w.log.Warn("purge decided jobs from the queue; retrying later", "up_to_seq", floor, "err", err)
-		w.purgeTimer = time.NewTimer(purgeEvery)
+		w.log.Warn("purge decided jobs from the queue; retrying later", "up_to_seq", floor, "err", err, "retry_in", purgeRetry(w.failures))
+		w.retryPurge()
 		return
 	}
 	fault.Crash("acked")
-	w.purged = floor
+	w.purged, w.failures = floor, 0
 	for seq := range w.decided {
 		if seq <= floor {
 			delete(w.decided, seq)
 		}
 	}
+}
+
+// retryPurge arms purgeTimer for the next try after a failed one, later
+// for each failure in a row: a queue that fails (a full disk) is not
+// asked again ten times a second.
+func (w *Writer) retryPurge() {
+	w.purgeTimer = time.NewTimer(purgeRetry(w.failures))
+	w.failures++
+}
+
+// purgeRetry is how long the retry after n failed purges in a row waits.
+func purgeRetry(n int) time.Duration {
+	return min(purgeEvery<<min(n, 6), 5*time.Second)
 }
 
 // decide records that the job of the store's own stream at seq is

@@ -345,5 +345,6 @@ func (w *Writer) consumeAfresh(ctx context.Context) bool {
 	}
 	w.log.Info("consuming afresh from the oldest queued job")
 	w.startPump(ctx)
+	w.awaitHigh(ctx)
 	return true
 }

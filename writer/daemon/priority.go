@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -122,4 +123,30 @@ func (c *class) consumeFromStart(ctx context.Context, stream jetstream.Stream) e
 	}
 	c.cons, c.nextDelivery, c.lastTaken = cons, 1, 0
 	return nil
+}
+
+// highWait bounds how long awaitHigh waits for the high class's first
+// delivery.
+const highWait = 2 * time.Second
+
+// awaitHigh takes the high class's first delivery, waiting for it at most
+// highWait, if the stream holds a high job: the two classes' consumers
+// start together, and the first batch is not to be taken from the normal
+// jobs before the high ones are seen. run calls it before its first batch
+// and after consuming afresh. (Jobs of the store's former paths come
+// first anyway: the classes' pumps start after them.)
+func (w *Writer) awaitHigh(ctx context.Context) {
+	if w.high == nil || w.nextFormer() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, highWait)
+	defer cancel()
+	if _, err := w.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(w.high.subject)); err != nil {
+		return // none queued, or no answer: decide what comes
+	}
+	select {
+	case m := <-w.high.msgs:
+		w.take(m)
+	case <-ctx.Done():
+	}
 }

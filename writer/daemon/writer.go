@@ -409,6 +409,7 @@ func (w *Writer) run(ctx context.Context) {
 	idle := time.NewTimer(w.cfg.IdleRelease)
 	defer idle.Stop()
 	defer w.release()
+	w.awaitHigh(ctx)
 	for {
 		select {
 		case <-w.reconsume:

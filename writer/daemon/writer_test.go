@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -360,4 +361,24 @@ func TestWriterRecreatesDeletedHighConsumer(t *testing.T) {
 	_, err = js.Publish(t.Context(), queue.HighJobsSubject(sid), wireJob(t, sid, "after", "after"), jetstream.WithMsgID("after"))
 	require.NoError(t, err)
 	assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, "after").Status, "consuming again from a new consumer")
+}
+
+// A writer that starts with high and normal jobs queued decides the high
+// ones first: its first batch waits for the high class's first delivery.
+func TestWriterStartsWithQueuedHighJobs(t *testing.T) {
+	nc, js := startJetStream(t)
+	store, sid := writerStore(t)
+	_, err := queue.CreateStream(t.Context(), js, sid, queue.Limits{})
+	require.NoError(t, err)
+	for i := range 50 {
+		id := fmt.Sprintf("n%d", i)
+		publishJob(t, js, sid, id, wireJob(t, sid, id, id))
+	}
+	_, err = js.Publish(t.Context(), queue.HighJobsSubject(sid), wireJob(t, sid, "h", "h"), jetstream.WithMsgID("h"))
+	require.NoError(t, err)
+	w := startWriter(t, store, nc, nil)
+	outcomeOf(t, w, "n49")
+	lines := strings.Fields(storeLog(t, store))
+	require.Len(t, lines, 51)
+	assert.Equal(t, "h", lines[0])
 }

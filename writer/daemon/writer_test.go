@@ -355,6 +355,9 @@ func TestWriterRecreatesDeletedHighConsumer(t *testing.T) {
 	nc, js := startJetStream(t)
 	store, sid := writerStore(t)
 	w := startWriter(t, store, nc, nil)
+	_, err := js.Publish(t.Context(), queue.HighJobsSubject(sid), wireJob(t, sid, "before", "before"), jetstream.WithMsgID("before"))
+	require.NoError(t, err)
+	outcomeOf(t, w, "before") // its consumer is pulling
 	s, err := js.Stream(t.Context(), queue.StreamName(sid))
 	require.NoError(t, err)
 	require.NoError(t, s.DeleteConsumer(t.Context(), queue.HighConsumerName))

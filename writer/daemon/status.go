@@ -174,18 +174,32 @@ func (w *Writer) Queued(ctx context.Context) (uint64, error) {
 	return n, nil
 }
 
-// queuedOwn is how many jobs the store's own stream holds undecided.
+// queuedOwn is how many jobs the store's own stream holds undecided: its
+// messages less the jobs decided and not yet purged, counted from a
+// stream state read while no purge was in flight (tried again if one
+// was), so that a purged job is not taken off twice.
 func (w *Writer) queuedOwn(ctx context.Context) (uint64, error) {
 	w.queueOps.RLock()
 	defer w.queueOps.RUnlock()
-	w.purging.Lock() // no purge between the count and the jobs decided
-	defer w.purging.Unlock()
-	info, err := w.stream.Info(ctx)
-	if err != nil {
-		return 0, err
+	var msgs uint64
+	for range 3 {
+		w.purging.Lock()
+		gen := w.purgeGen
+		w.purging.Unlock()
+		info, err := w.stream.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		msgs = info.State.Msgs
+		w.purging.Lock()
+		decided := uint64(len(w.decided))
+		steady := gen%2 == 0 && gen == w.purgeGen
+		w.purging.Unlock()
+		if steady {
+			return msgs - min(msgs, decided), nil // decided: not queued any more
+		}
 	}
-	n := info.State.Msgs
-	return n - min(n, uint64(len(w.decided))), nil // decided: not queued any more
+	return msgs, nil // purges kept coming: count high, never low
 }
 
 // Report describes the writer and its queue.

@@ -29,7 +29,7 @@ type crashJob struct {
 
 // crashWorkload mixes multi-op jobs, appends, puts and merges. Job 0 is
 // multi-op, so a crash between its files ("file" step) leaves a batch half
-// on disk.
+// on disk; the puts are big enough to be staged.
 func crashWorkload(t *testing.T) []crashJob {
 	t.Helper()
 	var jobs []crashJob
@@ -48,13 +48,17 @@ func crashWorkload(t *testing.T) []crashJob {
 		case 1:
 			jobs = append(jobs, crashJob{id, []string{"append", "log.txt", fmt.Sprintf("a %d\n", i)}})
 		case 2:
-			jobs = append(jobs, crashJob{id, []string{"put", "put.txt", fmt.Sprintf("v %d", i)}})
+			jobs = append(jobs, crashJob{id, []string{"put", "put.txt", crashPut(i)}})
 		case 3:
 			jobs = append(jobs, crashJob{id, []string{"merge", "state.json", fmt.Sprintf(`{"k%d": %d}`, i, i)}})
 		}
 	}
 	return jobs
 }
+
+// crashPut is what the put of job i writes: 80 KiB, a file the writer
+// stages.
+func crashPut(i int) string { return fmt.Sprintf("v %d", i) + strings.Repeat(" big", 20<<10) }
 
 // checkCrashWorkload checks the store after the workload: every job applied
 // exactly once, in order, no torn file.
@@ -83,7 +87,7 @@ func checkCrashWorkload(t *testing.T, store string, jobs []crashJob) {
 	}
 	assert.Equal(t, wantLog, readFile(t, filepath.Join(store, "log.txt")), "appends once each, in order")
 	assert.Equal(t, wantMulti, readFile(t, filepath.Join(store, "multi.txt")), "multi-op appends once each, in order")
-	assert.Equal(t, fmt.Sprintf("v %d", 10), readFile(t, filepath.Join(store, "put.txt")), "the last put wins, whole")
+	assert.Equal(t, crashPut(10), readFile(t, filepath.Join(store, "put.txt")), "the last put wins, whole")
 	assert.Equal(t, fmt.Sprintf("last %d", 8), readFile(t, filepath.Join(store, "sub", "last.txt")))
 	var state map[string]int
 	require.NoError(t, json.Unmarshal([]byte(readFile(t, filepath.Join(store, "state.json"))), &state), "state.json parses")
@@ -96,7 +100,7 @@ func checkCrashWorkload(t *testing.T, store string, jobs []crashJob) {
 func TestCrashAtEachStep(t *testing.T) {
 	t.Parallel()
 	heavy(t)
-	for _, step := range []string{"fetched", "intent", "file", "files", "commit", "ack", "acked", "published"} {
+	for _, step := range []string{"fetched", "staged", "intent", "file", "files", "commit", "ack", "acked", "published"} {
 		t.Run(step, func(t *testing.T) {
 			store := newStore(t)
 			jobs := crashWorkload(t)

@@ -29,7 +29,8 @@ import (
 // producers (real scribe processes: Submit-only and Apply, of both
 // priority classes, a direct writer beside the daemon, exec jobs, the
 // first writes to fresh stores (some only appending to a file the
-// folder had), puts that rename over a file, new files in new folders,
+// folder had), puts that rename over a file (some big enough to be
+// staged), new files in new folders,
 // merges, multi-op jobs) write for a moment; at a random instant, or right after the first write to
 // a fresh store returned, all of them are SIGSTOPped at once and the
 // image is copied: what a power cut leaves. The copy is then mounted
@@ -162,11 +163,16 @@ func (p *powerProducer) guaranteed(j *powerJob, mode string) bool {
 }
 
 // powerPayload is the content of the file job id puts: its ID and a
-// length of its own, up to a few pages.
+// length of its own, up to a few pages, or for one job in six 64 to 80
+// KiB, a file the writer stages.
 func powerPayload(id string) string {
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	return id + " " + strings.Repeat("0123456789abcdef", 1+int(h.Sum32()%400)) + "\n"
+	n := 1 + int(h.Sum32()%400)
+	if h.Sum32()%6 == 0 {
+		n = 4096 + int(h.Sum32()%1024)
+	}
+	return id + " " + strings.Repeat("0123456789abcdef", n) + "\n"
 }
 
 // powerCut is the load of one cut: every process it starts joins the

@@ -5,6 +5,8 @@
 // an overlay of the files), records its outcomes and its intent in the
 // journal in one fsynced transaction, then writes and fsyncs the files,
 // and redoes an earlier holder's interrupted batch before anything else.
+// A big file written whole is staged first (written and synced beside the
+// file), and the intent names it instead of holding a copy of its data.
 // It also plans exec jobs against the allowlist (package writer/exec) for
 // the daemon, whose loop runs them (package writer/daemon).
 //
@@ -35,7 +37,8 @@
 // file some other way (flock(1), its own flock, a bare lock.Acquire) and
 // edits files while a batch's intent is pending can see its changes
 // undone when the next holder redoes that batch: a put or merge is redone
-// as a replacement of the whole file.
+// as a replacement of the whole file (a staged one only while its temp
+// file is there).
 //
 // Sessions are re-entrant like the lock: a second Session a process opens
 // on a store it holds shares the first one's hold, journal and folder, and

@@ -39,6 +39,8 @@ func materialize(t *tree, changes []journal.Change, redo, sync bool) error {
 		switch c.Kind {
 		case journal.ChangeWrite:
 			err = t.replace(c.Path, c.Data, c.Mode, sync)
+		case journal.ChangeStaged:
+			err = t.renameStaged(c, redo)
 		case journal.ChangeAppend:
 			err = appendFile(t, c, redo, sync)
 		case journal.ChangeRemove:
@@ -63,8 +65,9 @@ func materialize(t *tree, changes []journal.Change, redo, sync bool) error {
 }
 
 // syncChanges makes changes carried out without sync durable: each file
-// is fsynced, then each folder whose entries changed. A file gone since
-// (another program removed it) has nothing left to sync.
+// is fsynced (a staged one was, before it was renamed), then each folder
+// whose entries changed. A file gone since (another program removed it)
+// has nothing left to sync.
 func syncChanges(t *tree, changes []journal.Change) error {
 	for _, c := range changes {
 		if c.Kind != journal.ChangeWrite && c.Kind != journal.ChangeAppend {

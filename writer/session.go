@@ -534,10 +534,16 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	}
 	// One synced journal write: the outcomes with the intent. They stand
 	// once the files are on disk; a crash before that leaves the intent,
-	// which the next holder redoes. The changes of batches answered
-	// before their files were synced are carried in it again, else synced
-	// first: the journal always holds what is not synced.
+	// which the next holder redoes. A big file written whole is staged
+	// first, synced beside the file, and the intent names it instead of
+	// holding its data. The changes of batches answered before their
+	// files were synced are carried in it again, else synced first: the
+	// journal always holds (or names, synced) what is not synced.
 	changes := ov.changes()
+	if err := stage(t, changes); err != nil {
+		return nil, err
+	}
+	fault.Crash("staged")
 	intent, carried := changes, []string(nil)
 	if c := &s.st.carry; len(c.changes) > 0 {
 		folded, ok := fold(c.changes, changes)

@@ -271,53 +271,71 @@ func (t *tree) remove(p string) error {
 	return nil
 }
 
-// replace atomically replaces p with data through a temporary file beside
-// it, synced before the rename if sync; mode 0 means a new file (0666 less the
-// umask), else the replaced file's mode, kept exactly.
+// replace atomically replaces p with data, through its temp file
+// (writeTemp), synced before the rename if sync.
 func (t *tree) replace(p string, data []byte, mode fs.FileMode, sync bool) error {
-	dfd, err := t.openDir(path.Dir(p), true)
+	dfd, tmp, err := t.writeTemp(p, data, mode, sync)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(dfd)
-	name := path.Base(p)
-	tmp := "." + name + tmpSuffix
+	if err := unix.Renameat(dfd, tmp, dfd, path.Base(p)); err != nil {
+		return &pathError{p, err}
+	}
+	return nil
+}
+
+// tempName is the temp file beside the file name: where replace and stage
+// write its new content.
+func tempName(name string) string { return "." + name + tmpSuffix }
+
+// writeTemp writes data, with mode (0666 less the umask if 0), to the temp
+// file beside p, making p's folders if missing, and syncs it if sync. It
+// returns the folder's descriptor, which the caller closes, and the temp
+// file's name in it. A temp file that fails is removed.
+func (t *tree) writeTemp(p string, data []byte, mode fs.FileMode, sync bool) (dfd int, tmp string, err error) {
+	dfd, err = t.openDir(path.Dir(p), true)
+	if err != nil {
+		return -1, "", err
+	}
+	tmp = tempName(path.Base(p))
+	fail := func(err error) (int, string, error) {
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		unix.Close(dfd)
+		return -1, "", err
+	}
 	// Remove what a crashed attempt (or anyone) left at the temp name and
 	// create it afresh with O_EXCL: never write through what is there.
 	if err := unix.Unlinkat(dfd, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return &pathError{path.Join(path.Dir(p), tmp), err}
+		unix.Close(dfd)
+		return -1, "", &pathError{path.Join(path.Dir(p), tmp), err}
 	}
 	perm := mode
 	if perm == 0 {
 		perm = 0o666
 	}
 	fd, err := openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, perm)
-	if err == nil && mode != 0 { // keep a replaced file's mode exactly, whatever the umask
-		if err = unix.Fchmod(fd, uint32(mode)); err != nil {
-			unix.Close(fd)
-		}
-	}
 	if err != nil {
-		return &pathError{path.Join(path.Dir(p), tmp), err}
+		unix.Close(dfd)
+		return -1, "", &pathError{path.Join(path.Dir(p), tmp), err}
 	}
 	f := os.NewFile(uintptr(fd), tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return &pathError{p, err}
+	if mode != 0 { // keep a replaced file's mode exactly, whatever the umask
+		err = f.Chmod(mode)
 	}
-	if sync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return &pathError{p, err}
-		}
+	if err == nil {
+		_, err = f.Write(data)
 	}
-	if err := f.Close(); err != nil {
-		return &pathError{p, err}
+	if err == nil && sync {
+		err = f.Sync()
 	}
-	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
-		return &pathError{p, err}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return nil
+	if err != nil {
+		return fail(&pathError{p, err})
+	}
+	return dfd, tmp, nil
 }
 
 // syncDir fsyncs the folder dir, so that names created, renamed or removed

@@ -18,6 +18,11 @@ const (
 	ChangeAppend = "append" // add Data at the end of the file (it had Base bytes when decided)
 	ChangeRemove = "remove" // the file is gone
 	ChangeMkdir  = "mkdir"  // the folder exists (the batch made it and emptied it again)
+	// ChangeStaged replaces the whole file with its temp file, which
+	// holds Size bytes of CRC-32C Sum, written and synced before the
+	// intent was recorded: the intent of a big write names the data
+	// instead of holding a copy of it.
+	ChangeStaged = "staged"
 )
 
 // Change is a batch's net effect on one file, stated so that carrying
@@ -26,9 +31,11 @@ type Change struct {
 	Path string      `json:"path"`
 	Kind string      `json:"kind"`
 	Data []byte      `json:"data,omitempty"`
-	Base int64       `json:"base,omitempty"` // append: the file's size when the batch was decided
-	Mode fs.FileMode `json:"mode,omitempty"` // the replaced file's mode; 0 for a new file
-	New  bool        `json:"new,omitempty"`  // the file did not exist before the batch
+	Base int64       `json:"base,omitempty"`   // append: the file's size when the batch was decided
+	Mode fs.FileMode `json:"mode,omitempty"`   // the replaced file's mode; 0 for a new file
+	New  bool        `json:"new,omitempty"`    // the file did not exist before the batch
+	Size int64       `json:"size,omitempty"`   // staged: the temp file's size
+	Sum  uint32      `json:"crc32c,omitempty"` // staged: the temp file's CRC-32C (Castagnoli)
 }
 
 // Intent is a batch decided but not yet on disk: committed to the journal

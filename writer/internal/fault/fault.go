@@ -17,11 +17,11 @@ import (
 //
 // envCrashAt: SCRIBE_CRASH_AT=<step>[:<n>] makes the process kill itself
 // with SIGKILL the n-th time (default 1st) it reaches that step of the
-// batch pipeline.
-// The steps, in order (docs/recovery.md): fetched, intent, file (after each
-// file written), files, commit, ack (after the first ack), acked,
-// published; for exec jobs, ran (after the command, before its outcome is
-// recorded). Unset, it costs one comparison per step.
+// batch pipeline. The steps, in order (docs/recovery.md): fetched, staged,
+// intent, file (after each file written), files, commit, ack (after the
+// first ack), acked, published; for exec jobs, ran (after the command,
+// before its outcome is recorded). Unset, it costs one comparison per
+// step.
 const envCrashAt = "SCRIBE_CRASH_AT"
 
 // envPanicOn makes the applier panic on an op whose path is its value, to

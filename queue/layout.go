@@ -29,6 +29,12 @@ func (l Layout) Journal() string { return l.file("journal.db") }
 // docs/recovery.md). Mode 0600; never fsynced.
 func (l Layout) Settled() string { return l.file("settled") }
 
+// Attempt is the attempt mark: the sequence of the job a starting
+// daemon's writer is trying and how often it has, so that a job that
+// kills the writer is rejected after a few tries. Mode 0600; never
+// fsynced, since only a process's death need not lose it.
+func (l Layout) Attempt() string { return l.file("attempt") }
+
 // Join is the join gate of a store's holds: children that joined a hold
 // keep a shared flock on it, and the holder takes it exclusively before
 // letting go.
@@ -108,6 +114,7 @@ func (l Layout) entries() []struct {
 		{l.AutostartGate(), false}, {l.Queue(), true}, {l.DaemonLock(), false},
 		{l.Discovery(), false}, {l.DiscoveryTemp(), false}, {l.DaemonLog(), false},
 		{l.Config(), false}, {l.Stranded(), false}, {l.QueueHome(), false}, {l.QueueHome() + ".tmp", false}, {l.Settled(), false},
+		{l.Attempt(), false},
 	}
 }
 

@@ -149,7 +149,7 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 	if err == nil {
 		j.unsynced = false
 	}
-	return token, err
+	return token, j.decided(err)
 }
 
 // Settle records that the files of the intent of token t are on disk: its

@@ -50,7 +50,49 @@ func die(t testing.TB, j *Journal) {
 	if j.mark != nil {
 		require.NoError(t, j.mark.Close())
 	}
+	if j.attempt != nil {
+		require.NoError(t, j.attempt.Close())
+	}
 	require.NoError(t, j.db.Close())
+}
+
+// A job's attempts outlive the process that tried it, cost no sync (no
+// journal transaction), and are forgotten once a batch is decided: a
+// later stream may give another job its sequence.
+func TestAttemptsOutliveTheProcess(t *testing.T) {
+	store := testStore(t)
+	j := openTest(t, store)
+	require.NoError(t, j.SetAttempts(7, 1))
+	before := j.db.Stats()
+	require.NoError(t, j.SetAttempts(7, 2))
+	after := j.db.Stats()
+	assert.Equal(t, before.TxStats.GetWrite(), after.TxStats.GetWrite(), "no journal transaction")
+	die(t, j)
+
+	j = openTest(t, store)
+	n, err := j.Attempts(7)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), n, "the attempts of a killed process")
+	n, err = j.Attempts(8)
+	require.NoError(t, err)
+	assert.Zero(t, n, "another job's")
+
+	require.NoError(t, j.SetAttempts(7, 3))
+	require.NoError(t, j.Commit([]*queue.Outcome{applied("a", time.Now())}, nil, 7))
+	n, err = j.Attempts(7)
+	require.NoError(t, err)
+	assert.Zero(t, n, "forgotten once decided")
+	require.NoError(t, j.Close())
+
+	// A torn mark reads as none.
+	b := attemptBytes(9, 2)
+	b[len(b)-1] ^= 1
+	require.NoError(t, os.WriteFile(queue.Layout{Root: store}.Attempt(), b, 0o600))
+	j = openTest(t, store)
+	t.Cleanup(func() { _ = j.Close() })
+	n, err = j.Attempts(9)
+	require.NoError(t, err)
+	assert.Zero(t, n)
 }
 
 func applied(id string, at time.Time) *queue.Outcome {

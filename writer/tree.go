@@ -299,11 +299,6 @@ func (t *tree) writeTemp(p string, data []byte, mode fs.FileMode, sync bool) (df
 		return -1, "", err
 	}
 	tmp = tempName(path.Base(p))
-	fail := func(err error) (int, string, error) {
-		_ = unix.Unlinkat(dfd, tmp, 0)
-		unix.Close(dfd)
-		return -1, "", err
-	}
 	// Remove what a crashed attempt (or anyone) left at the temp name and
 	// create it afresh with O_EXCL: never write through what is there.
 	if err := unix.Unlinkat(dfd, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -333,7 +328,9 @@ func (t *tree) writeTemp(p string, data []byte, mode fs.FileMode, sync bool) (df
 		err = cerr
 	}
 	if err != nil {
-		return fail(&pathError{p, err})
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		unix.Close(dfd)
+		return -1, "", &pathError{p, err}
 	}
 	return dfd, tmp, nil
 }

@@ -20,8 +20,6 @@ import (
 // hold a second copy beside the file's.
 const stageBytes = 64 << 10
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // stage writes the data of each change in changes that writes a file whole
 // with at least stageBytes to the file's temp file, syncs it and the
 // folders its name is in, and turns the change, in place, into a
@@ -42,7 +40,7 @@ func stage(t *tree, changes []journal.Change) error {
 			return fmt.Errorf("stage %s: %w", c.Path, err)
 		}
 		unix.Close(dfd)
-		c.Kind, c.Size, c.Sum, c.Data = journal.ChangeStaged, int64(len(c.Data)), crc32.Checksum(c.Data, castagnoli), nil
+		c.Kind, c.Size, c.Sum, c.Data = journal.ChangeStaged, int64(len(c.Data)), crc32.Checksum(c.Data, castagnoli()), nil
 		staged = append(staged, *c)
 	}
 	return syncDirs(t, staged)
@@ -94,9 +92,13 @@ func holdsStaged(dfd int, tmp string, c journal.Change) (bool, error) {
 	if !fi.Mode().IsRegular() || fi.Size() != c.Size {
 		return false, nil
 	}
-	h := crc32.New(castagnoli)
+	h := crc32.New(castagnoli())
 	if _, err := io.Copy(h, f); err != nil {
 		return false, &pathError{path.Join(path.Dir(c.Path), tmp), err}
 	}
 	return h.Sum32() == c.Sum, nil
 }
+
+// castagnoli is the CRC-32C table, made on first use rather than at
+// start: every hook process links this package.
+func castagnoli() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) }

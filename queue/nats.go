@@ -103,6 +103,35 @@ func ConsumerConfig(name, subject string) jetstream.ConsumerConfig {
 	}
 }
 
+// CreateConsumer creates (or updates) the consumer ConsumerConfig(name,
+// subject) of stream and returns it once it can be pulled from. On a
+// cluster a consumer just created may have no leader yet, and a pull
+// request that finds none is answered "no responders", which nats.go's
+// iterators drop: they pull again only after two missed heartbeats, so
+// the writer would see no job of that consumer for 10 s. Its info comes
+// from its leader, which then serves pulls.
+func CreateConsumer(ctx context.Context, stream jetstream.Stream, name, subject string) (jetstream.Consumer, error) {
+	cons, err := stream.CreateOrUpdateConsumer(ctx, ConsumerConfig(name, subject))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, consumerLeaderWait)
+	defer cancel()
+	for {
+		info, err := cons.Info(ctx)
+		if err == nil && (info.Cluster == nil || info.Cluster.Leader != "") {
+			return cons, nil
+		}
+		if !Sleep(ctx, 10*time.Millisecond) {
+			return nil, fmt.Errorf("consumer %s has no leader after %s: %w", name, consumerLeaderWait, errors.Join(err, ctx.Err()))
+		}
+	}
+}
+
+// consumerLeaderWait bounds how long CreateConsumer waits for the
+// consumer's leader.
+const consumerLeaderWait = 10 * time.Second
+
 // ErrNoSpace is returned by CreateStream when JetStream cannot reserve the
 // queue's byte limit (Limits.MaxBytes): a file stream reserves its limit
 // on disk up front, and a server without a configured store limit lets

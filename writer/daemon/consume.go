@@ -212,7 +212,7 @@ func (w *Writer) drain(ctx context.Context, f *formerStream) error {
 	if err := f.stream.DeleteConsumer(ctx, queue.ConsumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("reset consumer: %w", err)
 	}
-	cons, err := f.stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig(queue.ConsumerName, ""))
+	cons, err := queue.CreateConsumer(ctx, f.stream, queue.ConsumerName, "")
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}

@@ -117,7 +117,7 @@ func (c *class) deliveries() <-chan jetstream.Msg {
 // consumeFromStart (re)creates the class's consumer, which delivers from
 // its oldest queued job.
 func (c *class) consumeFromStart(ctx context.Context, stream jetstream.Stream) error {
-	cons, err := stream.CreateOrUpdateConsumer(ctx, queue.ConsumerConfig(c.name, c.subject))
+	cons, err := queue.CreateConsumer(ctx, stream, c.name, c.subject)
 	if err != nil {
 		return err
 	}

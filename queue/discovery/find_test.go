@@ -138,3 +138,27 @@ func writeDiscovery(t testing.TB, store string, d *queue.Discovery) {
 	require.NoError(t, err)
 	writeFile(t, queue.Layout{Root: store}.Discovery(), string(b), 0o600)
 }
+
+// A daemon whose store was moved away (or removed) while it ran leaves
+// alone what its path holds now: another store, served by another daemon,
+// whose discovery file it neither withdraws nor overwrites.
+func TestLockLeavesTheStoreNowAtItsPath(t *testing.T) {
+	store := newStore(t)
+	old := take(t, store)
+	require.NoError(t, old.Announce(newDiscovery(store, 1)))
+	require.NoError(t, os.Rename(store, store+".moved"))
+	require.NoError(t, os.Mkdir(store, 0o755))
+	now := take(t, store)
+	require.NoError(t, now.Announce(newDiscovery(store, 2)))
+
+	err := old.Announce(newDiscovery(store, 1))
+	require.ErrorContains(t, err, "no longer the store this daemon locked")
+	old.Withdraw()
+	require.NoError(t, old.Close())
+	d, err := queue.ReadDiscovery(store)
+	require.NoError(t, err, "the other daemon's discovery file stays")
+	assert.Equal(t, 2, d.PID)
+
+	now.Withdraw()
+	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery(), "a daemon withdraws its own")
+}

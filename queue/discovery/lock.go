@@ -159,6 +159,9 @@ func (l *Lock) Announce(d *queue.Discovery) error {
 	if l.closed {
 		return errors.New("announce: the daemon lock is released")
 	}
+	if !l.lockAtPath() {
+		return fmt.Errorf("announce: %s is no longer the store this daemon locked (moved or removed since)", l.layout.Root)
+	}
 	l.announced = true // a half-written file is ours to remove too
 	b, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
@@ -189,10 +192,25 @@ func (l *Lock) Withdraw() {
 func (l *Lock) withdraw() {
 	if l.announced && !l.closed {
 		// Only a file we wrote, while the lock is ours: another may name
-		// another daemon, or be the evidence that made Take refuse.
-		_ = os.Remove(l.layout.Discovery())
+		// another daemon, or be the evidence that made Take refuse. If the
+		// store was moved or removed since, its path may now hold another
+		// store, whose daemon's file this is.
+		if l.lockAtPath() {
+			_ = os.Remove(l.layout.Discovery())
+		}
 		l.announced = false
 	}
+}
+
+// lockAtPath reports whether the daemon lock file at the store's path is
+// still the one this Lock holds.
+func (l *Lock) lockAtPath() bool {
+	held, err := l.fl.f.Stat()
+	if err != nil {
+		return false
+	}
+	at, err := os.Lstat(l.layout.DaemonLock())
+	return err == nil && os.SameFile(held, at)
 }
 
 // Close withdraws the announcement and releases the daemon lock. The lock

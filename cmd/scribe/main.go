@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"runtime"
 	"slices"
 
 	"github.com/scribehq/scribe/cmd/internal/caller"
@@ -47,7 +48,16 @@ func commands() []cli.Command {
 	})
 }
 
-func main() { os.Exit(newMain(os.Stdin, os.Stdout, os.Stderr).Main(os.Args[1:])) }
+func main() {
+	// A light command waits on one connection or one file: a second P
+	// only adds threads that spin and wake each other across the cores.
+	// GOMAXPROCS in the environment still decides; scribed, which a heavy
+	// command becomes, is not affected.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+	os.Exit(newMain(os.Stdin, os.Stdout, os.Stderr).Main(os.Args[1:]))
+}
 
 // newMain is the command line on the streams given.
 func newMain(stdin io.Reader, stdout, stderr io.Writer) *cli.Main {

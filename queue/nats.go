@@ -123,7 +123,7 @@ func CreateConsumer(ctx context.Context, stream jetstream.Stream, name, subject 
 			return cons, nil
 		}
 		if !Sleep(ctx, 10*time.Millisecond) {
-			return nil, fmt.Errorf("consumer %s has no leader after %s: %w", name, consumerLeaderWait, errors.Join(err, ctx.Err()))
+			return nil, fmt.Errorf("consumer %s has no leader yet: %w", name, errors.Join(err, ctx.Err()))
 		}
 	}
 }

@@ -90,6 +90,8 @@ func (w *Writer) consumerGone(ctx context.Context, c *class, err error) bool {
 	}
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	w.queueOps.RLock()
+	defer w.queueOps.RUnlock()
 	_, err = c.cons.Info(ictx)
 	return errors.Is(err, jetstream.ErrConsumerNotFound)
 }
@@ -331,11 +333,14 @@ func (w *Writer) consumeAfresh(ctx context.Context) bool {
 			}
 		}
 		for attempt := 0; ; attempt++ {
+			w.queueOps.RLock()
 			err := w.stream.DeleteConsumer(ctx, c.name)
 			if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
-				if err = c.consumeFromStart(ctx, w.stream); err == nil {
-					break
-				}
+				err = c.consumeFromStart(ctx, w.stream)
+			}
+			w.queueOps.RUnlock()
+			if err == nil {
+				break
 			}
 			w.log.Warn("recreate the consumer; retrying", "consumer", c.name, "err", err)
 			if !queue.Sleep(ctx, queue.Backoff(attempt)) {

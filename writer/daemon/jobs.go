@@ -287,6 +287,8 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 		from    uint64 // the first sequence that may be undecided
 		high    bool
 	}
+	w.queueOps.RLock()
+	defer w.queueOps.RUnlock()
 	w.mu.Lock()
 	hand := slices.Clone(w.hand)
 	sources := make([]source, 0, len(w.former)+2)

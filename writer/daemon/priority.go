@@ -141,7 +141,10 @@ func (w *Writer) awaitHigh(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, highWait)
 	defer cancel()
-	if _, err := w.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(w.high.subject)); err != nil {
+	w.queueOps.RLock()
+	_, err := w.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(w.high.subject))
+	w.queueOps.RUnlock()
+	if err != nil {
 		return // none queued, or no answer: decide what comes
 	}
 	select {

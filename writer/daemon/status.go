@@ -161,6 +161,8 @@ func (w *Writer) Queued(ctx context.Context) (uint64, error) {
 	w.mu.Lock()
 	former := slices.Clone(w.former)
 	w.mu.Unlock()
+	w.queueOps.RLock()
+	defer w.queueOps.RUnlock()
 	for _, f := range former {
 		info, err := f.stream.Info(ctx)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {

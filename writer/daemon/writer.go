@@ -190,10 +190,11 @@ type Writer struct {
 	failures   int // purges failed in a row: each waits longer (purgeRetry)
 	lastPurge  time.Time
 	purgeTimer *time.Timer
-	// queueOps is held (read) by the writer's requests to the stream that
-	// run and the status service make, and (write) by watch while it
-	// checks a faulted queue, which may restart JetStream: nats-server
-	// races with API requests that arrive while it starts JetStream.
+	// queueOps is held (read) by the writer's JetStream API requests
+	// (purges, stream and consumer info, reading queued messages,
+	// recreating consumers) and (write) by watch while it checks a
+	// faulted queue, which may restart JetStream: nats-server races with
+	// API requests that arrive while it starts JetStream.
 	queueOps sync.RWMutex
 	// floor is the sequence up to which every job of the store's own
 	// stream is decided: purge removes them. Queued and scan read it.
@@ -649,7 +650,9 @@ func (w *Writer) maybePrune(ctx context.Context) {
 		return
 	}
 	w.lastPrune = time.Now()
+	w.queueOps.RLock()
 	info, err := w.stream.Info(ctx)
+	w.queueOps.RUnlock()
 	if err != nil {
 		return
 	}

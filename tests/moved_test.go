@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,4 +79,55 @@ func storeID(t *testing.T, dir, parent string) string {
 	real, err := filepath.EvalSymlinks(parent)
 	require.NoError(t, err)
 	return queue.StoreID(filepath.Join(real, filepath.Base(dir)))
+}
+
+// A daemon whose store is moved away while it serves, a new store made
+// at the old path, stops within seconds, or at once when told to: it
+// applies nothing through the path, leaves the new store's stranded
+// marker and discovery alone, and the job it held queued applies once a
+// daemon serves the store where it went.
+func TestDaemonStopsWhenItsStoreMoves(t *testing.T) {
+	t.Parallel()
+	for _, told := range []bool{false, true} {
+		t.Run(fmt.Sprintf("told=%v", told), func(t *testing.T) {
+			t.Parallel()
+			parent := t.TempDir()
+			path := filepath.Join(parent, "notes")
+			require.NoError(t, os.Mkdir(path, 0o755))
+			a := startDaemon(t, path)
+			r := scribe(t, "", "submit", "--store", path, "--route", "require", "--wait", "append", "log.txt", "one\n")
+			require.Equal(t, 0, r.code, r.stderr)
+			release := holdWithFlock(t, filepath.Join(path, ".scribe", "lock")) // the writer defers: job two stays queued
+			r = scribe(t, "", "submit", "--store", path, "--route", "require", "--id", "two", "append", "log.txt", "two\n")
+			require.Equal(t, 0, r.code, r.stderr)
+
+			moved := filepath.Join(parent, "archive")
+			require.NoError(t, os.Rename(path, moved))
+			require.NoError(t, os.Mkdir(path, 0o755))
+			r = scribe(t, "", "submit", "--store", path, "--route", "direct", "append", "log.txt", "new store\n")
+			require.Equal(t, 0, r.code, r.stderr)
+			require.NoError(t, queue.MarkStranded(path, "the new store's own jobs wait"))
+
+			if told { // before it sees the move, most often
+				require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
+			}
+			require.True(t, a.exitedWithin(15*time.Second), "the daemon stops once its store is gone from its path; log:\n%s", a.log.String())
+			a.killed = true // its exit is the test's, checked here
+			if !told {
+				require.Error(t, a.err, "it stops with an error")
+				assert.Contains(t, a.log.String(), "no longer the store this daemon locked")
+			}
+			s, err := queue.ReadStranded(path)
+			require.NoError(t, err)
+			require.NotNil(t, s, "the new store's stranded marker stays")
+			assert.Equal(t, "the new store's own jobs wait", s.Why)
+			assert.NoFileExists(t, queue.Layout{Root: path}.Discovery(), "no daemon announced for the new store")
+			assert.Equal(t, "new store\n", readFile(t, filepath.Join(path, "log.txt")), "nothing of the moved store's queue was applied here")
+
+			release()
+			startDaemon(t, moved)
+			require.Eventually(t, func() bool { return readFile(t, filepath.Join(moved, "log.txt")) == "one\ntwo\n" }, 30*time.Second, 20*time.Millisecond,
+				"the queued job applies, once, where the store went")
+		})
+	}
 }

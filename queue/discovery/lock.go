@@ -159,8 +159,8 @@ func (l *Lock) Announce(d *queue.Discovery) error {
 	if l.closed {
 		return errors.New("announce: the daemon lock is released")
 	}
-	if !l.lockAtPath() {
-		return fmt.Errorf("announce: %s is no longer the store this daemon locked (moved or removed since)", l.layout.Root)
+	if err := l.moved(); err != nil {
+		return fmt.Errorf("announce: %w", err)
 	}
 	l.announced = true // a half-written file is ours to remove too
 	b, err := json.MarshalIndent(d, "", "  ")
@@ -200,6 +200,33 @@ func (l *Lock) withdraw() {
 		}
 		l.announced = false
 	}
+}
+
+// ErrMoved means that the store a daemon locked is no longer at the path
+// it serves: its folder was moved, removed or replaced since, and the
+// path may now hold another store.
+var ErrMoved = errors.New("no longer the store this daemon locked (moved, removed or replaced since)")
+
+// Moved returns ErrMoved, naming the store's path, once the daemon lock
+// file at that path is no longer the one this Lock holds; nil while it is,
+// and once the Lock is closed. A daemon stops serving a store that moved:
+// what it would do through the path (take the store lock, write files,
+// mark or lift the stranded marker) would reach whatever store is there
+// now.
+func (l *Lock) Moved() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	return l.moved()
+}
+
+func (l *Lock) moved() error {
+	if l.lockAtPath() {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", l.layout.Root, ErrMoved)
 }
 
 // lockAtPath reports whether the daemon lock file at the store's path is

@@ -163,29 +163,3 @@ func waitJetStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger
 		}
 	}
 }
-
-// waitCluster returns when ctx ends, Close is called, or a writer stops
-// on its own, its claim lost: then with why.
-func (d *Daemon) waitCluster(ctx context.Context) error {
-	lost := make(chan error, len(d.stores))
-	for _, st := range d.stores {
-		go func() {
-			select {
-			case <-st.w.Done():
-				if err := st.w.Err(); err != nil {
-					lost <- fmt.Errorf("store %s: %w", st.path, err)
-				}
-			case <-ctx.Done():
-			case <-d.stop:
-			}
-		}()
-	}
-	select {
-	case <-ctx.Done():
-	case <-d.stop:
-	case err := <-lost:
-		d.log.Error("stopping: another daemon is the store's writer now", "err", err)
-		return err
-	}
-	return nil
-}

@@ -294,6 +294,7 @@ func (d *Daemon) writerConfig(st *store) WriterConfig {
 	cfg := WriterConfig{
 		Store: st.path, LockPath: st.lockFile, Settings: d.cfg.Writer, Limits: d.cfg.Queue.Limits,
 		Command: d.cfg.Command, Version: d.cfg.Version, Logger: d.log, Commands: d.cfg.Commands,
+		Moved: st.lk.Moved,
 	}
 	// The journal holds what a file's fsync has not made durable yet: a
 	// queue that is not synced at once need not wait for the files either.
@@ -444,20 +445,81 @@ func (d *Daemon) locks() []*discovery.Lock {
 }
 
 // Run serves until ctx ends, Close is called, the daemon has been idle
-// for Config.ExitIdle, or a store's claim is lost to another daemon (the
-// error says which store), then stops as Close does.
+// for Config.ExitIdle, or a store's writer stops on its own: its claim
+// lost to another daemon, or the store moved or removed (the error says
+// which store). Then it stops as Close does.
 func (d *Daemon) Run(ctx context.Context) error {
-	var lost error
-	if d.cfg.Queue.cluster() {
-		lost = d.waitCluster(ctx)
-	} else {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go d.watchStores(ctx, cancel)
+	if !d.cfg.Queue.cluster() {
 		d.refused = d.waitIdle(ctx)
+	} else {
+		select {
+		case <-ctx.Done():
+		case <-d.stop:
+		}
+	}
+	lost := context.Cause(ctx)
+	if !errors.Is(lost, errWriterStopped) {
+		lost = nil
 	}
 	if err := d.Close(); err != nil && lost == nil {
 		return err
 	}
 	return lost
 }
+
+// errWriterStopped wraps why a store's writer stopped on its own.
+var errWriterStopped = errors.New("stopping")
+
+// watchStores ends Run (cancel) once a store's writer stops on its own
+// (Writer.Err) or a store is no longer at its path: checked every
+// storeCheckInterval, so that a daemon whose store moved while idle goes
+// and lets one serve it at its new path. It returns when ctx ends or the
+// daemon stops.
+func (d *Daemon) watchStores(ctx context.Context, cancel context.CancelCauseFunc) {
+	tick := time.NewTicker(storeCheckInterval)
+	defer tick.Stop()
+	stopped := make(chan error, len(d.stores))
+	for _, st := range d.stores {
+		go func() {
+			select {
+			case <-st.w.Done():
+				if err := st.w.Err(); err != nil {
+					stopped <- fmt.Errorf("%w: store %s: %w", errWriterStopped, st.path, err)
+				}
+			case <-ctx.Done():
+			case <-d.stop:
+			}
+		}()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.stop:
+			return
+		case err := <-stopped:
+			d.log.Error("a store's writer stopped; stopping the daemon", "err", err)
+			cancel(err)
+			return
+		case <-tick.C:
+			for _, st := range d.stores {
+				if err := st.lk.Moved(); err != nil {
+					err = fmt.Errorf("%w: %w", errWriterStopped, err)
+					d.log.Error("a store was moved or removed while served; stopping the daemon", "err", err)
+					cancel(err)
+					return
+				}
+			}
+		}
+	}
+}
+
+// storeCheckInterval is how often a daemon checks that its stores are
+// still at their paths.
+const storeCheckInterval = time.Second
 
 // Close stops the daemon and waits for it: clients stop finding it, those
 // connected are cut off (they submit again, through discovery, to the

@@ -173,6 +173,9 @@ func (d *Daemon) markStranded() {
 		if err != nil || n == 0 {
 			continue // the writer's own marker stands
 		}
+		if st.lk.Moved() != nil {
+			continue // the marker at the path is another store's
+		}
 		why := fmt.Sprintf("daemon pid %d stopped with %d jobs queued for this store in the shared queue folder %s; a daemon serving the store takes them over",
 			os.Getpid(), n, d.qd.Dir())
 		if err := queue.MarkStranded(st.path, why); err != nil {

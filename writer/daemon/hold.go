@@ -125,14 +125,37 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 func (w *Writer) open() error {
 	w.opening.Lock()
 	defer w.opening.Unlock()
+	if err := w.stopIfMoved(); err != nil {
+		return err
+	}
 	s, err := writer.Open(context.Background(), w.store, w.sessionOptions())
 	if err != nil {
+		return err
+	}
+	// Again once the session holds what is at the path: a store moved
+	// while it opened is seen, and one moved later by the session's own
+	// check of its files before each batch (writer.ErrStoreChanged),
+	// after which the writer comes back here.
+	if err := w.stopIfMoved(); err != nil {
+		_ = s.Close()
 		return err
 	}
 	w.mu.Lock()
 	w.session, w.epoch, w.waiting = s, s.Epoch(), ""
 	w.mu.Unlock()
 	return nil
+}
+
+// stopIfMoved stops the writer once its store is no longer at its path
+// (WriterConfig.Moved): the jobs in hand stay queued, in the store's
+// queue, wherever the store went.
+func (w *Writer) stopIfMoved() error {
+	err := w.moved()
+	if err != nil {
+		w.log.Error("the store was moved or removed: this writer stops without applying the jobs in hand", "err", err)
+		w.stopFor(err)
+	}
+	return err
 }
 
 // setFault records the I/O fault the writer is retrying on ("" when

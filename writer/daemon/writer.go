@@ -116,6 +116,12 @@ type WriterConfig struct {
 	// With a claim, NewWriter creates the store's stream if it is missing
 	// and only verifies it otherwise (queue.VerifyStream).
 	Claim *claim.Claim
+	// Moved, if set, says why the store this daemon locked is no longer at
+	// Store's path (discovery.Lock.Moved): moved, removed or replaced
+	// since, so that the path may now lead to another store. The writer
+	// checks it each time it takes the store and before it marks or lifts
+	// the stranded marker, and stops once it fails (Err says why).
+	Moved func() error
 }
 
 // QueueCheckInterval is how often the writer calls WriterConfig.CheckQueue while
@@ -391,8 +397,20 @@ func (w *Writer) Close() error {
 		w.liftStranded(ctx)
 		return nil
 	}
+	if merr := w.moved(); merr != nil {
+		w.log.Warn("stopping with jobs still queued in a store that moved; they apply when a daemon serves it at its new path", "jobs", n, "err", err, "moved", merr)
+		return nil
+	}
 	w.log.Warn("stopping with jobs still queued; they apply when a daemon serves the store again", "jobs", n, "err", err)
 	return queue.MarkStranded(w.store, fmt.Sprintf("daemon pid %d stopped with %d jobs queued", os.Getpid(), n))
+}
+
+// moved is WriterConfig.Moved's answer: nil without it.
+func (w *Writer) moved() error {
+	if w.cfg.Moved == nil {
+		return nil
+	}
+	return w.cfg.Moved()
 }
 
 // liftStranded removes the stranded marker once the queue, former
@@ -401,6 +419,9 @@ func (w *Writer) Close() error {
 func (w *Writer) liftStranded(ctx context.Context) {
 	if n, err := w.Queued(ctx); err != nil || n > 0 {
 		return
+	}
+	if w.stopIfMoved() != nil {
+		return // the marker at the path is another store's
 	}
 	if err := queue.LiftStranded(w.store); err != nil {
 		w.log.Warn("remove stranded marker", "err", err)
@@ -663,7 +684,8 @@ func (w *Writer) maybePrune(ctx context.Context) {
 	w.session.MaybePrune(floor)
 }
 
-// stopFor records why the writer stops on its own (its claim lost).
+// stopFor records why the writer stops on its own (its claim lost, its
+// store moved).
 func (w *Writer) stopFor(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -673,11 +695,12 @@ func (w *Writer) stopFor(err error) {
 }
 
 // Done is closed once the writer has stopped: by Close, or on its own
-// when its claim on the store was lost (Err).
+// when its claim on the store was lost or its store moved (Err).
 func (w *Writer) Done() <-chan struct{} { return w.done }
 
 // Err is why the writer stopped on its own: its claim on the store lost
-// to another daemon (claim.ErrLost, journal.ErrFenced); nil otherwise.
+// to another daemon (claim.ErrLost, journal.ErrFenced), or its store no
+// longer at its path (WriterConfig.Moved); nil otherwise.
 func (w *Writer) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -37,6 +37,7 @@
 // fsync free, and is warned about.
 //
 // The CPU and I/O counters read /proc, and producer processes
-// (Config.Procs) are Config.Scribe re-run with ProducerEnv set: Linux is
-// where every figure is measured; elsewhere some read n/a.
+// (Config.Procs) are Config.Scribe re-run with ProducerEnv set, and with
+// GOMAXPROCS=1 unless the environment sets it, as the lean scribe binary
+// runs: Linux is where every figure is measured; elsewhere some read n/a.
 package bench

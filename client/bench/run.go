@@ -421,6 +421,12 @@ func (b *bench) loadProcs(ctx context.Context, s spec, producers int, mark func(
 		}
 		cmd := exec.CommandContext(ctx, b.cfg.Scribe, "bench")
 		cmd.Env = append(os.Environ(), ProducerEnv+"=1")
+		if os.Getenv("GOMAXPROCS") == "" {
+			// As the lean scribe binary runs, which hooks are: a process
+			// that waits on one connection at a time, where a second P
+			// only adds threads that spin and wake each other.
+			cmd.Env = append(cmd.Env, "GOMAXPROCS=1")
+		}
 		cmd.Stderr = b.cfg.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {

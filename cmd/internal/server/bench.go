@@ -52,7 +52,7 @@ func Bench() cli.Command {
 			rounds := fs.Int("rounds", bench.DefaultRounds, "interleaved rounds, `N`; figures are medians over them, ratios paired within each")
 			duration := fs.Duration("duration", bench.DefaultDuration, "how long each run's producers produce, `DUR` (Submit: then the queue is drained)")
 			jobs := fs.Int("jobs", 0, "size runs by count instead: `N` jobs per producer and run (put1m: a tenth, at least 1)")
-			procs := fs.Bool("procs", true, "producers are processes (this binary re-run), as hooks are; --procs=false: goroutines")
+			procs := fs.Bool("procs", true, "producers are processes (this binary re-run), as hooks are, each on one processor as the lean scribe runs (GOMAXPROCS=1 unless set); --procs=false: goroutines")
 			hooks := fs.Int("hooks", bench.DefaultHooks, "the hook burst: `N` `scribe submit --wait` processes at once, then N flock(1) writers, each round; 0: none")
 			submits := fs.Int("submits", bench.DefaultSubmits, "the cold submit: `N` `scribe submit --wait` processes one after another through a warm daemon, then N flock(1) writers, each round; 0: none")
 			relaxed := fs.Duration("relaxed-sync", bench.DefaultRelaxed, "the relaxed contenders' serve --sync interval, `DUR`")

@@ -355,17 +355,20 @@ func TestExecDeferredOnBusyExitCode(t *testing.T) {
 	assert.Equal(t, 1, st.code, "deferred, not decided: %s", st.stdout)
 	assert.NoFileExists(t, filepath.Join(m.store, "behind.txt"), "the job behind the deferred one waits")
 
-	busy := m.lines(t, "busy")
-	var gaps []time.Duration
-	for i := 1; i < len(busy); i++ {
-		gaps = append(gaps, time.Duration(busy[i].ns-busy[i-1].ns))
+	// Each wait runs from a busy exit to the next attempt's start: at
+	// least the backoff, 100 ms doubling, whatever the load adds (which
+	// only lengthens it, as it does the command's own run time).
+	busy, attempts := m.lines(t, "busy"), m.lines(t, "attempt")
+	var waits []time.Duration
+	for i := 0; i+1 < len(busy) && i+1 < len(attempts); i++ {
+		waits = append(waits, time.Duration(attempts[i+1].ns-busy[i].ns))
 	}
-	t.Logf("%d busy attempts, gaps %v", len(busy), gaps)
-	for _, g := range gaps {
-		assert.GreaterOrEqual(t, g, 90*time.Millisecond, "a backoff of at least 100 ms between attempts")
-		assert.Less(t, g, 8*time.Second, "a backoff of at most 5 s")
+	t.Logf("%d busy attempts, waits %v", len(busy), waits)
+	require.GreaterOrEqual(t, len(waits), 3)
+	for i, w := range waits {
+		assert.GreaterOrEqual(t, w, (100*time.Millisecond<<i)*9/10, "wait %d: the backoff doubles from 100 ms", i+1)
+		assert.Less(t, w, 8*time.Second, "a backoff of at most 5 s")
 	}
-	assert.Greater(t, gaps[len(gaps)-1], gaps[0], "the backoff grows")
 	for _, b := range busy {
 		assert.Equal(t, "busy-1", b.job)
 	}

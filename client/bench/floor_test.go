@@ -1,0 +1,253 @@
+package bench
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// The floor under scribe's throughput: what the messaging of a job costs
+// on this machine with nothing of scribe's in it, against blocking flock
+// in the same rounds. Each job of a "nats" producer is the skeleton of an
+// Apply over core NATS: subscribe to the job's outcome subject, publish
+// the job and wait for its ack, wait for the outcome, unsubscribe; a
+// responder in the server's process sends both. "jetstream" queues the job
+// on a file-backed stream (deduplicated by Nats-Msg-Id, synced every
+// second) that a pull consumer takes, acking each job and publishing its
+// outcome, as scribe's writer does without the journal or the files.
+// Producers are processes on one processor, over pinned TLS first, as
+// scribe's are.
+//
+//	go test -run '^$' -bench Floor -benchtime 1x ./client/bench/
+//
+// SCRIBE_FLOOR_PRODUCERS (default 32), SCRIBE_FLOOR_ROUNDS (3) and
+// SCRIBE_FLOOR_SECONDS (2) size it.
+func BenchmarkFloor(b *testing.B) {
+	producers, rounds, seconds := envInt("SCRIBE_FLOOR_PRODUCERS", 32), envInt("SCRIBE_FLOOR_ROUNDS", 3), envInt("SCRIBE_FLOOR_SECONDS", 2)
+	kinds := []string{"flock", "nats", "jetstream"}
+	for b.Loop() {
+		figs := map[string][]floorFigures{}
+		for range rounds {
+			for _, k := range kinds {
+				figs[k] = append(figs[k], runFloor(b, k, producers, time.Duration(seconds)*time.Second))
+			}
+		}
+		for _, k := range kinds {
+			var jobs, client, srv, vs []float64
+			for i, f := range figs[k] {
+				jobs, client, srv = append(jobs, f.jobsPerSec), append(client, f.clientUS), append(srv, f.serverUS)
+				vs = append(vs, f.jobsPerSec/figs["flock"][i].jobsPerSec)
+			}
+			b.Logf("%-9s %d producers: %6.0f jobs/s (%.2fx flock), CPU µs/job %4.0f (producers %4.0f + server %3.0f); medians of %d rounds",
+				k, producers, median(jobs), median(vs), median(client)+median(srv), median(client), median(srv), rounds)
+			b.ReportMetric(median(jobs), k+"-jobs/s")
+			b.ReportMetric(median(client)+median(srv), k+"-cpu-µs/job")
+		}
+	}
+}
+
+type floorFigures struct{ jobsPerSec, clientUS, serverUS float64 }
+
+// runFloor runs one round of kind: a server for nats and jetstream, then
+// the producer processes, each this test binary re-run (TestMain).
+func runFloor(b *testing.B, kind string, producers int, d time.Duration) floorFigures {
+	dir := b.TempDir()
+	env := []string{floorModeEnv + "=" + kind, "SCRIBE_FLOOR_DIR=" + dir, "SCRIBE_FLOOR_DURATION=" + d.String(), "GOMAXPROCS=1"}
+	if kind != "flock" {
+		url, cert, stop := floorServer(b, kind == "jetstream", dir)
+		defer stop()
+		env = append(env, "SCRIBE_FLOOR_URL="+url, "SCRIBE_FLOOR_CERT="+cert)
+	}
+	cpu0 := selfCPU(b)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	jobs, cpu := 0, time.Duration(0)
+	for p := range producers {
+		wg.Go(func() {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(append(os.Environ(), env...), fmt.Sprintf("SCRIBE_FLOOR_P=%d", p))
+			out, err := cmd.Output()
+			n, perr := strconv.Atoi(strings.TrimSpace(string(out)))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil || perr != nil {
+				b.Errorf("floor producer %d: %v %v: %s", p, err, perr, out)
+				return
+			}
+			ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+			jobs += n
+			cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		})
+	}
+	wg.Wait()
+	srv := selfCPU(b) - cpu0
+	if jobs == 0 {
+		b.Fatalf("%s: no job done", kind)
+	}
+	f := floorFigures{jobsPerSec: float64(jobs) / d.Seconds(), clientUS: float64(cpu.Microseconds()) / float64(jobs)}
+	if kind != "flock" {
+		f.serverUS = float64(srv.Microseconds()) / float64(jobs)
+	}
+	return f
+}
+
+// selfCPU is this process's CPU time so far: the server's, while the
+// producers run (the rest of the process waits).
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// floorServer starts a NATS server (with JetStream, its store in dir, for
+// jetstream) that takes TLS first with a certificate of its own, and the
+// responder or the consumer that answers the producers' jobs in process.
+func floorServer(b *testing.B, js bool, dir string) (url, certPEM string, stop func()) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(b, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "floor"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(b, err)
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, TLS: true, TLSHandshakeFirst: true,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS13}}
+	if js {
+		opts.JetStream, opts.StoreDir, opts.SyncInterval = true, dir, time.Second
+	}
+	ns, err := server.NewServer(opts)
+	require.NoError(b, err)
+	go ns.Start()
+	require.True(b, ns.ReadyForConnections(10*time.Second))
+	rc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(b, err)
+	outcome, ack := make([]byte, 300), []byte(`{"stream":"Q","seq":1}`)
+	if js {
+		ctx := context.Background()
+		j, err := jetstream.New(rc)
+		require.NoError(b, err)
+		st, err := j.CreateStream(ctx, jetstream.StreamConfig{Name: "Q", Subjects: []string{"jobs.>"}, Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute})
+		require.NoError(b, err)
+		cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "writer", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4096})
+		require.NoError(b, err)
+		it, err := cons.Messages(jetstream.PullMaxMessages(256))
+		require.NoError(b, err)
+		go func() {
+			for {
+				m, err := it.Next()
+				if err != nil {
+					return // stopped
+				}
+				_ = m.Ack()
+				_ = rc.Publish("outcomes."+strings.TrimPrefix(m.Subject(), "jobs."), outcome)
+			}
+		}()
+		stop = func() { it.Stop(); rc.Close(); ns.Shutdown() }
+	} else {
+		_, err := rc.Subscribe("jobs.>", func(m *nats.Msg) {
+			_ = m.Respond(ack)
+			_ = rc.Publish("outcomes."+strings.TrimPrefix(m.Subject, "jobs."), outcome)
+		})
+		require.NoError(b, err)
+		stop = func() { rc.Close(); ns.Shutdown() }
+	}
+	require.NoError(b, rc.Flush())
+	return "tls://" + ns.Addr().String(), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), stop
+}
+
+const floorModeEnv = "SCRIBE_FLOOR_MODE"
+
+// TestMain makes this test binary a producer of BenchmarkFloor when
+// floorModeEnv says which: it produces for SCRIBE_FLOOR_DURATION and
+// prints how many jobs it did.
+func TestMain(m *testing.M) {
+	kind := os.Getenv(floorModeEnv)
+	if kind == "" {
+		os.Exit(m.Run())
+	}
+	n, err := floorProduce(kind)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(n)
+	os.Exit(0)
+}
+
+func floorProduce(kind string) (int, error) {
+	d, err := time.ParseDuration(os.Getenv("SCRIBE_FLOOR_DURATION"))
+	if err != nil {
+		return 0, err
+	}
+	p, _ := strconv.Atoi(os.Getenv("SCRIBE_FLOOR_P"))
+	until := time.Now().Add(d)
+	if kind == "flock" {
+		f, err := openFlockWorker(os.Getenv("SCRIBE_FLOOR_DIR"), workloads[0], p, false)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		n := 0
+		for ; time.Now().Before(until); n++ {
+			if _, _, err := f.Do(context.Background(), n+1); err != nil {
+				return n, err
+			}
+		}
+		return n, nil
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(os.Getenv("SCRIBE_FLOOR_CERT")))
+	nc, err := nats.Connect(os.Getenv("SCRIBE_FLOOR_URL"), nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}),
+		nats.TLSHandshakeFirst(), nats.SyncQueueLen(4), nats.NoReconnect())
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	_, _, job := benchJob(workloads[0], p, 1)
+	n := 0
+	for ; time.Now().Before(until); n++ {
+		id := fmt.Sprintf("p%d-%d", p, n)
+		sub, err := nc.SubscribeSync("outcomes." + id)
+		if err != nil {
+			return n, err
+		}
+		m := nats.NewMsg("jobs." + id)
+		m.Data = job
+		m.Header.Set("Nats-Msg-Id", id)
+		if _, err := nc.RequestMsg(m, 10*time.Second); err != nil {
+			return n, fmt.Errorf("job %s: %w", id, err)
+		}
+		if _, err := sub.NextMsg(10 * time.Second); err != nil {
+			return n, fmt.Errorf("outcome %s: %w", id, err)
+		}
+		_ = sub.Unsubscribe()
+	}
+	return n, nil
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}

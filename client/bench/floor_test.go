@@ -35,8 +35,9 @@ import (
 // responder in the server's process sends both. "jetstream" queues the job
 // on a file-backed stream (deduplicated by Nats-Msg-Id, synced every
 // second) that a pull consumer takes, acking each job and publishing its
-// outcome, as scribe's writer does without the journal or the files.
-// Producers are processes on one processor, over pinned TLS first, as
+// outcome, as scribe's writer does without the journal or the files;
+// "jetstream-always" syncs the stream at every job, as `scribe serve
+// --sync always` does. Producers are processes on one processor, over pinned TLS first, as
 // scribe's are.
 //
 //	go test -run '^$' -bench Floor -benchtime 1x ./client/bench/
@@ -45,7 +46,7 @@ import (
 // SCRIBE_FLOOR_SECONDS (2) size it.
 func BenchmarkFloor(b *testing.B) {
 	producers, rounds, seconds := envInt("SCRIBE_FLOOR_PRODUCERS", 32), envInt("SCRIBE_FLOOR_ROUNDS", 3), envInt("SCRIBE_FLOOR_SECONDS", 2)
-	kinds := []string{"flock", "nats", "jetstream"}
+	kinds := []string{"flock", "nats", "jetstream", "jetstream-always"}
 	for b.Loop() {
 		figs := map[string][]floorFigures{}
 		for range rounds {
@@ -59,7 +60,7 @@ func BenchmarkFloor(b *testing.B) {
 				jobs, client, srv = append(jobs, f.jobsPerSec), append(client, f.clientUS), append(srv, f.serverUS)
 				vs = append(vs, f.jobsPerSec/figs["flock"][i].jobsPerSec)
 			}
-			b.Logf("%-9s %d producers: %6.0f jobs/s (%.2fx flock), CPU µs/job %4.0f (producers %4.0f + server %3.0f); medians of %d rounds",
+			b.Logf("%-16s %d producers: %6.0f jobs/s (%.2fx flock), CPU µs/job %4.0f (producers %4.0f + server %3.0f); medians of %d rounds",
 				k, producers, median(jobs), median(vs), median(client)+median(srv), median(client), median(srv), rounds)
 			b.ReportMetric(median(jobs), k+"-jobs/s")
 			b.ReportMetric(median(client)+median(srv), k+"-cpu-µs/job")
@@ -75,7 +76,7 @@ func runFloor(b *testing.B, kind string, producers int, d time.Duration) floorFi
 	dir := b.TempDir()
 	env := []string{floorModeEnv + "=" + kind, "SCRIBE_FLOOR_DIR=" + dir, "SCRIBE_FLOOR_DURATION=" + d.String(), "GOMAXPROCS=1"}
 	if kind != "flock" {
-		url, cert, stop := floorServer(b, kind == "jetstream", dir)
+		url, cert, stop := floorServer(b, kind, dir)
 		defer stop()
 		env = append(env, "SCRIBE_FLOOR_URL="+url, "SCRIBE_FLOOR_CERT="+cert)
 	}
@@ -120,10 +121,11 @@ func selfCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// floorServer starts a NATS server (with JetStream, its store in dir, for
-// jetstream) that takes TLS first with a certificate of its own, and the
+// floorServer starts a NATS server (with JetStream, its store in dir, but
+// for nats) that takes TLS first with a certificate of its own, and the
 // responder or the consumer that answers the producers' jobs in process.
-func floorServer(b *testing.B, js bool, dir string) (url, certPEM string, stop func()) {
+func floorServer(b *testing.B, kind, dir string) (url, certPEM string, stop func()) {
+	js := kind != "nats"
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(b, err)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "floor"}, NotBefore: time.Now().Add(-time.Hour),
@@ -133,7 +135,7 @@ func floorServer(b *testing.B, js bool, dir string) (url, certPEM string, stop f
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, TLS: true, TLSHandshakeFirst: true,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS13}}
 	if js {
-		opts.JetStream, opts.StoreDir, opts.SyncInterval = true, dir, time.Second
+		opts.JetStream, opts.StoreDir, opts.SyncInterval, opts.SyncAlways = true, dir, time.Second, kind == "jetstream-always"
 	}
 	ns, err := server.NewServer(opts)
 	require.NoError(b, err)

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,63 @@ func BenchmarkFloor(b *testing.B) {
 			b.ReportMetric(median(jobs), k+"-jobs/s")
 			b.ReportMetric(median(client)+median(srv), k+"-cpu-µs/job")
 		}
+	}
+}
+
+// BenchmarkFloorHook times testdata/floorhook, the least a Go hook can
+// do, as processes one after another through a JetStream stream synced at
+// every job (the bench's hooks go through `scribe serve --sync always`),
+// each paired with a flock(1) + dd writer as `scribe bench` runs them: the
+// floor under a hook's wall time and CPU on this machine.
+//
+//	go test -run '^$' -bench FloorHook -benchtime 1x ./client/bench/
+//
+// SCRIBE_FLOOR_HOOKS (default 20) is how many of each.
+func BenchmarkFloorHook(b *testing.B) {
+	flockBin, err := exec.LookPath("flock")
+	if err != nil {
+		b.Skip("no flock(1) here")
+	}
+	dd, err := exec.LookPath("dd")
+	require.NoError(b, err)
+	bin := filepath.Join(b.TempDir(), "floorhook")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/floorhook")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds scribe
+	out, err := build.CombinedOutput()
+	require.NoError(b, err, "%s", out)
+	dir := b.TempDir()
+	url, cert, stop := floorServer(b, "jetstream-always", dir)
+	defer stop()
+	line := filepath.Join(dir, "line")
+	require.NoError(b, os.WriteFile(line, []byte("a line\n"), 0o644))
+	n := envInt("SCRIBE_FLOOR_HOOKS", 20)
+	run := func(cmd *exec.Cmd) (wall, cpu float64) {
+		t0 := time.Now()
+		out, err := cmd.CombinedOutput()
+		require.NoError(b, err, "%s", out)
+		wall = float64(time.Since(t0).Microseconds()) / 1000
+		return wall, float64((cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Microseconds()) / 1000
+	}
+	for b.Loop() {
+		var hookWall, hookCPU, flockWall, flockCPU, ratio []float64
+		var server time.Duration
+		for range n {
+			hook := exec.Command(bin)
+			hook.Env = append(os.Environ(), "SCRIBE_FLOOR_URL="+url, "SCRIBE_FLOOR_CERT="+cert)
+			cpu0 := selfCPU(b)
+			hw, hc := run(hook)
+			server += selfCPU(b) - cpu0
+			fw, fc := run(exec.Command(flockBin, filepath.Join(dir, "lock"), dd, "if="+line, "of="+filepath.Join(dir, "log.txt"),
+				"oflag=append", "conv=notrunc,fsync", "status=none"))
+			hookWall, hookCPU, flockWall, flockCPU = append(hookWall, hw), append(hookCPU, hc), append(flockWall, fw), append(flockCPU, fc)
+			ratio = append(ratio, hw/fw)
+		}
+		serverMS := float64(server.Microseconds()) / 1000 / float64(n)
+		b.Logf("floorhook: wall p50 %.2f ms, CPU %.2f ms (+ server %.2f ms); flock(1) + dd: wall p50 %.2f ms, CPU %.2f ms; wall ratio %.2fx (median of %d pairs)",
+			median(hookWall), median(hookCPU), serverMS, median(flockWall), median(flockCPU), median(ratio), n)
+		b.ReportMetric(median(hookWall), "hook-wall-ms")
+		b.ReportMetric(median(hookCPU), "hook-cpu-ms")
+		b.ReportMetric(median(ratio), "wall-vs-flock")
 	}
 }
 

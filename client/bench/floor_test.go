@@ -44,9 +44,11 @@ import (
 //	go test -run '^$' -bench Floor -benchtime 1x ./client/bench/
 //
 // SCRIBE_FLOOR_PRODUCERS (default 32), SCRIBE_FLOOR_ROUNDS (3) and
-// SCRIBE_FLOOR_SECONDS (2) size it.
+// SCRIBE_FLOOR_SECONDS (2) size it; SCRIBE_FLOOR_WORKLOAD (append) is the
+// data of each job and what flock does with it, as in `scribe bench`.
 func BenchmarkFloor(b *testing.B) {
 	producers, rounds, seconds := envInt("SCRIBE_FLOOR_PRODUCERS", 32), envInt("SCRIBE_FLOOR_ROUNDS", 3), envInt("SCRIBE_FLOOR_SECONDS", 2)
+	w := floorWorkload(b)
 	kinds := []string{"flock", "nats", "jetstream", "jetstream-always"}
 	for b.Loop() {
 		figs := map[string][]floorFigures{}
@@ -61,8 +63,8 @@ func BenchmarkFloor(b *testing.B) {
 				jobs, client, srv = append(jobs, f.jobsPerSec), append(client, f.clientUS), append(srv, f.serverUS)
 				vs = append(vs, f.jobsPerSec/figs["flock"][i].jobsPerSec)
 			}
-			b.Logf("%-16s %d producers: %6.0f jobs/s (%.2fx flock), CPU µs/job %4.0f (producers %4.0f + server %3.0f); medians of %d rounds",
-				k, producers, median(jobs), median(vs), median(client)+median(srv), median(client), median(srv), rounds)
+			b.Logf("%-16s %s, %d producers: %6.0f jobs/s (%.2fx flock), CPU µs/job %4.0f (producers %4.0f + server %3.0f); medians of %d rounds",
+				k, w.Name, producers, median(jobs), median(vs), median(client)+median(srv), median(client), median(srv), rounds)
 			b.ReportMetric(median(jobs), k+"-jobs/s")
 			b.ReportMetric(median(client)+median(srv), k+"-cpu-µs/job")
 		}
@@ -131,8 +133,12 @@ type floorFigures struct{ jobsPerSec, clientUS, serverUS float64 }
 // runFloor runs one round of kind: a server for nats and jetstream, then
 // the producer processes, each this test binary re-run (TestMain).
 func runFloor(b *testing.B, kind string, producers int, d time.Duration) floorFigures {
+	b.Helper()
 	dir := b.TempDir()
 	env := []string{floorModeEnv + "=" + kind, "SCRIBE_FLOOR_DIR=" + dir, "SCRIBE_FLOOR_DURATION=" + d.String(), "GOMAXPROCS=1"}
+	if w := os.Getenv("SCRIBE_FLOOR_WORKLOAD"); w != "" {
+		env = append(env, "SCRIBE_FLOOR_WORKLOAD="+w)
+	}
 	if kind != "flock" {
 		url, cert, stop := floorServer(b, kind, dir)
 		defer stop()
@@ -190,7 +196,7 @@ func floorServer(b *testing.B, kind, dir string) (url, certPEM string, stop func
 		NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	require.NoError(b, err)
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, TLS: true, TLSHandshakeFirst: true,
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, TLS: true, TLSHandshakeFirst: true, MaxPayload: 8 << 20,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS13}}
 	if js {
 		opts.JetStream, opts.StoreDir, opts.SyncInterval, opts.SyncAlways = true, dir, time.Second, kind == "jetstream-always"
@@ -260,9 +266,13 @@ func floorProduce(kind string) (int, error) {
 		return 0, err
 	}
 	p, _ := strconv.Atoi(os.Getenv("SCRIBE_FLOOR_P"))
+	w, err := pickWorkload(os.Getenv("SCRIBE_FLOOR_WORKLOAD"))
+	if err != nil {
+		return 0, err
+	}
 	until := time.Now().Add(d)
 	if kind == "flock" {
-		f, err := openFlockWorker(os.Getenv("SCRIBE_FLOOR_DIR"), workloads[0], p, false)
+		f, err := openFlockWorker(os.Getenv("SCRIBE_FLOOR_DIR"), w, p, false)
 		if err != nil {
 			return 0, err
 		}
@@ -283,7 +293,7 @@ func floorProduce(kind string) (int, error) {
 		return 0, err
 	}
 	defer nc.Close()
-	_, _, job := benchJob(workloads[0], p, 1)
+	_, _, job := benchJob(w, p, 1)
 	n := 0
 	for ; time.Now().Before(until); n++ {
 		id := fmt.Sprintf("p%d-%d", p, n)
@@ -303,6 +313,23 @@ func floorProduce(kind string) (int, error) {
 		_ = sub.Unsubscribe()
 	}
 	return n, nil
+}
+
+// floorWorkload is SCRIBE_FLOOR_WORKLOAD's workload.
+func floorWorkload(b *testing.B) Workload {
+	w, err := pickWorkload(os.Getenv("SCRIBE_FLOOR_WORKLOAD"))
+	require.NoError(b, err)
+	return w
+}
+
+// pickWorkload is the workload of that name; append when it is empty.
+func pickWorkload(name string) (Workload, error) {
+	for _, w := range workloads {
+		if w.Name == name || name == "" {
+			return w, nil
+		}
+	}
+	return Workload{}, fmt.Errorf("SCRIBE_FLOOR_WORKLOAD %q: no such workload", name)
 }
 
 func envInt(name string, def int) int {

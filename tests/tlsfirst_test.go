@@ -14,15 +14,18 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
-// onlyClientHellos checks that what a client sent a server that is not the
-// daemon is TLS handshake records and nothing else: it began with TLS
-// before reading anything (a TLS-first client), and the server, which
-// cannot complete that handshake, got no CONNECT, no credential and no
-// job.
-func onlyClientHellos(t testing.TB, sent []byte, password string) {
+// onlyClientHellos checks that what clients, now gone, sent through the
+// relay to a server that is not the daemon is TLS handshake records and
+// nothing else: they began with TLS before reading anything (TLS-first
+// clients), and the server, which cannot complete that handshake, got no
+// CONNECT, no credential and no job.
+func onlyClientHellos(t testing.TB, r *testkit.Relay, password string) {
 	t.Helper()
+	r.Settled(t)
+	sent := r.Received()
 	if assert.NotEmpty(t, sent, "the client sent nothing: it waited for the server's INFO instead of beginning with TLS") {
 		// A TLS record: content type 22 (handshake), version 3.x.
 		assert.Equal(t, []byte{0x16, 0x03}, sent[:min(2, len(sent))], "the client's first bytes are not a TLS handshake: %q", sent[:min(16, len(sent))])
@@ -62,13 +65,13 @@ func TestImpostorPlainNATSGetsOnlyAClientHello(t *testing.T) {
 	assert.ErrorIs(t, err, client.ErrUnavailable)
 	assert.Contains(t, err.Error(), "it does not begin with TLS")
 	assert.Contains(t, err.Error(), `"INFO `, "the error shows what the server sent")
-	onlyClientHellos(t, im.Received(), real.Password)
+	onlyClientHellos(t, im.Relay, real.Password)
 	assert.Positive(t, im.Connections())
 
 	res := scribe(t, "", "submit", "--store", store, "--route", "require", "--wait=1s", "append", "f.txt", "x")
 	assert.Equal(t, 75, res.code, res.stderr)
 	assert.Contains(t, res.stderr, "it does not begin with TLS")
-	onlyClientHellos(t, im.Received(), real.Password)
+	onlyClientHellos(t, im.Relay, real.Password)
 	assert.False(t, im.leaked(real.Password), "the impostor got the password: %s", im.heard())
 	assert.False(t, im.leaked("f.txt"), "the impostor got the job: %s", im.heard())
 	assert.NoFileExists(t, filepath.Join(store, "f.txt"))
@@ -137,7 +140,7 @@ func TestOperatorServerTLSFirst(t *testing.T) {
 	im := startImpostor(t, "127.0.0.1:0", id, nil)
 	r = submit(env, "tls://"+im.Addr(), "--tls-first", "--wait=1s", "--id", "first-5", "append", "f.txt", "5\n")
 	assert.NotEqual(t, 0, r.code, r.stderr)
-	onlyClientHellos(t, im.Received(), "submitter-pass")
+	onlyClientHellos(t, im.Relay, "submitter-pass")
 	assert.False(t, im.leaked("submitter-pass"), "the impostor got the password: %s", im.heard())
 	assert.Equal(t, "1\n2\n", readFile(t, filepath.Join(store, "f.txt")))
 }

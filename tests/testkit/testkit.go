@@ -93,6 +93,7 @@ type Relay struct {
 	mu      sync.Mutex
 	sent    bytes.Buffer
 	conns   int // forwarded
+	ended   int // forwarded, and closed since
 	open    []net.Conn
 	refused bool
 }
@@ -137,7 +138,12 @@ func (r *Relay) accept() {
 }
 
 func (r *Relay) forward(c net.Conn) {
-	defer c.Close()
+	defer func() {
+		c.Close()
+		r.mu.Lock()
+		r.ended++
+		r.mu.Unlock()
+	}()
 	b, err := net.Dial("tcp", r.backend)
 	if err != nil {
 		return
@@ -183,6 +189,19 @@ func (r *Relay) Connections() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.conns
+}
+
+// Settled waits until the relay has taken a connection and every one it
+// took has ended, so that Received holds all their clients sent: for a
+// test whose clients have exited, whose last bytes the relay may not
+// have read yet.
+func (r *Relay) Settled(t testing.TB) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.conns > 0 && r.ended == r.conns
+	}, 10*time.Second, 5*time.Millisecond, "a client connected to the relay, and every connection ended")
 }
 
 // Received is every byte clients sent through the relay so far.

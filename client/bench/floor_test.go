@@ -38,10 +38,10 @@ import (
 // second) that a pull consumer takes, acking each job and publishing its
 // outcome, as scribe's writer does without the journal or the files;
 // "jetstream-always" syncs the stream at every job, as `scribe serve
-// --sync always` does. Producers are processes on one processor, over pinned TLS first, as
-// scribe's are.
+// --sync always` does. Producers are processes on one processor, over
+// pinned TLS first, as scribe's are.
 //
-//	go test -run '^$' -bench Floor -benchtime 1x ./client/bench/
+//	go test -run '^$' -bench 'Floor$' -benchtime 1x ./client/bench/
 //
 // SCRIBE_FLOOR_PRODUCERS (default 32), SCRIBE_FLOOR_ROUNDS (3) and
 // SCRIBE_FLOOR_SECONDS (2) size it; SCRIBE_FLOOR_WORKLOAD (append) is the

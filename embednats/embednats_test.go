@@ -379,6 +379,7 @@ func TestListenerRequiresPinnedTLS(t *testing.T) {
 	state, err := nc.TLSConnectionState()
 	require.NoError(t, err)
 	assert.Equal(t, d.TLSCertSHA256, queue.CertFingerprint(state.PeerCertificates[0].Raw))
+	assert.Equal(t, tls.X25519, state.CurveID, "on loopback, the key exchange without the post-quantum share")
 }
 
 // A listener on another address gets a certificate that names it, so that
@@ -393,7 +394,10 @@ func TestCertificateNamesTheHost(t *testing.T) {
 	assert.NoError(t, cert.VerifyHostname("127.0.0.1"))
 	nc, err := connect(t, d, nats.UserInfo(d.User, d.Password))
 	require.NoError(t, err, d.URL)
-	nc.Close()
+	defer nc.Close()
+	state, err := nc.TLSConnectionState()
+	require.NoError(t, err)
+	assert.Equal(t, tls.X25519MLKEM768, state.CurveID, "off loopback, Go's default: the post-quantum hybrid")
 }
 
 // A submitter that publishes where it may not, again and again, is

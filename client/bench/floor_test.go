@@ -39,7 +39,7 @@ import (
 // outcome, as scribe's writer does without the journal or the files;
 // "jetstream-always" syncs the stream at every job, as `scribe serve
 // --sync always` does. Producers are processes on one processor, over
-// pinned TLS first, as scribe's are.
+// pinned TLS first with X25519, as scribe's are on loopback.
 //
 //	go test -run '^$' -bench 'Floor$' -benchtime 1x ./client/bench/
 //
@@ -287,7 +287,7 @@ func floorProduce(kind string) (int, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(os.Getenv("SCRIBE_FLOOR_CERT")))
-	nc, err := nats.Connect(os.Getenv("SCRIBE_FLOOR_URL"), nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}),
+	nc, err := nats.Connect(os.Getenv("SCRIBE_FLOOR_URL"), nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, CurvePreferences: []tls.CurveID{tls.X25519}}),
 		nats.TLSHandshakeFirst(), nats.SyncQueueLen(4), nats.NoReconnect())
 	if err != nil {
 		return 0, err

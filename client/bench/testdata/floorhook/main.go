@@ -1,8 +1,9 @@
 // Command floorhook is the least a Go hook can do to have a job applied
-// through a queue: connect with pinned TLS first, listen for the job's
-// outcome, publish it and wait for its ack, then for its outcome. It holds
-// nothing of scribe's; BenchmarkFloorHook times it as a process, the floor
-// under `scribe submit --wait`.
+// through a queue: connect with pinned TLS first (X25519, as scribe's
+// clients do on loopback), listen for the job's outcome, publish it and
+// wait for its ack, then for its outcome. It holds nothing of scribe's;
+// BenchmarkFloorHook times it as a process, the floor under `scribe
+// submit --wait`.
 package main
 
 import (
@@ -25,7 +26,7 @@ func main() {
 func run() error {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(os.Getenv("SCRIBE_FLOOR_CERT")))
-	nc, err := nats.Connect(os.Getenv("SCRIBE_FLOOR_URL"), nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}),
+	nc, err := nats.Connect(os.Getenv("SCRIBE_FLOOR_URL"), nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, CurvePreferences: []tls.CurveID{tls.X25519}}),
 		nats.TLSHandshakeFirst(), nats.SyncQueueLen(4), nats.NoReconnect())
 	if err != nil {
 		return err

@@ -20,16 +20,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // nodeFreePort is a loopback TCP port that was free a moment ago.
 func nodeFreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
+	return testkit.FreePorts(t, 1)[0]
 }
 
 // writeConf writes a nats-server config file into a temporary folder.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 	"github.com/scribehq/scribe/writer/claim"
 	"github.com/scribehq/scribe/writer/journal"
 )
@@ -1002,7 +1003,7 @@ func TestClusterTwoDaemonsOneWriter(t *testing.T) {
 // returns the file and the client URL.
 func singleNodeConfig(t *testing.T, storeIDs ...string) (conf, url string) {
 	t.Helper()
-	port := natsFreePorts(t, 1)[0]
+	port := testkit.FreePorts(t, 1)[0]
 	dir := t.TempDir()
 	conf = filepath.Join(dir, "single.conf")
 	text := fmt.Sprintf("server_name: single\nlisten: 127.0.0.1:%d\nmax_payload: 1114112\njetstream {\n  store_dir: %q\n}\n%s",

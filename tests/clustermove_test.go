@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // startOperatorNATS starts a NATS server with JetStream and the accounts
@@ -19,7 +20,7 @@ import (
 func startOperatorNATS(t *testing.T, id string) string {
 	t.Helper()
 	conf := filepath.Join(t.TempDir(), "nats.conf")
-	port := natsFreePorts(t, 1)[0]
+	port := testkit.FreePorts(t, 1)[0]
 	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 1114112\njetstream { store_dir: %q }\n%s",
 		port, filepath.Join(t.TempDir(), "js"), natsAccountsConf(id))), 0o600))
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)

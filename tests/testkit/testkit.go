@@ -8,9 +8,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -216,4 +219,43 @@ func (r *Relay) Carried(s string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return bytes.Contains(r.sent.Bytes(), []byte(s))
+}
+
+// FreePorts returns n distinct loopback TCP ports that were free a
+// moment ago (all held at once, so that they differ), below the kernel's
+// ephemeral range: a port of that range, once let go, may become the
+// local end of any test's next connection before the process meant to
+// listen on it starts (a cluster node failed so: "bind: address already
+// in use").
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	below := ephemeralLow()
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		require.Less(t, tries, 10000, "no free port in %d-%d", lowestPort, below-1)
+		p := lowestPort + rand.IntN(below-lowestPort)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue // taken
+		}
+		defer l.Close()
+		ports = append(ports, p)
+	}
+	return ports
+}
+
+// lowestPort is the lowest port natsFreePorts returns.
+const lowestPort = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// ip_local_port_range), 32768 where it cannot be read or leaves too few
+// ports below it.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
+		if lo, err := strconv.Atoi(f[0]); err == nil && lo >= lowestPort+1000 {
+			return lo
+		}
+	}
+	return 32768
 }

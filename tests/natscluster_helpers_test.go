@@ -294,7 +294,15 @@ func TestNATSServerBinaryClusterForms(t *testing.T) {
 	djs, err := jetstream.New(dnc)
 	require.NoError(t, err)
 	for _, id := range []string{a, b} {
-		_, err = djs.CreateStream(ctx, queue.StreamConfig(id, queue.Limits{Replicas: 3, MaxBytes: 64 << 20}))
+		// A meta leader that answers may not yet count every peer
+		// online: that refusal passes, as the daemon's retry knows.
+		for {
+			_, err = djs.CreateStream(ctx, queue.StreamConfig(id, queue.Limits{Replicas: 3, MaxBytes: 64 << 20}))
+			if err == nil || !queue.Transient(err) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		require.NoError(t, err, "create the R3 stream of %s", id)
 	}
 	// The daemon answers status requests on the submitter's inbox.

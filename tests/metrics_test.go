@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -277,5 +278,26 @@ func TestMetricsOffByDefault(t *testing.T) {
 	require.NotEmpty(t, lines)
 	for _, l := range lines {
 		assert.NotEqual(t, "serving metrics", l["msg"])
+	}
+}
+
+// The daemon collects garbage at five times the live heap, its growth on
+// that account bounded at 256 MiB, unless GOGC or GOMEMLIMIT say
+// otherwise; its metrics show what it runs with.
+func TestDaemonGCSettings(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env         []string
+		gogc, limit float64
+	}{
+		{[]string{"GOGC=", "GOMEMLIMIT="}, 400, 256 << 20},
+		{[]string{"GOGC=150", "GOMEMLIMIT=1GiB"}, 150, 1 << 30},
+		{[]string{"GOGC=off", "GOMEMLIMIT="}, math.MaxUint64, 256 << 20}, // off, as runtime/metrics says it
+	} {
+		d := startDaemonEnv(t, newStore(t), c.env, "--metrics-addr", "127.0.0.1:0", "--log-format", "json")
+		fams := scrape(t, metricsURL(t, d))
+		assert.Equal(t, c.gogc, value(fams, "go_gc_gogc_percent"), "%v", c.env)
+		assert.Equal(t, c.limit, value(fams, "go_gc_gomemlimit_bytes"), "%v", c.env)
+		d.stop(t)
 	}
 }

@@ -198,6 +198,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		printStores(c.Stdout, stores)
 		return nil
 	}
+	tuneGC()
 	if len(stores) > 1 && !cluster {
 		if err := checkOwnConfigs(stores, cfg, log); err != nil {
 			return err

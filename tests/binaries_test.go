@@ -3,6 +3,7 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 
@@ -71,4 +72,25 @@ func TestLeanServeIsScribedInPlace(t *testing.T) {
 	want, err := filepath.EvalSymlinks(scribedBin)
 	require.NoError(t, err)
 	assert.Equal(t, want, exe)
+}
+
+// The lean binary runs its Go code on one processor unless GOMAXPROCS in
+// its environment is set; the Go runtime's scheduler trace says how many
+// it runs with while `scribe lock` holds the store for a command.
+func TestLeanBinaryRunsOnOneProcessor(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"GOMAXPROCS="}, "1"},
+		{[]string{"GOMAXPROCS=2"}, "2"},
+	} {
+		r := runWith(t, scribeBin, append(c.env, "GODEBUG=schedtrace=10"), nil, "lock", "--store", store, "--", "sleep", "0.2")
+		require.Equal(t, 0, r.code, r.stderr)
+		traces := regexp.MustCompile(`(?m)^SCHED .* gomaxprocs=(\d+)`).FindAllStringSubmatch(r.stderr, -1)
+		require.NotEmpty(t, traces, r.stderr)
+		assert.Equal(t, c.want, traces[len(traces)-1][1], "%v: the processors of the last trace, while the command ran", c.env)
+	}
 }

@@ -3,12 +3,12 @@ package main
 import (
 	"io"
 	"os"
-	"runtime"
 	"slices"
 
 	"github.com/scribehq/scribe/cmd/internal/caller"
 	"github.com/scribehq/scribe/cmd/internal/cli"
 	"github.com/scribehq/scribe/cmd/internal/config"
+	_ "github.com/scribehq/scribe/cmd/scribe/internal/oneproc" // one processor, from early in the start
 )
 
 // commands is the table of commands, in the order `scribe --help` lists
@@ -49,13 +49,6 @@ func commands() []cli.Command {
 }
 
 func main() {
-	// A light command waits on one connection or one file: a second P
-	// only adds threads that spin and wake each other across the cores.
-	// GOMAXPROCS in the environment still decides; scribed, which a heavy
-	// command becomes, is not affected.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 	os.Exit(newMain(os.Stdin, os.Stdout, os.Stderr).Main(os.Args[1:]))
 }
 

@@ -174,7 +174,7 @@ func (w *Writer) answer(batch []jetstream.Msg, entries []writer.Entry, results [
 	// The journal has every outcome: now the queue may forget the jobs.
 	for i, m := range batch {
 		if w.classOf(m) != nil {
-			w.decide(entries[i].Seq)
+			w.decide(entries[i].Seq, len(m.Data()))
 			continue
 		}
 		if err := m.Ack(); err != nil {

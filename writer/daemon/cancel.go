@@ -160,7 +160,7 @@ func (w *Writer) cancelJob(ctx context.Context, id string) queue.CancelAnswer {
 		return decidedAnswer(r.Outcome)
 	}
 	if found.own {
-		w.decide(found.seq) // not queued any more: Queued and scan leave it out
+		w.decide(found.seq, len(found.data)) // not queued any more: Queued and scan leave it out
 	}
 	w.count(results)
 	w.observeOutcome(e, r)

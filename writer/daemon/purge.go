@@ -7,20 +7,39 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer/internal/fault"
 )
 
-// Purging: how often, and after how many decided jobs, at most.
+// Purging: how often, and after how many decided jobs or bytes of them,
+// at most. Each purge first reads the oldest job of each class not taken
+// yet, whole (1 MiB for a big put): once a second is cheap, and the
+// bounds, with a sixteenth of the queue's limits, keep decided jobs from
+// filling the queue meanwhile.
 const (
-	purgeEvery = 100 * time.Millisecond
+	purgeEvery = time.Second
 	purgeJobs  = 1024
+	purgeBytes = 64 << 20
 )
+
+// purgeOwed reports whether the jobs decided and not yet purged pass a
+// bound that makes a purge due before purgeEvery.
+func (w *Writer) purgeOwed(jobs int, bytes int64) bool {
+	maxJobs, maxBytes := w.cfg.Limits.MaxJobs, w.cfg.Limits.MaxBytes
+	if maxJobs <= 0 {
+		maxJobs = queue.DefaultMaxJobs
+	}
+	if maxBytes <= 0 {
+		maxBytes = queue.DefaultMaxBytes
+	}
+	return int64(jobs) >= min(purgeJobs, max(maxJobs/16, 1)) || bytes >= min(purgeBytes, max(maxBytes/16, 1))
+}
 
 // purge removes from the store's own stream the jobs up to the floor
 // (purgeFloor): those whose outcomes the journal has, below the oldest
 // job still undecided. One purge, one sync, stands for the acks of all of
-// them. Unless forced it waits until purgeEvery has passed or purgeJobs
-// are owed (and the last try was not blocked), and arms purgeTimer
+// them. Unless forced it waits until purgeEvery has passed or a bound is
+// owed (purgeOwed, and the last try was not blocked), and arms purgeTimer
 // meanwhile. Only run calls it, between
 // batches. A purge that fails is retried later: the jobs it would have
 // removed are only delivered again (after a restart) and found in the
@@ -32,7 +51,7 @@ const (
 // purges lost jobs acknowledged after them.
 func (w *Writer) purge(ctx context.Context, force bool) {
 	w.purging.Lock()
-	owed := len(w.decided)
+	owed, owedBytes := len(w.decided), w.decidedBytes
 	w.purging.Unlock()
 	if owed == 0 {
 		w.stopPurgeTimer()
@@ -41,7 +60,7 @@ func (w *Writer) purge(ctx context.Context, force bool) {
 	if !force && w.failures > 0 {
 		return // purgeTimer retries it
 	}
-	if !force && (owed < purgeJobs || w.blocked) && time.Since(w.lastPurge) < purgeEvery {
+	if !force && (!w.purgeOwed(owed, owedBytes) || w.blocked) && time.Since(w.lastPurge) < purgeEvery {
 		if w.purgeTimer == nil {
 			w.purgeTimer = time.NewTimer(purgeEvery - time.Since(w.lastPurge))
 		}
@@ -98,9 +117,10 @@ func (w *Writer) purgeEnds(done bool, floor uint64) {
 	if !done {
 		return
 	}
-	for seq := range w.decided {
+	for seq, size := range w.decided {
 		if seq <= floor {
 			delete(w.decided, seq)
+			w.decidedBytes -= int64(size)
 		}
 	}
 }
@@ -118,11 +138,14 @@ func purgeRetry(n int) time.Duration {
 	return min(purgeEvery<<min(n, 6), 5*time.Second)
 }
 
-// decide records that the job of the store's own stream at seq is
-// decided: the journal has its outcome.
-func (w *Writer) decide(seq uint64) {
+// decide records that the job of the store's own stream at seq, of size
+// bytes, is decided: the journal has its outcome.
+func (w *Writer) decide(seq uint64, size int) {
 	w.purging.Lock()
-	w.decided[seq] = struct{}{}
+	if _, ok := w.decided[seq]; !ok {
+		w.decided[seq] = size
+		w.decidedBytes += int64(size)
+	}
 	w.purging.Unlock()
 }
 

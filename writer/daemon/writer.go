@@ -206,12 +206,14 @@ type Writer struct {
 	// stream is decided: purge removes them. Queued and scan read it.
 	floor atomic.Uint64
 	// decided are the sequences of the store's own stream decided and not
-	// yet purged; purgeGen counts purge requests begun and ended (see
-	// purgeBegins), so that Queued counts a job once. purging guards
-	// both, and is never held across a request.
-	purging  sync.Mutex
-	decided  map[uint64]struct{}
-	purgeGen uint64
+	// yet purged, with their sizes, which decidedBytes sums; purgeGen
+	// counts purge requests begun and ended (see purgeBegins), so that
+	// Queued counts a job once. purging guards them, and is never held
+	// across a request.
+	purging      sync.Mutex
+	decided      map[uint64]int
+	decidedBytes int64
+	purgeGen     uint64
 	// lost says a message came with a later delivery sequence than its
 	// class's next: deliveries were lost in transit. Only run touches it
 	// (see take).
@@ -289,7 +291,7 @@ func NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error) {
 	if err := cfg.Limits.Check(); err != nil {
 		return nil, err
 	}
-	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now(), cautious: cautiousJobs, decided: map[uint64]struct{}{}}
+	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now(), cautious: cautiousJobs, decided: map[uint64]int{}}
 	if w.commands, err = exec.Index(cfg.Commands, lockPathOf(real, cfg.LockPath), queue.Layout{Root: real}.Meta()); err != nil {
 		return nil, err
 	}

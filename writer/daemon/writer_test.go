@@ -385,3 +385,34 @@ func TestWriterStartsWithQueuedHighJobs(t *testing.T) {
 	require.Len(t, lines, 51)
 	assert.Equal(t, "h", lines[0])
 }
+
+// Decided jobs leave a small queue long before the purge that comes once
+// a second: a queue of 16 jobs, or of 64 KiB, takes 64 jobs (of 8 KiB),
+// one after another, without filling up with jobs already applied.
+func TestWriterPurgesBeforeDecidedJobsFillTheQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits queue.Limits
+		size   int
+	}{
+		{"jobs", queue.Limits{MaxJobs: 16}, 10},
+		{"bytes", queue.Limits{MaxBytes: 64 << 10}, 8 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, js := startJetStream(t)
+			store, sid := writerStore(t)
+			w := startWriter(t, store, nc, func(c *daemon.WriterConfig) { c.Limits = tc.limits })
+			start := time.Now()
+			var want []string
+			for i := range 64 {
+				id := fmt.Sprintf("job-%d", i)
+				line := id + strings.Repeat(".", tc.size-len(id))
+				publishJob(t, js, sid, id, wireJob(t, sid, id, line))
+				assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, id).Status)
+				want = append(want, line)
+			}
+			t.Logf("64 jobs in %v", time.Since(start))
+			assert.Equal(t, want, strings.Fields(storeLog(t, store)))
+		})
+	}
+}

@@ -62,11 +62,10 @@ func benchJob(w Workload, p, seq int) (queue.OpKind, string, []byte) {
 		pre := fmt.Sprintf(`{"p%d":{"seq":%d,"pad":"`, p, seq)
 		return queue.OpMerge, "state.json", []byte(pre + strings.Repeat("x", max(w.Bytes-len(pre)-3, 0)) + `"}}`)
 	}
-	data := make([]byte, max(w.Bytes, len(head)+1))
-	n := copy(data, head)
-	for i := n; i < len(data)-1; i++ {
-		data[i] = 'x'
-	}
+	// bytes.Repeat fills at memmove speed: a loop of single bytes was a
+	// tenth of a 1 MiB put producer's CPU, for scribe and flock alike.
+	data := bytes.Repeat([]byte{'x'}, max(w.Bytes, len(head)+1))
+	copy(data, head)
 	data[len(data)-1] = '\n'
 	return queue.OpPut, fmt.Sprintf("put-p%d.dat", p), data
 }

@@ -28,6 +28,22 @@ type Limits struct {
 	Replicas int
 }
 
+// Jobs is l.MaxJobs, or its default.
+func (l Limits) Jobs() int64 {
+	if l.MaxJobs <= 0 {
+		return DefaultMaxJobs
+	}
+	return l.MaxJobs
+}
+
+// Bytes is l.MaxBytes, or its default.
+func (l Limits) Bytes() int64 {
+	if l.MaxBytes <= 0 {
+		return DefaultMaxBytes
+	}
+	return l.MaxBytes
+}
+
 // JobBytes is l.MaxJobBytes, or its default.
 func (l Limits) JobBytes() int {
 	if l.MaxJobBytes <= 0 {
@@ -63,12 +79,6 @@ const (
 // retention (a job leaves the stream when the writer acks it), new jobs
 // refused when full.
 func StreamConfig(storeID string, l Limits) jetstream.StreamConfig {
-	if l.MaxJobs <= 0 {
-		l.MaxJobs = DefaultMaxJobs
-	}
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = DefaultMaxBytes
-	}
 	return jetstream.StreamConfig{
 		Name:        StreamName(storeID),
 		Description: "scribe jobs for store " + storeID,
@@ -76,8 +86,8 @@ func StreamConfig(storeID string, l Limits) jetstream.StreamConfig {
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.WorkQueuePolicy,
 		Discard:     jetstream.DiscardNew,
-		MaxMsgs:     l.MaxJobs,
-		MaxBytes:    l.MaxBytes,
+		MaxMsgs:     l.Jobs(),
+		MaxBytes:    l.Bytes(),
 		MaxMsgSize:  int32(l.JobBytes() + 4096), // headroom for headers
 		Duplicates:  DedupeWindow,
 		Replicas:    max(l.Replicas, 1),

@@ -356,7 +356,7 @@ func (d *Daemon) startEmbedded(ctx context.Context) error {
 	for _, st := range d.stores {
 		if err := d.takeOver(ctx, st, d.embeddedTarget(st)); err != nil {
 			if errors.Is(err, queue.ErrNoSpace) {
-				return noSpaceError(d.srv.Space(), cfg.Queue.Limits.MaxBytes)
+				return noSpaceError(d.srv.Space(), cfg.Queue.Limits.Bytes())
 			}
 			return err
 		}
@@ -377,7 +377,7 @@ func (d *Daemon) startEmbedded(ctx context.Context) error {
 		w, err := NewWriter(ctx, wcfg)
 		if errors.Is(err, queue.ErrNoSpace) {
 			d.log.Debug("create stream", "err", err)
-			return noSpaceError(d.srv.Space(), cfg.Queue.Limits.MaxBytes)
+			return noSpaceError(d.srv.Space(), cfg.Queue.Limits.Bytes())
 		}
 		if err != nil {
 			return err
@@ -537,9 +537,6 @@ func (d *Daemon) Close() error {
 // noSpaceError explains a queue whose --max-bytes JetStream cannot
 // reserve: how much it asked for, how much there is, and what to change.
 func noSpaceError(sp embednats.Space, maxBytes int64) error {
-	if maxBytes <= 0 {
-		maxBytes = queue.DefaultMaxBytes
-	}
 	avail := max(sp.Limit-sp.Reserved, 0)
 	free := "unknown"
 	if sp.Free >= 0 {

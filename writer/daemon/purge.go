@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer/internal/fault"
 )
 
@@ -25,14 +24,8 @@ const (
 // purgeOwed reports whether the jobs decided and not yet purged pass a
 // bound that makes a purge due before purgeEvery.
 func (w *Writer) purgeOwed(jobs int, bytes int64) bool {
-	maxJobs, maxBytes := w.cfg.Limits.MaxJobs, w.cfg.Limits.MaxBytes
-	if maxJobs <= 0 {
-		maxJobs = queue.DefaultMaxJobs
-	}
-	if maxBytes <= 0 {
-		maxBytes = queue.DefaultMaxBytes
-	}
-	return int64(jobs) >= min(purgeJobs, max(maxJobs/16, 1)) || bytes >= min(purgeBytes, max(maxBytes/16, 1))
+	l := w.cfg.Limits
+	return int64(jobs) >= min(purgeJobs, max(l.Jobs()/16, 1)) || bytes >= min(purgeBytes, max(l.Bytes()/16, 1))
 }
 
 // purge removes from the store's own stream the jobs up to the floor

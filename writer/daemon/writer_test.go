@@ -387,8 +387,9 @@ func TestWriterStartsWithQueuedHighJobs(t *testing.T) {
 }
 
 // Decided jobs leave a small queue long before the purge that comes once
-// a second: a queue of 16 jobs, or of 64 KiB, takes 64 jobs (of 8 KiB),
-// one after another, without filling up with jobs already applied.
+// a second: a queue of 16 jobs takes 64 small jobs, and a queue of 64
+// KiB 64 jobs of 8 KiB, one after another, without filling up with jobs
+// already applied.
 func TestWriterPurgesBeforeDecidedJobsFillTheQueue(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -66,6 +66,10 @@ const (
 	// is 64k slots, a 512 KiB channel made and collected per Apply; when
 	// more come than fit, the rest are dropped and the journal is asked.
 	outcomeQueueLen = 4
+	// unackedWait is how long Apply waits for the outcome of a job sent
+	// without the queue's ack before it asks for the ack: well past a
+	// busy writer's batches (a few ms), so that it is rarely asked.
+	unackedWait = 250 * time.Millisecond
 	// outcomePoll is how long Apply listens for an outcome before it asks
 	// the journal, in case the message was missed.
 	outcomePoll = 2 * time.Second

@@ -265,7 +265,7 @@ func (q *queued) submit(ctx context.Context, job *queue.Job, data []byte, chosen
 	if err != nil {
 		return fmt.Errorf("job %s: the queue already holds a job with this ID, and whether it is this one is not known yet: %w", job.ID, err)
 	}
-	o, err := q.await(ctx, job, digest, nc, sub, true)
+	o, err := q.await(ctx, job, digest, nc, sub, true, nil)
 	if err != nil {
 		return fmt.Errorf("job %s: the queue already holds a job with this ID, and whether it is this one is not known yet: %w", job.ID, err)
 	}
@@ -291,12 +291,46 @@ func (q *queued) apply(ctx context.Context, job *queue.Job, data []byte) (*queue
 	if err != nil {
 		return nil, fmt.Errorf("job %s not queued: %w", job.ID, err)
 	}
+	if q.remote == "" {
+		// The outcome will say the job was stored: skip the ack (a round
+		// trip, a third of a small job's cost to the client), and ask for
+		// it only if no outcome comes soon (unacked). A remote queue
+		// reports a refused subject apart from the publish, and drops what
+		// comes while its stream elects a leader: there the ack is asked
+		// at once.
+		if err := queue.Post(nc, q.storeID, queue.SubjectFor(q.storeID, job.Priority), job.ID, data); err == nil {
+			return q.await(ctx, job, job.Digest(), nc, sub, false, &unacked{at: confirmAt(ctx), data: data})
+		}
+	}
 	dup, err := q.publish(ctx, job, data)
 	if err != nil {
 		_ = sub.Unsubscribe()
 		return nil, err
 	}
-	return q.await(ctx, job, job.Digest(), nc, sub, dup)
+	return q.await(ctx, job, job.Digest(), nc, sub, dup, nil)
+}
+
+// unacked is a job sent without asking for the queue's ack (queue.Post):
+// whether it was stored is known once its outcome comes. If none has come
+// by at, or the connection it went out on is lost, await publishes it again
+// with the same ID (its data) and the ack: a duplicate if the first copy
+// was stored, else stored now, or refused (a full queue, no stream) with
+// the error a publish gets.
+type unacked struct {
+	at   time.Time
+	data []byte
+}
+
+// confirmAt is when an unacked job's ack is asked for: after unackedWait,
+// or half of what ctx leaves, if less, so that a short wait still ends
+// knowing whether the job was queued.
+func confirmAt(ctx context.Context) time.Time {
+	now := time.Now()
+	wait := unackedWait
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = min(wait, deadline.Sub(now)/2)
+	}
+	return now.Add(wait)
 }
 
 // subscribe listens for a job's outcome on the connection to the daemon,
@@ -329,13 +363,18 @@ func (q *queued) subscribe(ctx context.Context, id string) (*nats.Conn, *nats.Su
 // connection comes back. A local daemon's lost connection is redialled
 // through discovery, never trusted on its own; a remote queue's
 // reconnects by itself, and nats.go subscribes again there. await
-// unsubscribes whatever subscription it ends with.
-func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *nats.Conn, sub *nats.Subscription, lookupNow bool) (*queue.Outcome, error) {
+// unsubscribes whatever subscription it ends with. A job sent without
+// the queue's ack (pending, nil for one acked) has it asked for in time.
+func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *nats.Conn, sub *nats.Subscription, lookupNow bool, pending *unacked) (*queue.Outcome, error) {
 	defer func() { _ = sub.Unsubscribe() }()
 	subject := queue.OutcomeSubject(q.storeID, job.ID)
-	unknown := func() error {
-		return fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, ctx.Err())
+	fate := func(err error) error {
+		if pending != nil {
+			return fmt.Errorf("job %s sent, whether it was queued is unknown; retry with the same ID: %w", job.ID, err)
+		}
+		return fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, err)
 	}
+	unknown := func() error { return fate(ctx.Err()) }
 	reconnects := nc.Stats().Reconnects
 	for down := 0; ; {
 		if now, _ := q.conn(); now != nc { // redialled: listen on the new connection
@@ -346,15 +385,18 @@ func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *n
 				return nil, err
 			}
 			lookupNow = true
+			if pending != nil { // it may have been lost with the connection
+				pending.at = time.Time{}
+			}
 		}
 		if !nc.IsConnected() {
 			q.redial(ctx)
 			if now, _ := q.conn(); now == nc { // no daemon to go back to yet, or reconnecting
 				if q.isClosed() {
-					return nil, fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, nats.ErrConnectionClosed)
+					return nil, fate(nats.ErrConnectionClosed)
 				}
 				if q.gone(nc) {
-					return nil, fmt.Errorf("job %s queued, outcome not yet known: %w", job.ID, q.goneErr(nc))
+					return nil, fate(q.goneErr(nc))
 				}
 				if !queue.Sleep(ctx, queue.Backoff(down)) {
 					return nil, unknown()
@@ -369,6 +411,20 @@ func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *n
 			reconnects, lookupNow = r, true
 		}
 		down = 0
+		poll := outcomePoll
+		if pending != nil {
+			if wait := time.Until(pending.at); wait > 0 {
+				poll = min(poll, wait)
+			} else {
+				dup, err := q.publish(ctx, job, pending.data)
+				if err != nil {
+					return nil, err
+				}
+				// Stored now, or before: by this copy, or by an earlier job
+				// with its ID, whose outcome may be gone already.
+				pending, lookupNow = nil, lookupNow || dup
+			}
+		}
 		if lookupNow {
 			lookupNow = false
 			lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
@@ -380,7 +436,7 @@ func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *n
 				}
 			}
 		}
-		wait, cancel := context.WithTimeout(ctx, outcomePoll)
+		wait, cancel := context.WithTimeout(ctx, poll)
 		m, err := sub.NextMsgWithContext(wait)
 		cancel()
 		switch {
@@ -396,6 +452,8 @@ func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *n
 			lookupNow = true
 		case ctx.Err() != nil:
 			return nil, unknown()
+		case errors.Is(err, context.DeadlineExceeded) && pending != nil && !time.Now().Before(pending.at):
+			// Time to ask for the ack, not yet to ask the journal.
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubscription),
 			errors.Is(err, nats.ErrSlowConsumer): // messages dropped: ours among them, perhaps
 			lookupNow = true

@@ -256,6 +256,20 @@ func Transient(err error) bool {
 	return false
 }
 
+// Post sends an encoded job on subject, as Publish does, but without
+// asking JetStream for its ack: the stream stores it or drops it, and says
+// nothing either way (a full queue, a subject no stream takes). It saves
+// the ack's round trip for a caller that learns the job's fate from its
+// outcome anyway, and that publishes again, with the same ID, if no
+// outcome comes (a duplicate then if this copy was stored).
+func Post(nc *nats.Conn, storeID, subject, jobID string, data []byte) error {
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	msg.Header.Set(jetstream.MsgIDHeader, jobID)
+	msg.Header.Set(jetstream.ExpectedStreamHeader, StreamName(storeID))
+	return nc.PublishMsg(msg)
+}
+
 // ErrQueueFull is returned by Publish when the store's queue is at its
 // limits; nothing was queued.
 var ErrQueueFull = errors.New("queue full")

@@ -275,6 +275,13 @@ func TestQueueFull(t *testing.T) {
 	assert.Equal(t, 75, refused.code, refused.stderr)
 	assert.Contains(t, refused.stderr, "queue full")
 	assert.Less(t, refused.duration, 5*time.Second)
+	// A submit that waits for its outcome sends its job without waiting
+	// for the queue's ack, and asks for it when no outcome comes: it is
+	// refused as clearly, and as soon.
+	waited := scribe(t, "", "submit", "--store", store, "--wait", "append", "log.txt", "waited\n")
+	assert.Equal(t, 75, waited.code, waited.stderr)
+	assert.Contains(t, waited.stderr, "queue full")
+	assert.Less(t, waited.duration, 5*time.Second)
 	release()
 	require.Eventually(t, func() bool {
 		return strings.Count(readFile(t, filepath.Join(store, "log.txt")), "\n") == accepted

@@ -31,9 +31,9 @@ import (
 // The floor under scribe's throughput: what the messaging of a job costs
 // on this machine with nothing of scribe's in it, against blocking flock
 // in the same rounds. Each job of a "nats" producer is the skeleton of an
-// Apply over core NATS: subscribe to the job's outcome subject, publish
-// the job and wait for its ack, wait for the outcome, unsubscribe; a
-// responder in the server's process sends both. "jetstream" queues the job
+// Apply through a local daemon, over core NATS: subscribe to the job's
+// outcome subject, publish the job (without asking for an ack), wait for
+// the outcome, unsubscribe; a responder in the server's process sends it. "jetstream" queues the job
 // on a file-backed stream (deduplicated by Nats-Msg-Id, synced every
 // second) that a pull consumer takes, acking each job and publishing its
 // outcome, as scribe's writer does without the journal or the files;
@@ -207,7 +207,7 @@ func floorServer(b *testing.B, kind, dir string) (url, certPEM string, stop func
 	require.True(b, ns.ReadyForConnections(10*time.Second))
 	rc, err := nats.Connect("", nats.InProcessServer(ns))
 	require.NoError(b, err)
-	outcome, ack := make([]byte, 300), []byte(`{"stream":"Q","seq":1}`)
+	outcome := make([]byte, 300)
 	if js {
 		ctx := context.Background()
 		j, err := jetstream.New(rc)
@@ -231,7 +231,6 @@ func floorServer(b *testing.B, kind, dir string) (url, certPEM string, stop func
 		stop = func() { it.Stop(); rc.Close(); ns.Shutdown() }
 	} else {
 		_, err := rc.Subscribe("jobs.>", func(m *nats.Msg) {
-			_ = m.Respond(ack)
 			_ = rc.Publish("outcomes."+strings.TrimPrefix(m.Subject, "jobs."), outcome)
 		})
 		require.NoError(b, err)
@@ -304,7 +303,7 @@ func floorProduce(kind string) (int, error) {
 		m := nats.NewMsg("jobs." + id)
 		m.Data = job
 		m.Header.Set("Nats-Msg-Id", id)
-		if _, err := nc.RequestMsg(m, 10*time.Second); err != nil {
+		if err := nc.PublishMsg(m); err != nil {
 			return n, fmt.Errorf("job %s: %w", id, err)
 		}
 		if _, err := sub.NextMsg(10 * time.Second); err != nil {

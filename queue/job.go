@@ -2,7 +2,6 @@ package queue
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -15,6 +14,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // Version is the wire-format version of outcomes and of jobs that are one
@@ -227,11 +228,14 @@ type Job struct {
 	Priority Priority `json:"priority,omitempty"`
 }
 
-// NewID returns a fresh random job ID.
+// NewID returns a fresh job ID: a version 7 UUID (RFC 9562) as 32
+// lower-case hex digits, the time it was made (to below the millisecond,
+// increasing within a process) and then 62 random bits. IDs made about the
+// same time sort together, so that the journal, which keys outcomes by ID,
+// adds a batch's outcomes to a page or two instead of a page each.
 func NewID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b[:])
+	id := uuid.Must(uuid.NewV7()) // fails only if crypto/rand does, which it does not on supported platforms
+	return hex.EncodeToString(id[:])
 }
 
 // ValidID reports whether id may be used as a job ID: 1 to MaxIDLen

@@ -483,11 +483,31 @@ func TestContentHash(t *testing.T) {
 	assert.NotEqual(t, queue.ContentHash([]byte("a")), queue.ContentHash([]byte("b")))
 }
 
+// NewID makes distinct valid IDs of 32 lower-case hex digits, each one
+// after the last in byte order, as the journal's keys (its outcomes by
+// ID) are: IDs made one after another land beside one another.
 func TestNewID(t *testing.T) {
-	a, b := queue.NewID(), queue.NewID()
-	assert.True(t, queue.ValidID(a), a)
-	assert.Len(t, a, 32)
-	assert.NotEqual(t, a, b)
+	before := time.Now().UnixMilli()
+	ids := make([]string, 10000)
+	for i := range ids {
+		ids[i] = queue.NewID()
+	}
+	after := time.Now().UnixMilli()
+	for i, id := range ids {
+		require.True(t, queue.ValidID(id), id)
+		require.Regexp(t, `^[0-9a-f]{32}$`, id)
+		if i > 0 {
+			require.Less(t, ids[i-1], id, "IDs %d and %d", i-1, i)
+		}
+	}
+	// The first 12 digits are the time it was made, in Unix milliseconds.
+	ms, err := strconv.ParseInt(ids[0][:12], 16, 64)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, ms, before)
+	assert.LessOrEqual(t, ms, after)
+	// The last 62 bits are random: two IDs made in the same instant differ
+	// there, not only in the time.
+	assert.NotEqual(t, ids[0][16:], ids[1][16:])
 }
 
 // IDProblem is empty exactly for the IDs ValidID takes, and otherwise

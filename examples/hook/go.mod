@@ -6,6 +6,7 @@ require github.com/scribehq/scribe v0.0.0
 
 require (
 	github.com/BurntSushi/toml v1.6.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect

@@ -16,11 +16,14 @@ import (
 // new credentials).
 //
 // A daemon leaving when idle calls it once its discovery files are
-// withdrawn, then looks at its queues again: a job queued before the
-// call is there to see (its submitter's acknowledgement, if it got one,
-// went out before the server closed its connection), and none can come
-// after. A submitter cut off mid-publish does not know whether its job
-// was queued, and retries with the same ID through discovery.
+// withdrawn, then looks at its queues again. The server only marks a
+// cut-off connection closed before the call returns: it closes the
+// socket afterwards, in the connection's own goroutine, and until then
+// still takes what the submitter sends. So the daemon looks again a
+// moment later, when nothing can come any more but what took longer
+// than that to arrive. A submitter cut off mid-publish does not know
+// whether its job was queued, and retries with the same ID through
+// discovery.
 func (s *Server) RefuseSubmitters() error {
 	s.optsMu.Lock()
 	defer s.optsMu.Unlock()

@@ -187,13 +187,13 @@ func (d *Daemon) markStranded() {
 // waitIdle returns when ctx ends, Close is called or, with an exit-idle
 // period, once the daemon has been idle that long: every store's writer
 // has had no job in hand for that long and every queue is empty. Before
-// it returns for idleness it makes sure that no job can come that it
-// would leave behind: it withdraws the discovery files, so that new
+// it returns for idleness it keeps jobs from coming that it would leave
+// behind: it withdraws the discovery files, so that new
 // clients stop coming, then gives the submitters new credentials, which
 // cuts off those still connected (a client that read a discovery file a
 // moment before could otherwise queue a job after the writers stop, and
 // nothing would apply it until some later client started a daemon), and
-// looks again. A job queued by then keeps the daemon: it announces itself
+// looks again a tick later. A job queued by then keeps the daemon: it announces itself
 // again, with the new credentials, and serves on. A client cut off in
 // the middle of a submit does not know whether its job was queued and
 // submits it again, with the same ID, through discovery (and autostart).
@@ -208,7 +208,8 @@ func (d *Daemon) waitIdle(ctx context.Context) (refused bool) {
 		}
 		return false
 	}
-	tick := time.NewTicker(min(max(exitIdle/4, 10*time.Millisecond), time.Second))
+	every := min(max(exitIdle/4, 10*time.Millisecond), time.Second)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	idle := func() bool {
 		for _, st := range d.stores {
@@ -235,9 +236,24 @@ func (d *Daemon) waitIdle(ctx context.Context) (refused bool) {
 		d.withdraw()
 		fault.Pause("withdrawn")
 		err := d.srv.RefuseSubmitters()
-		if err == nil && idle() {
-			d.log.Info("idle; exiting", "exit_idle", exitIdle)
-			return true
+		if err == nil {
+			// The server closes a cut-off connection's socket after the
+			// reload returns, in its own time, and takes what it reads
+			// from it until then: look again a tick later, so that a job
+			// that came that way keeps the daemon instead of staying
+			// behind.
+			tick.Reset(every) // a whole tick from now, not one due meanwhile
+			select {
+			case <-ctx.Done():
+				return false
+			case <-d.stop:
+				return false
+			case <-tick.C:
+			}
+			if idle() {
+				d.log.Info("idle; exiting", "exit_idle", exitIdle)
+				return true
+			}
 		}
 		for _, st := range d.stores {
 			if disc, ok := d.srv.StoreDiscovery(st.id); ok {

@@ -222,13 +222,20 @@ func (d *Daemon) waitIdle(ctx context.Context) (refused bool) {
 		}
 		return true
 	}
-	for {
+	// tock waits for the next tick; false: ctx ended, or Close was called.
+	tock := func() bool {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-d.stop:
 			return false
 		case <-tick.C:
+			return true
+		}
+	}
+	for {
+		if !tock() {
+			return false
 		}
 		if !idle() {
 			continue
@@ -243,12 +250,8 @@ func (d *Daemon) waitIdle(ctx context.Context) (refused bool) {
 			// that came that way keeps the daemon instead of staying
 			// behind.
 			tick.Reset(every) // a whole tick from now, not one due meanwhile
-			select {
-			case <-ctx.Done():
+			if !tock() {
 				return false
-			case <-d.stop:
-				return false
-			case <-tick.C:
 			}
 			if idle() {
 				d.log.Info("idle; exiting", "exit_idle", exitIdle)

@@ -65,11 +65,21 @@ type Server struct {
 	// opts are the server's options, as it runs them (RefuseSubmitters
 	// reloads changed ones); optsMu guards them and the stores'
 	// discoveries, whose credentials change with them.
-	opts      *server.Options
-	optsMu    sync.Mutex
+	opts   *server.Options
+	optsMu sync.Mutex
+	// queueOps is held (write) while JetStream restarts, and (read) by
+	// the daemon's JetStream API requests (QueueOps).
+	queueOps  sync.RWMutex
 	log       *slog.Logger
 	closeOnce sync.Once
 }
+
+// QueueOps is the lock a JetStream API request of the daemon's own
+// connections holds (read) while it is made: restarting JetStream
+// (CheckQueue) holds it (write), since nats-server races with API
+// requests that arrive while it starts JetStream. Every writer of the
+// server shares it (daemon.WriterConfig.QueueOps).
+func (s *Server) QueueOps() *sync.RWMutex { return &s.queueOps }
 
 // served is one store of the server: the daemon's connection for it and
 // the discovery its clients find the server by.

@@ -137,6 +137,8 @@ func (s *Server) probe() error {
 // and without a limit nats-server sizes the store from the free space
 // again, as at start.
 func (s *Server) restartJetStream() error {
+	s.queueOps.Lock()
+	defer s.queueOps.Unlock()
 	if s.ns.JetStreamEnabled() {
 		if err := s.ns.ShutdownJetStream(); err != nil {
 			return fmt.Errorf("shut down: %w", err)

@@ -275,11 +275,14 @@ func (w *Writer) watch(ctx context.Context, done chan<- struct{}) {
 		w.mu.Lock()
 		faulted := w.queueFault != ""
 		w.mu.Unlock()
-		if faulted { // the check may restart JetStream: see queueOps
+		// The check may restart JetStream. A shared lock (QueueOps) is
+		// its server's to take then; the writer's own, the writer's.
+		own := faulted && w.cfg.QueueOps == nil
+		if own {
 			w.queueOps.Lock()
 		}
 		restarted, err := w.cfg.CheckQueue(cctx)
-		if faulted {
+		if own {
 			w.queueOps.Unlock()
 		}
 		cancel()

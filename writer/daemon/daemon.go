@@ -363,7 +363,7 @@ func (d *Daemon) startEmbedded(ctx context.Context) error {
 	}
 	for _, st := range d.stores {
 		wcfg := d.writerConfig(st)
-		wcfg.Conn, wcfg.CheckQueue = d.srv.StoreConn(st.id), d.watch.CheckQueue()
+		wcfg.Conn, wcfg.CheckQueue, wcfg.QueueOps = d.srv.StoreConn(st.id), d.watch.CheckQueue(), d.srv.QueueOps()
 		// OwnServer makes the writer take every other scribe stream it
 		// sees for this store's queue under a former path, and apply its
 		// jobs to this store. True of a store's own server only. A server

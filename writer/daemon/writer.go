@@ -97,6 +97,12 @@ type WriterConfig struct {
 	// name. It must pass exec.Index. Without it, exec jobs are rejected
 	// queue.ReasonNotAllowed.
 	Commands []exec.Command
+	// QueueOps, if set, is the lock that restarting the queue's JetStream
+	// holds (write) and the writer's JetStream API requests hold (read)
+	// (embednats.Server.QueueOps): shared by the writers of one server.
+	// Without it the writer has a lock of its own, held (write) while it
+	// calls CheckQueue on a faulted queue.
+	QueueOps *sync.RWMutex
 	// CheckQueue, if set, is called every QueueCheckInterval to find and
 	// repair a fault of the queue's server that its clients cannot see,
 	// such as a stream's lasting write error after the disk filled up
@@ -198,10 +204,10 @@ type Writer struct {
 	purgeTimer *time.Timer
 	// queueOps is held (read) by the writer's JetStream API requests
 	// (purges, stream and consumer info, reading queued messages,
-	// recreating consumers) and (write) by watch while it checks a
-	// faulted queue, which may restart JetStream: nats-server races with
-	// API requests that arrive while it starts JetStream.
-	queueOps sync.RWMutex
+	// recreating consumers) and (write) by whatever restarts JetStream:
+	// nats-server races with API requests that arrive while it starts
+	// JetStream. It is WriterConfig.QueueOps, or the writer's own.
+	queueOps *sync.RWMutex
 	// floor is the sequence up to which every job of the store's own
 	// stream is decided: purge removes them. Queued and scan read it.
 	floor atomic.Uint64
@@ -291,7 +297,11 @@ func NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error) {
 	if err := cfg.Limits.Check(); err != nil {
 		return nil, err
 	}
-	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now(), cautious: cautiousJobs, decided: map[uint64]int{}}
+	w := &Writer{cfg: cfg, store: real, storeID: queue.StoreID(real), log: cfg.Logger, started: time.Now(), cautious: cautiousJobs, decided: map[uint64]int{},
+		queueOps: cfg.QueueOps}
+	if w.queueOps == nil {
+		w.queueOps = new(sync.RWMutex)
+	}
 	if w.commands, err = exec.Index(cfg.Commands, lockPathOf(real, cfg.LockPath), queue.Layout{Root: real}.Meta()); err != nil {
 		return nil, err
 	}

@@ -277,7 +277,7 @@ func TestQueueFull(t *testing.T) {
 	assert.Less(t, refused.duration, 5*time.Second)
 	// A submit that waits for its outcome sends its job without waiting
 	// for the queue's ack, and asks for it when no outcome comes: it is
-	// refused as clearly, and as soon.
+	// refused as clearly, a moment later.
 	waited := scribe(t, "", "submit", "--store", store, "--wait", "append", "log.txt", "waited\n")
 	assert.Equal(t, 75, waited.code, waited.stderr)
 	assert.Contains(t, waited.stderr, "queue full")

@@ -33,7 +33,8 @@ import (
 // in the same rounds. Each job of a "nats" producer is the skeleton of an
 // Apply through a local daemon, over core NATS: subscribe to the job's
 // outcome subject, publish the job (without asking for an ack), wait for
-// the outcome, unsubscribe; a responder in the server's process sends it. "jetstream" queues the job
+// the outcome, unsubscribe; a responder in the server's process sends
+// it. "jetstream" queues the job
 // on a file-backed stream (deduplicated by Nats-Msg-Id, synced every
 // second) that a pull consumer takes, acking each job and publishing its
 // outcome, as scribe's writer does without the journal or the files;

@@ -272,19 +272,7 @@ func (w *Writer) watch(ctx context.Context, done chan<- struct{}) {
 	wait := QueueCheckInterval
 	for queue.Sleep(ctx, wait) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		w.mu.Lock()
-		faulted := w.queueFault != ""
-		w.mu.Unlock()
-		// The check may restart JetStream. A shared lock (QueueOps) is
-		// its server's to take then; the writer's own, the writer's.
-		own := faulted && w.cfg.QueueOps == nil
-		if own {
-			w.queueOps.Lock()
-		}
-		restarted, err := w.cfg.CheckQueue(cctx)
-		if own {
-			w.queueOps.Unlock()
-		}
+		restarted, err := w.cfg.CheckQueue(cctx) // a restart takes QueueOps itself
 		cancel()
 		if ctx.Err() != nil {
 			return

@@ -188,12 +188,12 @@ func (d *Daemon) markStranded() {
 // period, once the daemon has been idle that long: every store's writer
 // has had no job in hand for that long and every queue is empty. Before
 // it returns for idleness it keeps jobs from coming that it would leave
-// behind: it withdraws the discovery files, so that new
-// clients stop coming, then gives the submitters new credentials, which
-// cuts off those still connected (a client that read a discovery file a
-// moment before could otherwise queue a job after the writers stop, and
-// nothing would apply it until some later client started a daemon), and
-// looks again a tick later. A job queued by then keeps the daemon: it announces itself
+// behind: it withdraws the discovery files, so that new clients stop
+// coming, then gives the submitters new credentials, which cuts off those
+// still connected (a client that read a discovery file a moment before
+// could otherwise queue a job after the writers stop, and nothing would
+// apply it until some later client started a daemon), and looks again a
+// tick later. A job queued by then keeps the daemon: it announces itself
 // again, with the new credentials, and serves on. A client cut off in
 // the middle of a submit does not know whether its job was queued and
 // submits it again, with the same ID, through discovery (and autostart).

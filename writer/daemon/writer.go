@@ -100,8 +100,8 @@ type WriterConfig struct {
 	// QueueOps, if set, is the lock that restarting the queue's JetStream
 	// holds (write) and the writer's JetStream API requests hold (read)
 	// (embednats.Server.QueueOps): shared by the writers of one server.
-	// Without it the writer has a lock of its own, held (write) while it
-	// calls CheckQueue on a faulted queue.
+	// A CheckQueue that may restart JetStream needs it. Without it the
+	// writer's requests hold a lock of their own, which nothing else takes.
 	QueueOps *sync.RWMutex
 	// CheckQueue, if set, is called every QueueCheckInterval to find and
 	// repair a fault of the queue's server that its clients cannot see,
@@ -206,7 +206,7 @@ type Writer struct {
 	// (purges, stream and consumer info, reading queued messages,
 	// recreating consumers) and (write) by whatever restarts JetStream:
 	// nats-server races with API requests that arrive while it starts
-	// JetStream. It is WriterConfig.QueueOps, or the writer's own.
+	// JetStream. It is WriterConfig.QueueOps, or one of the writer's own.
 	queueOps *sync.RWMutex
 	// floor is the sequence up to which every job of the store's own
 	// stream is decided: purge removes them. Queued and scan read it.

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -39,7 +40,10 @@ import (
 // second) that a pull consumer takes, acking each job and publishing its
 // outcome, as scribe's writer does without the journal or the files;
 // "jetstream-always" syncs the stream at every job, as `scribe serve
-// --sync always` does. Producers are processes on one processor, over
+// --sync always` does. "jetstream-submit" is the skeleton of a Submit:
+// the job published to the stream synced every second, the PubAck
+// awaited, no outcome; timed, as `scribe bench` times Submit-only runs,
+// until the consumer has taken every job. Producers are processes on one processor, over
 // pinned TLS first with X25519, as scribe's are on loopback.
 //
 //	go test -run '^$' -bench 'Floor$' -benchtime 1x ./client/bench/
@@ -50,7 +54,7 @@ import (
 func BenchmarkFloor(b *testing.B) {
 	producers, rounds, seconds := envInt("SCRIBE_FLOOR_PRODUCERS", 32), envInt("SCRIBE_FLOOR_ROUNDS", 3), envInt("SCRIBE_FLOOR_SECONDS", 2)
 	w := floorWorkload(b)
-	kinds := []string{"flock", "nats", "jetstream", "jetstream-always"}
+	kinds := []string{"flock", "nats", "jetstream", "jetstream-always", "jetstream-submit"}
 	for b.Loop() {
 		figs := map[string][]floorFigures{}
 		for range rounds {
@@ -94,7 +98,7 @@ func BenchmarkFloorHook(b *testing.B) {
 	out, err := build.CombinedOutput()
 	require.NoError(b, err, "%s", out)
 	dir := b.TempDir()
-	url, cert, stop := floorServer(b, "jetstream-always", dir)
+	url, cert, _, stop := floorServer(b, "jetstream-always", dir)
 	defer stop()
 	line := filepath.Join(dir, "line")
 	require.NoError(b, os.WriteFile(line, []byte("a line\n"), 0o644))
@@ -140,8 +144,11 @@ func runFloor(b *testing.B, kind string, producers int, d time.Duration) floorFi
 	if w := os.Getenv("SCRIBE_FLOOR_WORKLOAD"); w != "" {
 		env = append(env, "SCRIBE_FLOOR_WORKLOAD="+w)
 	}
+	var taken *takenCount
 	if kind != "flock" {
-		url, cert, stop := floorServer(b, kind, dir)
+		var url, cert string
+		var stop func()
+		url, cert, taken, stop = floorServer(b, kind, dir)
 		defer stop()
 		env = append(env, "SCRIBE_FLOOR_URL="+url, "SCRIBE_FLOOR_CERT="+cert)
 	}
@@ -167,6 +174,14 @@ func runFloor(b *testing.B, kind string, producers int, d time.Duration) floorFi
 		})
 	}
 	wg.Wait()
+	if kind == "jetstream-submit" {
+		// A Submit is counted once its job is taken from the queue.
+		t0 := time.Now()
+		if !taken.wait(jobs, time.Minute) {
+			b.Fatalf("%s: %d of %d jobs taken after a minute", kind, taken.n.Load(), jobs)
+		}
+		d += time.Since(t0)
+	}
 	srv := selfCPU(b) - cpu0
 	if jobs == 0 {
 		b.Fatalf("%s: no job done", kind)
@@ -188,8 +203,9 @@ func selfCPU(b *testing.B) time.Duration {
 
 // floorServer starts a NATS server (with JetStream, its store in dir, but
 // for nats) that takes TLS first with a certificate of its own, and the
-// responder or the consumer that answers the producers' jobs in process.
-func floorServer(b *testing.B, kind, dir string) (url, certPEM string, stop func()) {
+// responder or the consumer that answers the producers' jobs in process;
+// taken counts the jobs the consumer took (acked).
+func floorServer(b *testing.B, kind, dir string) (url, certPEM string, taken *takenCount, stop func()) {
 	js := kind != "nats"
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(b, err)
@@ -209,6 +225,7 @@ func floorServer(b *testing.B, kind, dir string) (url, certPEM string, stop func
 	rc, err := nats.Connect("", nats.InProcessServer(ns))
 	require.NoError(b, err)
 	outcome := make([]byte, 300)
+	taken = &takenCount{moved: make(chan struct{}, 1)}
 	if js {
 		ctx := context.Background()
 		j, err := jetstream.New(rc)
@@ -226,6 +243,7 @@ func floorServer(b *testing.B, kind, dir string) (url, certPEM string, stop func
 					return // stopped
 				}
 				_ = m.Ack()
+				taken.add()
 				_ = rc.Publish("outcomes."+strings.TrimPrefix(m.Subject(), "jobs."), outcome)
 			}
 		}()
@@ -238,7 +256,34 @@ func floorServer(b *testing.B, kind, dir string) (url, certPEM string, stop func
 		stop = func() { rc.Close(); ns.Shutdown() }
 	}
 	require.NoError(b, rc.Flush())
-	return "tls://" + ns.Addr().String(), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), stop
+	return "tls://" + ns.Addr().String(), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), taken, stop
+}
+
+// takenCount counts the jobs a floor server's consumer took.
+type takenCount struct {
+	n     atomic.Int64
+	moved chan struct{} // a token after each job taken
+}
+
+func (t *takenCount) add() {
+	t.n.Add(1)
+	select {
+	case t.moved <- struct{}{}:
+	default:
+	}
+}
+
+// wait reports whether jobs were taken within limit.
+func (t *takenCount) wait(jobs int, limit time.Duration) bool {
+	timeout := time.After(limit)
+	for t.n.Load() < int64(jobs) {
+		select {
+		case <-t.moved:
+		case <-timeout:
+			return false
+		}
+	}
+	return true
 }
 
 const floorModeEnv = "SCRIBE_FLOOR_MODE"
@@ -295,6 +340,23 @@ func floorProduce(kind string) (int, error) {
 	defer nc.Close()
 	_, _, job := benchJob(w, p, 1)
 	n := 0
+	if kind == "jetstream-submit" {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return 0, err
+		}
+		for ; time.Now().Before(until); n++ {
+			id := fmt.Sprintf("p%d-%d", p, n)
+			m := nats.NewMsg("jobs." + id)
+			m.Data = job
+			m.Header.Set(jetstream.MsgIDHeader, id)
+			m.Header.Set(jetstream.ExpectedStreamHeader, "Q")
+			if _, err := js.PublishMsg(context.Background(), m); err != nil {
+				return n, fmt.Errorf("job %s: %w", id, err)
+			}
+		}
+		return n, nil
+	}
 	for ; time.Now().Before(until); n++ {
 		id := fmt.Sprintf("p%d-%d", p, n)
 		sub, err := nc.SubscribeSync("outcomes." + id)

@@ -204,6 +204,18 @@ func TestIDConflictSeenByClient(t *testing.T) {
 		assert.True(t, out.Applied(), "%+v", out)
 		assert.Equal(t, n.Digest(), out.Digest)
 	})
+	t.Run("Apply, a job changed after an Apply gave it an ID", func(t *testing.T) {
+		// The ID is the caller's now: the changed job is another one.
+		j := appendJob("", "first\n")
+		out, err := cl.Apply(ctx, j)
+		require.NoError(t, err)
+		require.True(t, out.Applied(), "%+v", out)
+		assert.Equal(t, j.Digest(), out.Digest, "the writer's outcome has its digest")
+		j.Ops[0].Data = []byte("second\n")
+		out, err = cl.Apply(ctx, j)
+		require.NoError(t, err)
+		isConflict(t, out, j)
+	})
 	t.Run("a queued job is not mistaken for a conflict", func(t *testing.T) {
 		// No ID from the caller, no look-up: a plain Submit.
 		j := appendJob("", "fresh\n")

@@ -261,3 +261,37 @@ func BenchmarkApplyAppend(b *testing.B) {
 		})
 	}
 }
+
+// An exec job decided without a run (rejected: no such command) between
+// batches whose files are not synced yet records its outcome without
+// dropping the intent that holds them: a power loss after it still finds
+// the carried append in the journal, and the next holder redoes it.
+func TestSyncDelayExecRejectionKeepsCarry(t *testing.T) {
+	store := tempStore(t, map[string]string{"log": "base\n"})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: time.Hour})
+	require.NoError(t, err)
+	applyAll(t, s, jobOf(t, store, "a", opAppend("log", "one\n")))
+	res, plan, err := s.PlanExec(jobOf(t, store, "x", queue.Op{Kind: queue.OpExec, Name: "nope"}), nil)
+	require.NoError(t, err)
+	require.Nil(t, plan)
+	require.Equal(t, queue.ReasonNotAllowed, res.Outcome.Reason, res.Outcome.Detail)
+	require.NotEmpty(t, unsynced(s), "the append's file is not synced yet")
+	dieUnsynced(t, s)
+	stands, pending := intentStands(t, store)
+	assert.True(t, stands, "the journal still holds what is not synced")
+	assert.Equal(t, 1, pending, "the carried outcome waits on it")
+
+	// A power loss: the unsynced append is gone, the mark untrusted.
+	require.NoError(t, os.Remove(queue.Layout{Root: store}.Settled()))
+	require.NoError(t, os.WriteFile(filepath.Join(store, "log"), []byte("base\n"), 0o644))
+	s2, err := Open(context.Background(), store, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s2.Close())
+	assert.Equal(t, "base\none\n", storeFiles(t, store)["log"], "the applied job's bytes are redone")
+	ro := readOnly(t, store)
+	for _, id := range []string{"a", "x"} {
+		l, err := ro.Lookup(id)
+		require.NoError(t, err)
+		assert.True(t, l.Found, id)
+	}
+}

@@ -318,14 +318,18 @@ func (j *Journal) Lookup(id string) (queue.Lookup, error) {
 
 // Commit records outcomes, dead letters and the last sequence, and drops
 // the standing intent (settled, or carried out by a redo), all in one
-// transaction. Outcomes already recorded are never overwritten.
+// transaction. An intent whose files are written but not synced yet
+// (SettleWritten) stays: until Settle it is all that makes them durable.
+// Outcomes already recorded are never overwritten.
 func (j *Journal) Commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) error {
 	return j.decided(j.db.Update(func(tx *bolt.Tx) error {
 		if err := j.checkFence(tx); err != nil {
 			return err
 		}
-		if err := dropIntent(tx); err != nil {
-			return err
+		if !j.unsynced {
+			if err := dropIntent(tx); err != nil {
+				return err
+			}
 		}
 		if err := putDead(tx, dead); err != nil {
 			return err

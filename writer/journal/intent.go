@@ -98,6 +98,10 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 		if !j.carriedOut(tx) {
 			return errors.New("the batch before was not carried out: redo it first")
 		}
+		if j.unsynced && (in == nil || len(in.Carried) == 0) {
+			// Dropping that intent would leave its files' changes nowhere.
+			return errors.New("the files of the batch before are not synced: carry its changes, or sync them first")
+		}
 		if err := dropIntent(tx); err != nil {
 			return err
 		}

@@ -180,3 +180,53 @@ func recordAppend(j *Journal, id string) (Token, error) {
 	return j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}},
 		[]*queue.Outcome{applied(id, time.Now().UTC())}, nil, 0)
 }
+
+// While the files of the standing intent are written and not synced, it
+// is the only copy of their changes: a batch without an intent of its
+// own (Commit, or a Record of no changes) records its outcomes and keeps
+// it; a Record that would replace it without carrying it is refused.
+func TestUnsyncedIntentIsNeverDropped(t *testing.T) {
+	inBoot(t, "b00d")
+	store := testStore(t)
+	standing := func(t *testing.T, j *Journal) (stands bool, pending int) {
+		t.Helper()
+		require.NoError(t, j.db.View(func(tx *bolt.Tx) error {
+			stands = tx.Bucket(bucketIntent).Get(keyIntent) != nil
+			pending = tx.Bucket(bucketPending).Stats().KeyN
+			return nil
+		}))
+		return stands, pending
+	}
+	j := openTest(t, store)
+	defer j.Close()
+	token, err := recordAppend(j, "a")
+	require.NoError(t, err)
+	j.SettleWritten(token)
+
+	require.NoError(t, j.Commit([]*queue.Outcome{applied("b", time.Now().UTC())}, nil, 0))
+	stands, pending := standing(t, j)
+	assert.True(t, stands, "Commit keeps it")
+	assert.Equal(t, 1, pending)
+	o, err := j.Outcome("b")
+	require.NoError(t, err)
+	assert.NotNil(t, o, "and records its outcome")
+
+	_, err = j.Record(nil, []*queue.Outcome{applied("c", time.Now().UTC())}, nil, 0)
+	assert.ErrorContains(t, err, "not synced")
+	_, err = recordAppend(j, "d")
+	assert.ErrorContains(t, err, "not synced")
+	stands, pending = standing(t, j)
+	assert.True(t, stands)
+	assert.Equal(t, 1, pending, "nothing of the refused batches recorded")
+
+	carried, err := j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\ntwo\n"), New: true}}, Carried: []string{"a"}},
+		[]*queue.Outcome{applied("e", time.Now().UTC())}, nil, 0)
+	require.NoError(t, err, "an intent that carries it replaces it")
+	_, pending = standing(t, j)
+	assert.Equal(t, 2, pending)
+	require.NoError(t, j.Settle(carried))
+	require.NoError(t, j.Commit(nil, nil, 0))
+	stands, pending = standing(t, j)
+	assert.False(t, stands, "synced: the next commit drops it")
+	assert.Zero(t, pending)
+}

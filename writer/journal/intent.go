@@ -163,11 +163,11 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 // intent instead, in a synced transaction. If neither works, the intent
 // stays provisional (the error says why), and the next holder redoes it.
 func (j *Journal) Settle(t Token) error {
+	j.unsynced = false // its files are synced, whether this works or not
 	if j.mark != nil {
 		err := writeMark(j.mark, t, "")
 		if err == nil {
 			j.settled.Store(&t)
-			j.unsynced = false
 			return nil
 		}
 		_ = j.mark.Close() // write no mark after a failed one: it may be torn
@@ -183,7 +183,6 @@ func (j *Journal) Settle(t Token) error {
 		return fmt.Errorf("settle batch: %w", err)
 	}
 	j.settled.Store(&t)
-	j.unsynced = false
 	return nil
 }
 

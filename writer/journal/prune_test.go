@@ -90,3 +90,25 @@ func TestPruneWithNothingToPrune(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, l.PrunedBefore.IsZero())
 }
+
+// An outcome that waits on the standing intent is not pruned, however
+// old: a redo, Interrupted and Abandon read it.
+func TestPruneKeepsPendingOutcomes(t *testing.T) {
+	store := testStore(t)
+	j := openTest(t, store)
+	defer j.Close()
+	old := time.Now().UTC().Add(-8 * 24 * time.Hour)
+	_, err := j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}},
+		[]*queue.Outcome{{V: queue.Version, ID: "a", Status: queue.StatusApplied, At: old}}, nil, 0)
+	require.NoError(t, err)
+	n, err := j.Prune(time.Now(), 1, time.Nanosecond)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	in, err := j.Pending()
+	require.NoError(t, err)
+	require.NotNil(t, in)
+	outs, err := j.PendingOutcomes(in)
+	require.NoError(t, err)
+	require.Len(t, outs, 1)
+	assert.Equal(t, "a", outs[0].ID)
+}

@@ -50,7 +50,7 @@ const pruneLimit = 10_000
 func (j *Journal) Prune(cutoff time.Time, maxSeq uint64, retention time.Duration) (int, error) {
 	n := 0
 	err := j.db.Update(func(tx *bolt.Tx) error {
-		idx, outs := tx.Bucket(bucketByTime), tx.Bucket(bucketOutcomes)
+		idx, outs, pending := tx.Bucket(bucketByTime), tx.Bucket(bucketOutcomes), tx.Bucket(bucketPending)
 		t, err := readTally(tx)
 		if err != nil {
 			return err
@@ -66,6 +66,9 @@ func (j *Journal) Prune(cutoff time.Time, maxSeq uint64, retention time.Duration
 			v := outs.Get(k[8:])
 			if v != nil && json.Unmarshal(v, &o) == nil && o.Seq > maxSeq {
 				continue // the queue may still hand it back
+			}
+			if pending.Get(k[8:]) != nil {
+				continue // the standing intent's: a redo or Abandon reads it
 			}
 			if v != nil {
 				t.add(o.Status, -1)

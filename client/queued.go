@@ -363,16 +363,17 @@ func (q *queued) subscribe(ctx context.Context, id string) (*nats.Conn, *nats.Su
 	}
 }
 
-// await waits for the outcome of a queued job, of digest digest ("" for
-// an ID no other job can have: see apply): a message on sub (made on nc), or the journal's answer. Outcomes travel on
-// plain NATS: if one is missed (the job was a duplicate JetStream dropped,
-// the connection was lost, the daemon restarted), the journal still has
-// it, so ask it now and then, and at once when lookupNow, or when the
-// connection comes back. A local daemon's lost connection is redialled
-// through discovery, never trusted on its own; a remote queue's
-// reconnects by itself, and nats.go subscribes again there. await
-// unsubscribes whatever subscription it ends with. A job sent without
-// the queue's ack (pending, nil for one acked) has it asked for in time.
+// await waits for the outcome of a queued job, of digest digest ("" for an
+// ID no other job can have: see apply): a message on sub (made on nc), or
+// the journal's answer. Outcomes travel on plain NATS: if one is missed
+// (the job was a duplicate JetStream dropped, the connection was lost, the
+// daemon restarted), the journal still has it, so ask it now and then, and
+// at once when lookupNow, or when the connection comes back. A local
+// daemon's lost connection is redialled through discovery, never trusted
+// on its own; a remote queue's reconnects by itself, and nats.go
+// subscribes again there. await unsubscribes whatever subscription it ends
+// with. A job sent without the queue's ack (pending, nil for one acked)
+// has it asked for in time.
 func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *nats.Conn, sub *nats.Subscription, lookupNow bool, pending *unacked) (*queue.Outcome, error) {
 	defer func() { _ = sub.Unsubscribe() }()
 	subject := queue.OutcomeSubject(q.storeID, job.ID)
@@ -471,12 +472,12 @@ func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *n
 	}
 }
 
-// judge decides whether outcome o answers job, of digest digest ("" for
-// an ID no other job can have: then any outcome with it is the job's), and
-// what the caller gets. Only an outcome with the job's ID counts. An outcome of
-// a different job with this ID makes this job an ID conflict, except a
-// conflict notice received for yet another job with this ID (received):
-// that one is not ours to take, nor a decision on ours.
+// judge decides whether outcome o answers job, of digest digest ("" for an
+// ID no other job can have: then any outcome with it is the job's), and
+// what the caller gets. Only an outcome with the job's ID counts. An
+// outcome of a different job with this ID makes this job an ID conflict,
+// except a conflict notice received for yet another job with this ID
+// (received): that one is not ours to take, nor a decision on ours.
 func judge(job *queue.Job, digest string, o *queue.Outcome, received bool) (*queue.Outcome, bool) {
 	if o == nil || o.ID != job.ID {
 		return nil, false

@@ -34,17 +34,17 @@ import (
 // in the same rounds. Each job of a "nats" producer is the skeleton of an
 // Apply through a local daemon, over core NATS: subscribe to the job's
 // outcome subject, publish the job (without asking for an ack), wait for
-// the outcome, unsubscribe; a responder in the server's process sends
-// it. "jetstream" queues the job
-// on a file-backed stream (deduplicated by Nats-Msg-Id, synced every
-// second) that a pull consumer takes, acking each job and publishing its
-// outcome, as scribe's writer does without the journal or the files;
-// "jetstream-always" syncs the stream at every job, as `scribe serve
-// --sync always` does. "jetstream-submit" is the skeleton of a Submit:
-// the job published to the stream synced every second, the PubAck
-// awaited, no outcome; timed, as `scribe bench` times Submit-only runs,
-// until the consumer has taken every job. Producers are processes on one processor, over
-// pinned TLS first with X25519, as scribe's are on loopback.
+// the outcome, unsubscribe; a responder in the server's process sends it.
+// "jetstream" queues the job on a file-backed stream (deduplicated by
+// Nats-Msg-Id, synced every second) that a pull consumer takes, acking
+// each job and publishing its outcome, as scribe's writer does without the
+// journal or the files; "jetstream-always" syncs the stream at every job,
+// as `scribe serve --sync always` does. "jetstream-submit" is the skeleton
+// of a Submit: the job published to the stream synced every second, the
+// PubAck awaited, no outcome; timed, as `scribe bench` times Submit-only
+// runs, until the consumer has taken every job. Producers are processes on
+// one processor, over pinned TLS first with X25519, as scribe's are on
+// loopback.
 //
 //	go test -run '^$' -bench 'Floor$' -benchtime 1x ./client/bench/
 //

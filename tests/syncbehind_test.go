@@ -78,4 +78,23 @@ func TestSyncBehindAnswersBeforeTheFilesSync(t *testing.T) {
 		assert.Equal(t, "note-0\nnote-1\nnote-2\n", readFile(t, filepath.Join(store, "notes.md")))
 		assert.Equal(t, "# a\n", readFile(t, filepath.Join(store, "docs/a.md")))
 	})
+	t.Run("power cut after a rejected exec job", func(t *testing.T) {
+		// An exec job decided without a run records its outcome between
+		// the batches; the journal must still hold the append it follows,
+		// whose file is not synced.
+		store := newStore(t)
+		d := startDaemon(t, store, "--sync", "1h", "--idle-release", "1h")
+		require.Equal(t, queue.StatusApplied, submit(t, store, "a", "append", "notes.md", "one\n"))
+		require.Equal(t, queue.StatusRejected, submit(t, store, "x", "exec", "nope"))
+		assert.Equal(t, "written", settledMark(t, store))
+		d.kill(t)
+		// The page cache lost: the unsynced file and mark are gone.
+		require.NoError(t, os.Remove(filepath.Join(store, "notes.md")))
+		require.NoError(t, os.Remove(queue.Layout{Root: store}.Settled()))
+
+		r := scribe(t, "", "recover", "--store", store)
+		require.Equal(t, 0, r.code, r.stderr)
+		assertTold(t, store, map[string]queue.Status{"a": queue.StatusApplied, "x": queue.StatusRejected})
+		assert.Equal(t, "one\n", readFile(t, filepath.Join(store, "notes.md")), "the applied job's line is redone")
+	})
 }

@@ -317,3 +317,27 @@ func writeIntent(j *Journal, in *Intent) error {
 	_, err := j.Record(in, in.Outcomes, nil, in.LastSeq)
 	return err
 }
+
+// Outcomes come in about the order of their keys (version 7 UUIDs, and
+// time for the index), so the journal's pages are left nearly full when
+// they split: half the pages, and half the file, of bbolt's default.
+func TestOutcomePagesFillUp(t *testing.T) {
+	store := testStore(t)
+	j := openTest(t, store)
+	defer j.Close()
+	for range 100 {
+		var outs []*queue.Outcome
+		for range 20 {
+			outs = append(outs, applied(queue.NewID(), time.Now().UTC()))
+		}
+		require.NoError(t, j.Commit(outs, nil, 0))
+	}
+	require.NoError(t, j.db.View(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketOutcomes, bucketByTime} {
+			s := tx.Bucket(name).Stats()
+			fill := float64(s.LeafInuse) / float64(s.LeafAlloc)
+			assert.Greater(t, fill, 0.8, "%s: %d leaves, %.2f full", name, s.LeafPageN, fill)
+		}
+		return nil
+	}))
+}

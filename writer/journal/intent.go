@@ -71,7 +71,7 @@ func (j *Journal) carriedOut(tx *bolt.Tx) bool {
 // (in), the data kept raw beside it. It drops the intent of the batch
 // before, which must be carried out; if its files are not synced yet
 // (SettleWritten), in must carry its changes again, and its outcomes
-// (Intent.Carried). It returns the intent's token, for Settle (or
+// (Intent.Carried), or Record refuses. It returns the intent's token, for Settle (or
 // SettleWritten) once its files are on disk. Until then the outcomes are
 // provisional: look-ups do not show them.
 func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (token Token, err error) {

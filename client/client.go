@@ -157,8 +157,8 @@ type route interface {
 	// the caller chose its ID (only such an ID can have been used before).
 	submit(ctx context.Context, job *queue.Job, data []byte, chosen bool) error
 	// apply hands over job, prepared and encoded as data, and waits for
-	// its outcome; chosen is as for submit.
-	apply(ctx context.Context, job *queue.Job, data []byte, chosen bool) (*queue.Outcome, error)
+	// its outcome.
+	apply(ctx context.Context, job *queue.Job, data []byte) (*queue.Outcome, error)
 	// lookup asks the journal for a valid job ID.
 	lookup(ctx context.Context, id string) (*queue.Lookup, error)
 	report(ctx context.Context) (*queue.StatusReport, error)
@@ -340,12 +340,11 @@ func (c *Client) Submit(ctx context.Context, job *queue.Job) error {
 // in the daemon: without one it fails with ErrExecNeedsDaemon before
 // anything is done.
 func (c *Client) Apply(ctx context.Context, job *queue.Job) (*queue.Outcome, error) {
-	chosen := job.ID != ""
 	data, err := c.prepare(job)
 	if err != nil {
 		return nil, err
 	}
-	return c.r.apply(ctx, job, data, chosen)
+	return c.r.apply(ctx, job, data)
 }
 
 // Status looks a job ID up in the journal: its recorded outcome, or, when

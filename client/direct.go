@@ -29,14 +29,14 @@ type direct struct {
 }
 
 func (d *direct) submit(ctx context.Context, job *queue.Job, _ []byte, _ bool) error {
-	out, err := d.apply(ctx, job, nil, false)
+	out, err := d.apply(ctx, job, nil)
 	if err != nil {
 		return err
 	}
 	return out.Err()
 }
 
-func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte, _ bool) (*queue.Outcome, error) {
+func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte) (*queue.Outcome, error) {
 	// Before anything else, the lock and the journal included: a direct
 	// writer has no allowlist, so an exec job could only be refused, and
 	// that refusal would be recorded under its ID for good.

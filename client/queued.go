@@ -282,15 +282,12 @@ func conflictErr(o *queue.Outcome, digest string) error {
 	return nil
 }
 
-func (q *queued) apply(ctx context.Context, job *queue.Job, data []byte, chosen bool) (*queue.Outcome, error) {
-	// Only an ID the caller chose can be another job's: for one this
-	// client made (queue.NewID), any outcome under it is this job's, and
-	// the digest (a hash of the whole job, a millisecond per MiB) is not
-	// needed to tell.
-	digest := ""
-	if chosen {
-		digest = job.Digest()
-	}
+func (q *queued) apply(ctx context.Context, job *queue.Job, data []byte) (*queue.Outcome, error) {
+	// Even an ID this client made can be taken by another submitter that
+	// saw it queued (a status listing) and sent its own job under it at a
+	// higher priority: only the digest tells this job's outcome from that
+	// one's.
+	digest := job.Digest()
 	// Subscribe before publishing, so the outcome cannot slip past. No
 	// Flush (a round trip) is needed in between: both go out on one
 	// connection, whose protocol the server handles in order, and it
@@ -363,9 +360,8 @@ func (q *queued) subscribe(ctx context.Context, id string) (*nats.Conn, *nats.Su
 	}
 }
 
-// await waits for the outcome of a queued job, of digest digest ("" for an
-// ID no other job can have: see apply): a message on sub (made on nc), or
-// the journal's answer. Outcomes travel on plain NATS: if one is missed
+// await waits for the outcome of a queued job, of digest digest: a
+// message on sub (made on nc), or the journal's answer. Outcomes travel on plain NATS: if one is missed
 // (the job was a duplicate JetStream dropped, the connection was lost, the
 // daemon restarted), the journal still has it, so ask it now and then, and
 // at once when lookupNow, or when the connection comes back. A local
@@ -472,9 +468,8 @@ func (q *queued) await(ctx context.Context, job *queue.Job, digest string, nc *n
 	}
 }
 
-// judge decides whether outcome o answers job, of digest digest ("" for an
-// ID no other job can have: then any outcome with it is the job's), and
-// what the caller gets. Only an outcome with the job's ID counts. An
+// judge decides whether outcome o answers job, of digest digest, and what
+// the caller gets. Only an outcome with the job's ID counts. An
 // outcome of a different job with this ID makes this job an ID conflict,
 // except a conflict notice received for yet another job with this ID
 // (received): that one is not ours to take, nor a decision on ours.

@@ -263,11 +263,18 @@ func Transient(err error) bool {
 // outcome anyway, and that publishes again, with the same ID, if no
 // outcome comes (a duplicate then if this copy was stored).
 func Post(nc *nats.Conn, storeID, subject, jobID string, data []byte) error {
+	return nc.PublishMsg(jobMsg(storeID, subject, jobID, data))
+}
+
+// jobMsg is an encoded job as Publish and Post send it: the job ID as
+// Nats-Msg-Id, for JetStream's dedupe, and the store's stream as the
+// only one that may store it.
+func jobMsg(storeID, subject, jobID string, data []byte) *nats.Msg {
 	msg := nats.NewMsg(subject)
 	msg.Data = data
 	msg.Header.Set(jetstream.MsgIDHeader, jobID)
 	msg.Header.Set(jetstream.ExpectedStreamHeader, StreamName(storeID))
-	return nc.PublishMsg(msg)
+	return msg
 }
 
 // ErrQueueFull is returned by Publish when the store's queue is at its
@@ -279,9 +286,7 @@ var ErrQueueFull = errors.New("queue full")
 // JetStream has stored it. dup reports that JetStream already had a job
 // with this ID in its dedupe window, under either subject.
 func Publish(ctx context.Context, js jetstream.JetStream, storeID, subject, jobID string, data []byte) (dup bool, err error) {
-	msg := nats.NewMsg(subject)
-	msg.Data = data
-	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(jobID), jetstream.WithExpectStream(StreamName(storeID)))
+	ack, err := js.PublishMsg(ctx, jobMsg(storeID, subject, jobID, data))
 	if err != nil {
 		var apiErr *jetstream.APIError
 		// 10077 is JSStreamStoreFailed; with DiscardNew it carries

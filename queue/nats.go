@@ -277,6 +277,23 @@ func jobMsg(storeID, subject, jobID string, data []byte) *nats.Msg {
 	return msg
 }
 
+// MsgID is the job ID a message names as its Nats-Msg-Id, "" if none;
+// false if it names several. The NATS server dedupes by the first such
+// line that follows a CRLF, while nats.go also ends a line at a bare LF:
+// of several, which one the server took cannot be told, so such a
+// message is no job's. With one, the server's value is the same, or
+// holds a byte no job ID may (a tab, a line feed).
+func MsgID(h nats.Header) (string, bool) {
+	switch vs := h.Values(jetstream.MsgIDHeader); len(vs) {
+	case 0:
+		return "", true
+	case 1:
+		return vs[0], true
+	default:
+		return "", false
+	}
+}
+
 // ErrQueueFull is returned by Publish when the store's queue is at its
 // limits; nothing was queued.
 var ErrQueueFull = errors.New("queue full")

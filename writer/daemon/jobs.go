@@ -51,9 +51,14 @@ func (w *Writer) noteHand(batch []jetstream.Msg) {
 }
 
 // msgJobID is the job ID of a queued message: its Nats-Msg-Id, else the
-// ID in its body (not every client sets the header), "" if it has none.
+// ID in its body (not every client sets the header), "" if it has none
+// or several Nats-Msg-Id (queue.MsgID).
 func msgJobID(h nats.Header, data []byte) string {
-	if id := h.Get(nats.MsgIdHdr); id != "" {
+	id, one := queue.MsgID(h)
+	if !one {
+		return ""
+	}
+	if id != "" {
 		return id
 	}
 	var j struct {

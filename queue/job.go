@@ -135,14 +135,26 @@ func (o Op) MarshalJSON() ([]byte, error) {
 func (o Op) wire() wireOp {
 	w := wireOp{Op: o.Kind, Path: o.Path, IfMatch: o.IfMatch, Name: o.Name, Args: o.Args, Dir: o.Dir}
 	if o.Timeout != 0 {
-		ms := max(o.Timeout.Milliseconds(), 1)
-		if o.Timeout < 0 {
-			ms = 0 // invalid either way: the decoder refuses it as Validate does
-		}
+		ms := timeoutMS(o.Timeout)
 		w.TimeoutMS = &ms
 	}
 	return w
 }
+
+// timeoutMS is an exec op's timeout as its timeout_ms, which the wire
+// form and the digest both carry: whole milliseconds, at least 1 if it is
+// positive. One the decoder read as 0 or less (kept negative, for
+// Validate to reject) gives back the number it read.
+func timeoutMS(d time.Duration) int64 {
+	if d > 0 {
+		return max(d.Milliseconds(), 1)
+	}
+	return d.Milliseconds()
+}
+
+// maxTimeoutMS bounds timeout_ms either way: a number of milliseconds a
+// time.Duration holds.
+const maxTimeoutMS = math.MaxInt64 / int64(time.Millisecond)
 
 // UnmarshalJSON decodes the op's wire form.
 func (o *Op) UnmarshalJSON(b []byte) error {
@@ -163,10 +175,15 @@ func (w *wireOp) op() (Op, error) {
 	}
 	if w.TimeoutMS != nil {
 		// An explicit timeout of 0 or less is kept as a negative one, so
-		// that Validate rejects it with a reason (0 would mean "none given").
-		o.Timeout = -1
-		if ms := *w.TimeoutMS; ms > 0 {
-			o.Timeout = time.Duration(min(ms, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
+		// that Validate rejects it with a reason (0 would mean "none
+		// given"), and its digest still hashes the number sent (timeoutMS).
+		ms := *w.TimeoutMS
+		if ms > maxTimeoutMS || ms < -maxTimeoutMS {
+			return o, fmt.Errorf("op timeout_ms: %d is out of range", ms)
+		}
+		o.Timeout = time.Duration(ms) * time.Millisecond
+		if ms == 0 {
+			o.Timeout = -1
 		}
 	}
 	switch {
@@ -616,7 +633,7 @@ func (j *Job) Digest() string {
 			}
 			ns([]byte(op.Name))
 			ns([]byte(op.Dir))
-			ns(strconv.AppendInt(nil, op.Timeout.Milliseconds(), 10))
+			ns(strconv.AppendInt(nil, timeoutMS(op.Timeout), 10))
 			ns(args)
 			continue
 		}

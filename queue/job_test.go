@@ -127,6 +127,41 @@ func TestExecWire(t *testing.T) {
 	assert.True(t, j.IsExec())
 }
 
+// TestExecTimeoutDigest: the digest hashes timeout_ms as sent, as the
+// documented formula does ("0" if absent), for the timeouts that do not
+// validate too, so that an invalid job cannot take a valid one's
+// outcome; a Go timeout hashes as it goes on the wire; a number no
+// time.Duration holds does not decode.
+func TestExecTimeoutDigest(t *testing.T) {
+	decode := func(timeout string) *queue.Job {
+		j, _ := queue.Decode([]byte(`{"v":1,"id":"j1","store":"s","ops":[{"op":"exec","name":"mine"` + timeout + `}]}`))
+		require.NotNil(t, j)
+		return j
+	}
+	// The documented formula, by hand: netstrings of scribe-job-1, exec,
+	// the name, the dir, timeout_ms in decimal and the args.
+	formula := func(ms string) string {
+		sum := sha256.Sum256([]byte("12:scribe-job-1,4:exec,4:mine,0:," + strconv.Itoa(len(ms)) + ":" + ms + ",2:[],"))
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	assert.Equal(t, formula("0"), decode("").Digest())
+	for _, ms := range []string{"0", "-5", "-7", "1", "600000", "-9223372036854"} {
+		assert.Equal(t, formula(ms), decode(`,"timeout_ms":`+ms).Digest(), "timeout_ms %s", ms)
+	}
+	sub := &queue.Job{V: 1, ID: "j1", Store: "s", Ops: []queue.Op{{Kind: queue.OpExec, Name: "mine", Timeout: 500 * time.Microsecond}}}
+	b, err := queue.Encode(sub)
+	require.NoError(t, err)
+	back, err := queue.Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, sub.Digest(), back.Digest(), "a sub-millisecond timeout goes as 1 ms, and hashes so")
+	for _, ms := range []string{"9223372036855", "-9223372036855"} {
+		j, err := queue.Decode([]byte(`{"v":1,"id":"j1","store":"s","ops":[{"op":"exec","name":"mine","timeout_ms":` + ms + `}]}`))
+		requireReason(t, err, queue.ReasonBadInput)
+		assert.Contains(t, err.Error(), "out of range")
+		assert.Equal(t, "j1", j.ID)
+	}
+}
+
 // TestExecDigest: every field of an exec job that changes what runs
 // changes its digest; "args": [] and no args are the same job.
 func TestExecDigest(t *testing.T) {

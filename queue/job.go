@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -306,6 +307,12 @@ func (j *Job) Validate() error {
 			return err
 		}
 	}
+	for k, v := range j.Meta {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			// JSON would carry it as U+FFFD: not what was given.
+			return Reject(ReasonBadInput, "meta %q: keys and values must be UTF-8 text", truncate(k, 40))
+		}
+	}
 	for i, op := range j.Ops {
 		switch op.Kind {
 		case OpExec:
@@ -501,6 +508,9 @@ func decodeJob(b []byte) (*Job, error) {
 	if err := dec.Decode(&w); err != nil {
 		return nil, err
 	}
+	if err := CheckText(b[:dec.InputOffset()]); err != nil {
+		return nil, err
+	}
 	rest := b[dec.InputOffset():]
 	raw := w.V == VersionRaw
 	if raw {
@@ -539,6 +549,46 @@ func decodeJob(b []byte) (*Job, error) {
 	return j, nil
 }
 
+// CheckText finds what encoding/json would read as U+FFFD in a job's
+// JSON text b, which it has decoded: a byte that is not part of valid
+// UTF-8, or a lone surrogate escape (\ud800). Either would change a path,
+// data, an argument or meta from what was sent, so such a job does not
+// decode; a reader of a job in another form (a --job file) checks too.
+func CheckText(b []byte) error {
+	if !utf8.Valid(b) {
+		for i := 0; i < len(b); {
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n == 1 {
+				return fmt.Errorf("byte %d is not UTF-8 (send such bytes as data_b64)", i)
+			}
+			i += n
+		}
+	}
+	surrogate := func(at int) (rune, bool) { // at: a \u escape in b, if any
+		if at+6 > len(b) || b[at] != '\\' || b[at+1] != 'u' {
+			return 0, false
+		}
+		r, err := strconv.ParseUint(string(b[at+2:at+6]), 16, 16)
+		return rune(r), err == nil && utf16.IsSurrogate(rune(r))
+	}
+	for i := 0; ; {
+		k := bytes.IndexByte(b[i:], '\\')
+		if k < 0 || i+k+1 >= len(b) {
+			return nil
+		}
+		i += k
+		if hi, ok := surrogate(i); ok {
+			lo, pair := surrogate(i + 6)
+			if hi >= 0xdc00 || !pair || lo < 0xdc00 {
+				return fmt.Errorf("byte %d: the lone surrogate escape %s is no character", i, b[i:i+6])
+			}
+			i += 12
+			continue
+		}
+		i += 2 // an escape: \u of a character is skipped 4 bytes later, harmlessly
+	}
+}
+
 // strictUnmarshal decodes one JSON value, refusing unknown fields: a
 // misspelt "if_match" must not silently drop a precondition.
 func strictUnmarshal(b []byte, v any) error {
@@ -555,7 +605,9 @@ func strictUnmarshal(b []byte, v any) error {
 
 // salvageID reads the top-level "id" of a job that does not decode, from
 // the tokens before the first syntax error, so that even a truncated or
-// garbled job can get a recorded rejection. It returns "" if none is valid.
+// garbled job can get a recorded rejection. It reads the key as the
+// decoder does: in any case ("ID"), and the last of several. It returns
+// "" if that one is not a valid ID.
 func salvageID(b []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
@@ -563,10 +615,11 @@ func salvageID(b []byte) string {
 	}
 	depth := 1
 	expectKey := true
+	id := ""
 	for depth > 0 {
 		t, err := dec.Token()
 		if err != nil {
-			return ""
+			return id
 		}
 		switch v := t.(type) {
 		case json.Delim:
@@ -580,19 +633,26 @@ func salvageID(b []byte) string {
 			}
 			continue
 		case string:
-			if depth == 1 && expectKey && v == "id" {
+			if depth == 1 && expectKey && strings.EqualFold(v, "id") {
 				t, err := dec.Token()
-				if id, ok := t.(string); err == nil && ok && ValidID(id) {
-					return id
+				if err != nil {
+					return ""
 				}
-				return ""
+				id = ""
+				if s, ok := t.(string); ok && ValidID(s) {
+					id = s
+				} else if d, ok := t.(json.Delim); ok && (d == '{' || d == '[') {
+					depth++ // not an ID, but its value's tokens follow
+					continue
+				}
+				continue // expectKey stays: the next token is a key
 			}
 		}
 		if depth == 1 {
 			expectKey = !expectKey
 		}
 	}
-	return ""
+	return id
 }
 
 func truncate(s string, n int) string {

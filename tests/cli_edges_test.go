@@ -294,6 +294,23 @@ func TestEdgeJobFileErrors(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "rejected (bad_input): job file is not a valid job: ops[1].path: want a string, not a number")
 	assert.NotContains(t, r.stderr, "Go struct")
+
+	// Text JSON would read as U+FFFD is not what was sent: refused before
+	// any route is taken, and nothing is written.
+	for name, body := range map[string]string{
+		"not UTF-8":      `{"ops":[{"op":"put","path":"caf` + "\xe9" + `.txt","data":"x"}]}`,
+		"lone surrogate": `{"ops":[{"op":"put","path":"u\ud800.txt","data":"x"}]}`,
+	} {
+		require.NoError(t, os.WriteFile(job, []byte(body), 0o600))
+		r := scribe(t, "", "submit", "--store", store, "--job", job)
+		assert.Equal(t, 1, r.code, "%s: %s", name, r.stderr)
+		assert.Contains(t, r.stderr, "rejected (bad_input): job file is not a valid job: byte ", name)
+	}
+	entries, err := os.ReadDir(store)
+	require.NoError(t, err)
+	for _, e := range entries {
+		assert.Equal(t, ".scribe", e.Name(), "nothing but scribe's own folder")
+	}
 }
 
 // serve refuses a --lock-file in a folder that does not exist, instead of

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,7 @@ func msgJobID(h nats.Header, data []byte) string {
 	var j struct {
 		ID string `json:"id"`
 	}
-	_ = json.Unmarshal(data, &j) // a message without a readable ID is found by no one
+	_ = jobHead(data, &j) // a message without a readable ID is found by no one
 	return j.ID
 }
 
@@ -248,7 +249,7 @@ func describeQueued(m queuedMsg) queue.QueuedJob {
 	if m.high {
 		j.Priority = queue.PriorityHigh
 	}
-	if json.Unmarshal(m.data, &body) != nil {
+	if jobHead(m.data, &body) != nil {
 		j.Detail = "not a valid job: it will be a dead letter, or rejected"
 		return j
 	}
@@ -264,6 +265,12 @@ func describeQueued(m queuedMsg) queue.QueuedJob {
 		j.Ops = append(j.Ops, kind)
 	}
 	return j
+}
+
+// jobHead decodes into v the JSON value a queued job starts with: all
+// of a version 1 job, what comes before the raw data of a version 2 one.
+func jobHead(data []byte, v any) error {
+	return json.NewDecoder(bytes.NewReader(data)).Decode(v)
 }
 
 // queuedMsg is a message of the queue met by scan.

@@ -40,6 +40,11 @@ func TestLocateQueuedJobs(t *testing.T) {
 		publishJob(t, js, sid, id, wireJob(t, sid, id, id))
 	}
 	publishJob(t, js, sid, "", wireJob(t, sid, "d", "no header")) // found by the ID in its body
+	// As scribe's clients send data: version 2, the data after the JSON.
+	raw, err := queue.Encode(&queue.Job{ID: "e", Store: sid, Submitted: time.Now().UTC(), Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log.txt", Data: []byte("raw\n")}}})
+	require.NoError(t, err)
+	require.Equal(t, queue.VersionRaw, int(raw[len(`{"v":`)]-'0'), "%s", raw)
+	publishJob(t, js, sid, "", raw)
 
 	l := locate(t, w, "a", queue.StateQueued)
 	require.Eventually(t, func() bool {
@@ -47,7 +52,7 @@ func TestLocateQueuedJobs(t *testing.T) {
 		return l.Detail != ""
 	}, 10*time.Second, 10*time.Millisecond, "the writer takes a in hand")
 	assert.Equal(t, uint64(1), l.Position)
-	assert.Equal(t, uint64(4), l.Queued)
+	assert.Equal(t, uint64(5), l.Queued)
 	assert.Contains(t, l.Detail, "waits for the store", "in hand, but waiting: as good as queued")
 	assert.False(t, l.Found)
 
@@ -59,6 +64,7 @@ func TestLocateQueuedJobs(t *testing.T) {
 		{"b", 2, queue.StateQueued},
 		{"c", 3, queue.StateQueued},
 		{"d", 4, queue.StateQueued},
+		{"e", 5, queue.StateQueued},
 		{"nope", 0, queue.StateUnknown},
 		{"bad id!", 0, queue.StateUnknown},
 	} {
@@ -67,20 +73,21 @@ func TestLocateQueuedJobs(t *testing.T) {
 		assert.Equal(t, tt.pos, l.Position, tt.id)
 		assert.Empty(t, l.Error, tt.id)
 	}
-	assert.Contains(t, w.Locate(t.Context(), "nope").Detail, "not among the 4 queued jobs")
+	assert.Contains(t, w.Locate(t.Context(), "nope").Detail, "not among the 5 queued jobs")
 
 	list := w.Jobs(t.Context(), queue.JobsQuery{})
 	require.Empty(t, list.Error)
 	assert.Empty(t, list.Outcomes)
-	assert.Equal(t, uint64(4), list.QueuedTotal)
-	require.Len(t, list.Queued, 4)
-	for i, id := range []string{"a", "b", "c", "d"} {
+	assert.Equal(t, uint64(5), list.QueuedTotal)
+	require.Len(t, list.Queued, 5)
+	for i, id := range []string{"a", "b", "c", "d", "e"} {
 		q := list.Queued[i]
 		assert.Equal(t, id, q.ID)
 		assert.Equal(t, uint64(i+1), q.Position)
 		assert.Equal(t, queue.StateQueued, q.State)
-		assert.Equal(t, []string{"append"}, q.Ops)
+		assert.Equal(t, []string{"append"}, q.Ops, id)
 	}
+	assert.False(t, list.Queued[4].Submitted.IsZero(), "a version 2 job's submitted time is read")
 	assert.Len(t, w.Jobs(t.Context(), queue.JobsQuery{State: queue.StateQueued, Limit: 2}).Queued, 2, "the limit holds")
 	assert.NotEmpty(t, w.Jobs(t.Context(), queue.JobsQuery{State: "stuck"}).Error)
 
@@ -90,7 +97,7 @@ func TestLocateQueuedJobs(t *testing.T) {
 	assert.Equal(t, holder.cmd.Process.Pid, rep.Holder.PID)
 
 	holder.Stop(t)
-	for _, id := range []string{"a", "b", "c", "d"} {
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		assert.Equal(t, queue.StatusApplied, outcomeOf(t, w, id).Status)
 	}
 	l = w.Locate(t.Context(), "c")
@@ -105,8 +112,8 @@ func TestLocateQueuedJobs(t *testing.T) {
 		}
 		return s
 	}
-	assert.Equal(t, []string{"d", "c", "b", "a"}, ids(list.Outcomes), "newest first")
-	assert.Equal(t, []string{"d", "c"}, ids(w.Jobs(t.Context(), queue.JobsQuery{State: queue.StateApplied, Limit: 2}).Outcomes))
+	assert.Equal(t, []string{"e", "d", "c", "b", "a"}, ids(list.Outcomes), "newest first")
+	assert.Equal(t, []string{"e", "d"}, ids(w.Jobs(t.Context(), queue.JobsQuery{State: queue.StateApplied, Limit: 2}).Outcomes))
 	assert.Empty(t, w.Jobs(t.Context(), queue.JobsQuery{State: queue.StateRejected}).Outcomes)
 	require.Eventually(t, func() bool {
 		list = w.Jobs(t.Context(), queue.JobsQuery{})
@@ -114,7 +121,7 @@ func TestLocateQueuedJobs(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the acked jobs leave the queue")
 	rep = w.Report(t.Context())
 	require.NotNil(t, rep.Journal)
-	assert.Equal(t, 4, rep.Journal.Outcomes)
+	assert.Equal(t, 5, rep.Journal.Outcomes)
 	assert.Equal(t, journal.Path(store), rep.Journal.Path)
 	assert.Positive(t, rep.Journal.Bytes)
 }

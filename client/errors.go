@@ -36,7 +36,7 @@ var (
 	// prefer route does not write directly past them, which would overtake
 	// (or race) them. Start the daemon to apply them, or use RouteDirect
 	// to go past them. It matches ErrUnavailable too.
-	ErrStranded = fmt.Errorf("%w: no daemon serves the store, but jobs may still be queued", ErrUnavailable)
+	ErrStranded error = strandedError{}
 	// ErrOtherLockFile means a direct write was given a store lock file
 	// (WithLockFile) other than the one the store's live daemon takes: it
 	// would not exclude the daemon, so the client refuses to write. Give
@@ -129,3 +129,13 @@ func busyError(err error) error {
 	}
 	return &BusyError{Lock: le.Path, Holder: le.Holder, err: err}
 }
+
+// strandedError is ErrStranded: it matches ErrUnavailable without saying
+// that a daemon does not answer, since none runs.
+type strandedError struct{}
+
+func (strandedError) Error() string {
+	return "no daemon serves the store, but jobs may still be queued"
+}
+
+func (strandedError) Is(target error) bool { return target == ErrUnavailable }

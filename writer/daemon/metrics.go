@@ -136,6 +136,10 @@ func (m *metrics) started(at time.Time, version, store string, commands []exec.C
 	m.info.WithLabelValues(version, store, queue.StoreID(store)).Set(1)
 	for _, c := range commands {
 		m.deferrals.WithLabelValues(c.Name)
+		m.execSecs.WithLabelValues(c.Name)
+		for _, end := range exec.Endings {
+			m.execRuns.WithLabelValues(c.Name, end)
+		}
 	}
 }
 

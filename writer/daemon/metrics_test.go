@@ -125,8 +125,9 @@ func TestMetricsObserve(t *testing.T) {
 	assert.Contains(t, f, "process_start_time_seconds")
 }
 
-// A fresh registry shows the applied count and each command's deferrals
-// as 0, not as missing series.
+// A fresh registry shows the applied count and each command's series
+// (deferrals, runs by every ending, durations) at 0, not as missing
+// series.
 func TestMetricsStartAtZero(t *testing.T) {
 	m := newMetrics()
 	m.started(time.Now(), "v", "/s", []exec.Command{{Name: "a"}, {Name: "b"}})
@@ -134,7 +135,12 @@ func TestMetricsStartAtZero(t *testing.T) {
 	assert.Equal(t, 0.0, series(t, f["scribe_jobs_total"], map[string]string{"status": "applied", "reason": ""}).GetCounter().GetValue())
 	for _, c := range []string{"a", "b"} {
 		assert.Equal(t, 0.0, series(t, f["scribe_exec_deferrals_total"], map[string]string{"command": c}).GetCounter().GetValue())
+		assert.Equal(t, uint64(0), series(t, f["scribe_exec_duration_seconds"], map[string]string{"command": c}).GetHistogram().GetSampleCount())
+		for _, end := range exec.Endings {
+			assert.Equal(t, 0.0, series(t, f["scribe_exec_runs_total"], map[string]string{"command": c, "result": end}).GetCounter().GetValue())
+		}
 	}
+	assert.Len(t, f["scribe_exec_runs_total"].GetMetric(), 2*7, "each command, each of the 7 endings")
 }
 
 func TestMetricsServer(t *testing.T) {

@@ -106,6 +106,9 @@ const (
 	Stopped     = "stopped"      // killed because the daemon is stopping
 )
 
+// Endings are every way a run can end (Result.Ended).
+var Endings = []string{OK, Failed, Busy, Killed, TimedOut, StartFailed, Stopped}
+
 // Ended says how the run ended: OK, Failed, Busy, Killed, TimedOut,
 // StartFailed or Stopped.
 func (r *Result) Ended() string {

@@ -3,7 +3,6 @@ package writer
 import (
 	"path"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/scribehq/scribe/writer/journal"
@@ -37,18 +36,22 @@ func fits(changes []journal.Change, n int) bool {
 }
 
 // fold returns the changes of an intent that states both carried and
-// next, one after the other, as one: one change per path, so that a redo
-// of it after a power loss has the effect of both. A later write or
-// removal of a file replaces the earlier change; an append directly after
-// an append (nothing else wrote to the file between them) joins it. Any
-// other pair on one path (an append after a write; bytes of another
-// program between two appends; the removal of a file the carried changes
-// made), a folder made, or a path inside another's cannot be folded: false, and the carried changes are synced first.
+// next, one after the other, so that a redo of it after a crash or a
+// power loss has the effect of both. A later write or removal of a file
+// replaces the earlier changes of it; an append directly after an append
+// (nothing else wrote to the file between them) follows it as a change of
+// its own, which a redo checks from its own base: one joined to the
+// other would be appended again whole, the first one's bytes a second
+// time, if another program appended after the first and before the second
+// was written. Any other pair on one path (an append after a write; bytes
+// of another program between two appends; the removal of a file the
+// carried changes made), a folder made, or a path inside another's cannot
+// be folded: false, and the carried changes are synced first.
 func fold(carried, next []journal.Change) ([]journal.Change, bool) {
-	byPath := make(map[string]journal.Change, len(carried)+len(next))
+	byPath := make(map[string][]journal.Change, len(carried)+len(next))
 	above := map[string]bool{} // the folders above the carried paths
 	for _, c := range carried {
-		byPath[c.Path] = c
+		byPath[c.Path] = append(byPath[c.Path], c)
 		for d := path.Dir(c.Path); d != "."; d = path.Dir(d) {
 			above[d] = true
 		}
@@ -64,28 +67,36 @@ func fold(carried, next []journal.Change) ([]journal.Change, bool) {
 				return nil, false
 			}
 		}
-		c, ok := byPath[n.Path]
+		cs := byPath[n.Path]
+		if len(cs) == 0 {
+			byPath[n.Path] = []journal.Change{n}
+			continue
+		}
+		last := cs[len(cs)-1]
+		made := slices.ContainsFunc(cs, func(c journal.Change) bool { return c.New })
 		switch {
-		case !ok:
-		case c.Kind == journal.ChangeMkdir:
+		case last.Kind == journal.ChangeMkdir:
 			return nil, false
 		case n.Kind == journal.ChangeAppend:
-			if c.Kind != journal.ChangeAppend || n.Base != c.Base+int64(len(c.Data)) {
+			if last.Kind != journal.ChangeAppend || n.Base != last.Base+int64(len(last.Data)) {
 				return nil, false
 			}
-			c.Data = slices.Concat(c.Data, n.Data)
-			n = c
-		case n.Kind == journal.ChangeRemove && c.New:
+			byPath[n.Path] = append(cs, n)
+		case n.Kind == journal.ChangeRemove && made:
 			return nil, false // the folders made for the file must be synced
 		default: // a write or a removal states the file whole
-			n.New = n.New || c.New
+			n.New = n.New || made
+			byPath[n.Path] = []journal.Change{n}
 		}
-		byPath[n.Path] = n
 	}
-	out := make([]journal.Change, 0, len(byPath))
-	for _, c := range byPath {
-		out = append(out, c)
+	paths := make([]string, 0, len(byPath))
+	for p := range byPath {
+		paths = append(paths, p)
 	}
-	slices.SortFunc(out, func(a, b journal.Change) int { return strings.Compare(a.Path, b.Path) })
+	slices.Sort(paths)
+	out := make([]journal.Change, 0, len(carried)+len(next))
+	for _, p := range paths {
+		out = append(out, byPath[p]...)
+	}
 	return out, true
 }

@@ -63,7 +63,7 @@ func markSynced(t testing.TB, store string) bool {
 
 // With a sync delay, a batch is answered before its files are synced:
 // the journal's one intent holds every change not yet synced (an append
-// after an append joins it), with their outcomes. A SIGKILL loses
+// after an append follows it), with their outcomes. A SIGKILL loses
 // nothing: other processes see the outcomes. A power loss may lose the
 // files: the intent is interrupted and its outcomes hidden. Either way
 // the next holder redoes it from the journal, and every job's bytes are
@@ -89,7 +89,8 @@ func TestSyncDelayJournalHoldsWhatIsNotSynced(t *testing.T) {
 			require.NotNil(t, in, "a holder redoes it")
 			assert.Equal(t, []journal.Change{
 				{Path: "docs/new", Kind: journal.ChangeWrite, Data: []byte("x"), New: true},
-				{Path: "log", Kind: journal.ChangeAppend, Data: []byte("one\ntwo\n"), Base: 5, Mode: 0o644},
+				{Path: "log", Kind: journal.ChangeAppend, Data: []byte("one\n"), Base: 5, Mode: 0o644},
+				{Path: "log", Kind: journal.ChangeAppend, Data: []byte("two\n"), Base: 9, Mode: 0o644},
 			}, in.Changes)
 			require.NoError(t, j.Close())
 
@@ -214,7 +215,9 @@ func TestFold(t *testing.T) {
 		{"other files", []journal.Change{appendAt("a", 0, "1")}, []journal.Change{write("b", "x", true)},
 			[]journal.Change{appendAt("a", 0, "1"), write("b", "x", true)}},
 		{"append after append", []journal.Change{appendAt("a", 3, "12")}, []journal.Change{appendAt("a", 5, "34")},
-			[]journal.Change{appendAt("a", 3, "1234")}},
+			[]journal.Change{appendAt("a", 3, "12"), appendAt("a", 5, "34")}},
+		{"appends, then a write", []journal.Change{appendAt("a", 3, "12"), appendAt("a", 5, "34")}, []journal.Change{write("a", "x", false)},
+			[]journal.Change{write("a", "x", false)}},
 		{"bytes between appends", []journal.Change{appendAt("a", 3, "12")}, []journal.Change{appendAt("a", 9, "34")}, nil},
 		{"append after write", []journal.Change{write("a", "x", false)}, []journal.Change{appendAt("a", 1, "y")}, nil},
 		{"write after a new file", []journal.Change{appendAt("a", 0, "1")}, []journal.Change{write("a", "x", false)},
@@ -260,6 +263,27 @@ func BenchmarkApplyAppend(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 		})
 	}
+}
+
+// A SIGKILL between an answered append and the writing of the next one,
+// whose intent carries both, then another program's append: the next
+// holder's redo keeps each job's bytes once and the other program's line.
+// (One change for both appends would be found nowhere whole, and written
+// again whole, the first job's bytes a second time.)
+func TestSyncDelayRedoAfterAnotherAppend(t *testing.T) {
+	store := tempStore(t, map[string]string{"log": "base\n"})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: time.Hour})
+	require.NoError(t, err)
+	applyAll(t, s, jobOf(t, store, "a", opAppend("log", "one\n")))
+	applyAll(t, s, jobOf(t, store, "b", opAppend("log", "two\n")))
+	dieUnsynced(t, s)
+	// As if the holder died with b's intent recorded, before b's write,
+	// and a shell appended then.
+	require.NoError(t, os.WriteFile(filepath.Join(store, "log"), []byte("base\none\nshell\n"), 0o644))
+	s2, err := Open(context.Background(), store, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s2.Close())
+	assert.Equal(t, "base\none\nshell\ntwo\n", storeFiles(t, store)["log"])
 }
 
 // An exec job decided without a run (rejected: no such command) between

@@ -69,10 +69,12 @@ func materialize(t *tree, changes []journal.Change, redo, sync bool) error {
 // whose entries changed. A file gone since (another program removed it)
 // has nothing left to sync.
 func syncChanges(t *tree, changes []journal.Change) error {
+	synced := map[string]bool{} // a file appended to in several batches is synced once
 	for _, c := range changes {
-		if c.Kind != journal.ChangeWrite && c.Kind != journal.ChangeAppend {
+		if c.Kind != journal.ChangeWrite && c.Kind != journal.ChangeAppend || synced[c.Path] {
 			continue
 		}
+		synced[c.Path] = true
 		f, err := t.openFile(c.Path, unix.O_RDONLY, 0, false)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

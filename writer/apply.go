@@ -27,7 +27,8 @@ import (
 type fileState struct {
 	origExists bool
 	origSize   int64
-	mode       fs.FileMode // the original's permissions; 0 if there was none
+	orig       *journal.Stamp // the original, if there was one
+	mode       fs.FileMode    // the original's permissions; 0 if there was none
 
 	exists   bool
 	replaced bool   // content is the whole file; otherwise the file is the original plus tail
@@ -293,6 +294,7 @@ func (ov *overlay) state(p string) (*fileState, error) {
 		return nil, queue.Reject(queue.ReasonNotRegular, "%s has %d hard links; scribe writes only files with one name", p, e.nlink)
 	default:
 		st.origExists, st.exists, st.origSize, st.mode = true, true, e.size, e.mode.Perm()
+		st.orig = &journal.Stamp{Ino: e.key.ino, Size: e.size, Mtime: e.mtime}
 	}
 	if err := ov.checkWritable(p, st.origExists); err != nil {
 		return nil, err
@@ -416,10 +418,10 @@ func (ov *overlay) changes() []journal.Change {
 	for p, st := range ov.files {
 		switch {
 		case !st.exists && st.origExists:
-			out = append(out, journal.Change{Path: p, Kind: journal.ChangeRemove})
+			out = append(out, journal.Change{Path: p, Kind: journal.ChangeRemove, Was: st.orig})
 		case !st.exists:
 		case st.replaced:
-			out = append(out, journal.Change{Path: p, Kind: journal.ChangeWrite, Data: st.content, Mode: st.mode, New: !st.origExists})
+			out = append(out, journal.Change{Path: p, Kind: journal.ChangeWrite, Data: st.content, Mode: st.mode, New: !st.origExists, Was: st.orig})
 		case len(st.tail) > 0 || !st.origExists: // an empty append still creates the file
 			out = append(out, journal.Change{Path: p, Kind: journal.ChangeAppend, Data: st.tail, Base: st.origSize, Mode: st.mode, New: !st.origExists})
 		}

@@ -37,16 +37,18 @@ func fits(changes []journal.Change, n int) bool {
 
 // fold returns the changes of an intent that states both carried and
 // next, one after the other, so that a redo of it after a crash or a
-// power loss has the effect of both. A later write or removal of a file
-// replaces the earlier changes of it; an append directly after an append
-// (nothing else wrote to the file between them) follows it as a change of
-// its own, which a redo checks from its own base: one joined to the
-// other would be appended again whole, the first one's bytes a second
-// time, if another program appended after the first and before the second
-// was written. Any other pair on one path (an append after a write; bytes
-// of another program between two appends; the removal of a file the
-// carried changes made), a folder made, or a path inside another's cannot
-// be folded: false, and the carried changes are synced first.
+// power loss has the effect of both. A staged write of a file replaces
+// the earlier changes of it (its redo looks for its own temp file); an
+// append directly after an append (nothing else wrote to the file between
+// them) follows it as a change of its own, which a redo checks from its
+// own base: one joined to the other would be appended again whole, the
+// first one's bytes a second time, if another program appended after the
+// first and before the second was written. Any other pair on one path (a
+// write or a removal after any change, whose redo looks for the file the
+// batch found, which the carried changes replaced with states of their
+// own; an append after a write; bytes of another program between two
+// appends), a folder made, or a path inside another's cannot be folded:
+// false, and the carried changes are synced first.
 func fold(carried, next []journal.Change) ([]journal.Change, bool) {
 	byPath := make(map[string][]journal.Change, len(carried)+len(next))
 	above := map[string]bool{} // the folders above the carried paths
@@ -82,9 +84,9 @@ func fold(carried, next []journal.Change) ([]journal.Change, bool) {
 				return nil, false
 			}
 			byPath[n.Path] = append(cs, n)
-		case n.Kind == journal.ChangeRemove && made:
-			return nil, false // the folders made for the file must be synced
-		default: // a write or a removal states the file whole
+		case n.Kind != journal.ChangeStaged:
+			return nil, false
+		default:
 			n.New = n.New || made
 			byPath[n.Path] = []journal.Change{n}
 		}

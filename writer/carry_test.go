@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer/journal"
@@ -207,6 +208,9 @@ func TestFold(t *testing.T) {
 	}
 	remove := func(p string) journal.Change { return journal.Change{Path: p, Kind: journal.ChangeRemove} }
 	mkdir := func(p string) journal.Change { return journal.Change{Path: p, Kind: journal.ChangeMkdir} }
+	staged := func(p string, isNew bool) journal.Change {
+		return journal.Change{Path: p, Kind: journal.ChangeStaged, Size: 70000, Sum: 7, New: isNew}
+	}
 	cases := []struct {
 		name          string
 		carried, next []journal.Change
@@ -216,18 +220,17 @@ func TestFold(t *testing.T) {
 			[]journal.Change{appendAt("a", 0, "1"), write("b", "x", true)}},
 		{"append after append", []journal.Change{appendAt("a", 3, "12")}, []journal.Change{appendAt("a", 5, "34")},
 			[]journal.Change{appendAt("a", 3, "12"), appendAt("a", 5, "34")}},
-		{"appends, then a write", []journal.Change{appendAt("a", 3, "12"), appendAt("a", 5, "34")}, []journal.Change{write("a", "x", false)},
-			[]journal.Change{write("a", "x", false)}},
 		{"bytes between appends", []journal.Change{appendAt("a", 3, "12")}, []journal.Change{appendAt("a", 9, "34")}, nil},
 		{"append after write", []journal.Change{write("a", "x", false)}, []journal.Change{appendAt("a", 1, "y")}, nil},
-		{"write after a new file", []journal.Change{appendAt("a", 0, "1")}, []journal.Change{write("a", "x", false)},
-			[]journal.Change{write("a", "x", false)}},
-		{"write keeps new", []journal.Change{write("a", "1", true)}, []journal.Change{write("a", "x", false)},
-			[]journal.Change{write("a", "x", true)}},
-		{"remove", []journal.Change{write("a", "1", false)}, []journal.Change{remove("a")}, []journal.Change{remove("a")}},
-		{"remove of a file made", []journal.Change{write("a", "1", true)}, []journal.Change{remove("a")}, nil},
-		{"write after remove", []journal.Change{remove("a")}, []journal.Change{write("a", "x", true)},
-			[]journal.Change{write("a", "x", true)}},
+		// A write's or a removal's redo looks for the file the batch
+		// found: after a carried change, scribe's own.
+		{"write after append", []journal.Change{appendAt("a", 0, "1")}, []journal.Change{write("a", "x", false)}, nil},
+		{"write after write", []journal.Change{write("a", "1", true)}, []journal.Change{write("a", "x", false)}, nil},
+		{"remove after write", []journal.Change{write("a", "1", false)}, []journal.Change{remove("a")}, nil},
+		{"write after remove", []journal.Change{remove("a")}, []journal.Change{write("a", "x", true)}, nil},
+		{"staged after appends", []journal.Change{appendAt("a", 0, "1"), appendAt("a", 1, "2")}, []journal.Change{staged("a", false)},
+			[]journal.Change{staged("a", false)}},
+		{"staged after remove", []journal.Change{remove("a")}, []journal.Change{staged("a", true)}, []journal.Change{staged("a", true)}},
 		{"file becomes a folder", []journal.Change{remove("a")}, []journal.Change{write("a/b", "x", true)}, nil},
 		{"folder above a carried file", []journal.Change{write("a/b", "x", true)}, []journal.Change{write("a", "x", true)}, nil},
 		{"folder made", []journal.Change{write("a", "x", false)}, []journal.Change{mkdir("d")}, nil},
@@ -318,4 +321,65 @@ func TestSyncDelayExecRejectionKeepsCarry(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, l.Found, id)
 	}
+}
+
+// A redo of an answered put or delete whose files were not synced yet
+// (a SIGKILL) leaves what another program did to the file since: a
+// shell's append after the put, a file made again after the delete, an
+// editor's save (a new file renamed over it).
+func TestSyncDelayRedoLeavesOtherPrograms(t *testing.T) {
+	store := tempStore(t, map[string]string{"f": "old\n", "gone": "x", "edited": "e0\n"})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: time.Hour})
+	require.NoError(t, err)
+	applyAll(t, s,
+		jobOf(t, store, "a", opPut("f", "from scribe\n")),
+		jobOf(t, store, "b", queue.Op{Kind: queue.OpDelete, Path: "gone"}),
+		jobOf(t, store, "c", opPut("edited", "scribe\n")))
+	dieUnsynced(t, s)
+	f, err := os.OpenFile(filepath.Join(store, "f"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("shell\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(store, "gone"), []byte("again"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(store, ".edited.swp"), []byte("editor\n"), 0o644))
+	require.NoError(t, os.Rename(filepath.Join(store, ".edited.swp"), filepath.Join(store, "edited")))
+
+	s2, err := Open(context.Background(), store, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s2.Close())
+	assert.Equal(t, map[string]string{"f": "from scribe\nshell\n", "gone": "again", "edited": "editor\n"}, storeFiles(t, store))
+}
+
+// A redo carries out a put or a delete that did not happen: the path
+// shows the file the batch found, no file for a new one, or the put's
+// own bytes cut short (a power loss after the rename, before the data).
+func TestRedoWholeWhereItDidNotHappen(t *testing.T) {
+	store := tempStore(t, map[string]string{"f": "old\n", "gone": "x", "torn": "t0", "zeros": "z0"})
+	s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon})
+	require.NoError(t, err)
+	was := func(p string) *journal.Stamp {
+		var st unix.Stat_t
+		require.NoError(t, unix.Lstat(filepath.Join(store, p), &st))
+		return &journal.Stamp{Ino: st.Ino, Size: st.Size, Mtime: st.Mtim.Nano()}
+	}
+	in := &journal.Intent{Epoch: s.Epoch(), LastSeq: 1, Changes: []journal.Change{
+		{Path: "f", Kind: journal.ChangeWrite, Data: []byte("new\n"), Mode: 0o644, Was: was("f")},
+		{Path: "gone", Kind: journal.ChangeRemove, Was: was("gone")},
+		{Path: "made", Kind: journal.ChangeWrite, Data: []byte("made\n"), New: true},
+		{Path: "torn", Kind: journal.ChangeWrite, Data: []byte("whole\n"), Mode: 0o644, Was: was("torn")},
+		{Path: "zeros", Kind: journal.ChangeWrite, Data: []byte("whole\n"), Mode: 0o644, Was: was("zeros")},
+	}}
+	require.NoError(t, writeIntent(s.st.journal, in))
+	require.NoError(t, s.Close()) // the "crash", before any file changed
+	// Renamed in, the data lost: new files, of scribe's bytes in part.
+	for p, b := range map[string]string{"torn": "who", "zeros": "\x00\x00\x00\x00\x00\x00"} {
+		require.NoError(t, os.WriteFile(filepath.Join(store, ".tmp"), []byte(b), 0o644))
+		require.NoError(t, os.Rename(filepath.Join(store, ".tmp"), filepath.Join(store, p)))
+	}
+
+	s2, err := Open(context.Background(), store, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s2.Close())
+	assert.Equal(t, map[string]string{"f": "new\n", "made": "made\n", "torn": "whole\n", "zeros": "whole\n"}, storeFiles(t, store))
 }

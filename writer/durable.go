@@ -36,16 +36,18 @@ func materialize(t *tree, changes []journal.Change, redo, sync bool) error {
 	}
 	for _, c := range ordered {
 		var err error
-		switch c.Kind {
-		case journal.ChangeWrite:
+		switch {
+		case redo && (c.Kind == journal.ChangeWrite || c.Kind == journal.ChangeRemove):
+			err = redoWhole(t, c, sync)
+		case c.Kind == journal.ChangeWrite:
 			err = t.replace(c.Path, c.Data, c.Mode, sync)
-		case journal.ChangeStaged:
+		case c.Kind == journal.ChangeStaged:
 			err = t.renameStaged(c, redo)
-		case journal.ChangeAppend:
+		case c.Kind == journal.ChangeAppend:
 			err = appendFile(t, c, redo, sync)
-		case journal.ChangeRemove:
+		case c.Kind == journal.ChangeRemove:
 			err = t.remove(c.Path)
-		case journal.ChangeMkdir:
+		case c.Kind == journal.ChangeMkdir:
 			var fd int
 			if fd, err = t.openDir(c.Path, true); err == nil {
 				unix.Close(fd)
@@ -155,6 +157,41 @@ func appendFile(t *tree, c journal.Change, redo, sync bool) error {
 		}
 	}
 	return f.Close()
+}
+
+// redoWhole redoes a write or a removal of a file only where it did not
+// happen: while the path still shows the file the batch found (c.Was), or
+// none for a new file, or, for a write, scribe's own bytes cut short. A
+// path that shows the write's data (another program may have appended
+// since), or anything else (another program replaced, rewrote, removed
+// or made the file since), is left as it is: a redo removes nothing
+// another program wrote. An intent of an earlier version, without Was,
+// is redone as it is.
+func redoWhole(t *tree, c journal.Change, sync bool) error {
+	undone := c.Was == nil && !c.New
+	e, err := t.lstat(c.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		undone = undone || c.Kind == journal.ChangeWrite && c.New
+	case err != nil:
+		return err
+	case c.Was != nil && e.key.ino == c.Was.Ino && e.size == c.Was.Size && e.mtime == c.Was.Mtime:
+		undone = true
+	case c.Kind == journal.ChangeWrite && e.mode.IsRegular() && e.size <= int64(len(c.Data)):
+		b, err := t.readFile(c.Path)
+		if err != nil {
+			return err
+		}
+		undone = undone || ownPartial(b, c.Data) && !bytes.Equal(b, c.Data)
+	}
+	switch {
+	case !undone:
+		return nil
+	case c.Kind == journal.ChangeRemove:
+		return t.remove(c.Path)
+	default:
+		return t.replace(c.Path, c.Data, c.Mode, sync)
+	}
 }
 
 // perm is the mode a new file is created with: the replaced file's, or

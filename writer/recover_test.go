@@ -13,6 +13,7 @@ import (
 	"github.com/gofrs/flock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/writer/journal"
@@ -327,10 +328,12 @@ func TestApplyRecordsIntent(t *testing.T) {
 		{Kind: queue.OpDelete, Path: "never-existed"},
 	}}
 	require.NoError(t, ov.applyJob(job))
+	var old unix.Stat_t
+	require.NoError(t, unix.Lstat(filepath.Join(store, "old"), &old))
 	assert.Equal(t, []journal.Change{
 		{Path: "log", Kind: journal.ChangeAppend, Data: []byte("cd"), Base: 2, Mode: 0o644},
 		{Path: "n/new", Kind: journal.ChangeWrite, Data: []byte("fresh"), New: true}, // a new file: Mode 0, created 0666 less the umask
-		{Path: "old", Kind: journal.ChangeRemove},
+		{Path: "old", Kind: journal.ChangeRemove, Was: &journal.Stamp{Ino: old.Ino, Size: 1, Mtime: old.Mtim.Nano()}},
 	}, ov.changes())
 	assert.Equal(t, map[string]string{"log": "ab", "old": "x"}, storeFiles(t, store), "the overlay does not touch the disk")
 

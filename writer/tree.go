@@ -139,6 +139,7 @@ type entry struct {
 	size  int64
 	nlink uint64
 	key   fileKey
+	mtime int64 // nanoseconds
 }
 
 // lstat describes p itself (a symlink is not followed) and fails with
@@ -172,7 +173,7 @@ func entryOf(st *unix.Stat_t) entry {
 	case unix.S_IFBLK:
 		m |= fs.ModeDevice
 	}
-	return entry{mode: m, size: st.Size, nlink: uint64(st.Nlink), key: fileKey{uint64(st.Dev), st.Ino}}
+	return entry{mode: m, size: st.Size, nlink: uint64(st.Nlink), key: fileKey{uint64(st.Dev), st.Ino}, mtime: st.Mtim.Nano()}
 }
 
 func fdKey(fd int) (fileKey, error) {

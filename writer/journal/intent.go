@@ -36,6 +36,20 @@ type Change struct {
 	New  bool        `json:"new,omitempty"`    // the file did not exist before the batch
 	Size int64       `json:"size,omitempty"`   // staged: the temp file's size
 	Sum  uint32      `json:"crc32c,omitempty"` // staged: the temp file's CRC-32C (Castagnoli)
+	// Was is the file the batch found, for a write or a removal of one
+	// that existed: a redo carries the change out only while the path
+	// still shows that file, or scribe's own bytes cut short, never over
+	// what another program put there since. Nil in intents of earlier
+	// versions, whose redo carries the change out as it is.
+	Was *Stamp `json:"was,omitempty"`
+}
+
+// Stamp tells one state of a file from another: its inode, size and
+// modification time.
+type Stamp struct {
+	Ino   uint64 `json:"ino"`
+	Size  int64  `json:"size"`
+	Mtime int64  `json:"mtime_ns"`
 }
 
 // Intent is a batch decided but not yet on disk: committed to the journal

@@ -185,6 +185,9 @@ func redoWhole(t *tree, c journal.Change, sync bool) error {
 		undone = undone || ownPartial(b, c.Data) && !bytes.Equal(b, c.Data)
 	}
 	switch {
+	case !undone && sync && c.Kind == journal.ChangeWrite && err == nil && e.mode.IsRegular():
+		// Done, but maybe never synced (an answer before the sync).
+		return syncChanges(t, []journal.Change{{Path: c.Path, Kind: journal.ChangeWrite}})
 	case !undone:
 		return nil
 	case c.Kind == journal.ChangeRemove:

@@ -163,31 +163,42 @@ func appendFile(t *tree, c journal.Change, redo, sync bool) error {
 // happen: while the path still shows the file the batch found (c.Was), or
 // none for a new file, or, for a write, scribe's own bytes cut short. A
 // path that shows the write's data (another program may have appended
-// since), or anything else (another program replaced, rewrote, removed
-// or made the file since), is left as it is: a redo removes nothing
-// another program wrote. An intent of an earlier version, without Was,
-// is redone as it is.
+// since), or another file (another program replaced, rewrote, removed
+// or made the file since), is left as it is, and synced: a redo removes
+// nothing another program wrote. What is no file scribe may write (a
+// folder in the way, a symlink, a folder above swapped) gets the change
+// tried as it is, which fails to be reported, or retried. An intent of an
+// earlier version, without Was, is redone as it is.
 func redoWhole(t *tree, c journal.Change, sync bool) error {
 	undone := c.Was == nil && !c.New
-	e, err := t.lstat(c.Path)
+	f, err := t.openFile(c.Path, unix.O_RDONLY, 0, false)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		undone = undone || c.Kind == journal.ChangeWrite && c.New
 	case err != nil:
-		return err
-	case c.Was != nil && e.key.ino == c.Was.Ino && e.size == c.Was.Size && e.mtime == c.Was.Mtime:
 		undone = true
-	case c.Kind == journal.ChangeWrite && e.mode.IsRegular() && e.size <= int64(len(c.Data)):
-		b, err := t.readFile(c.Path)
-		if err != nil {
+	default:
+		defer f.Close()
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 			return err
 		}
-		undone = undone || ownPartial(b, c.Data) && !bytes.Equal(b, c.Data)
+		e := entryOf(&st)
+		switch {
+		case c.Was != nil && e.key.ino == c.Was.Ino && e.size == c.Was.Size && e.mtime == c.Was.Mtime:
+			undone = true
+		case c.Kind == journal.ChangeWrite && e.size <= int64(len(c.Data)):
+			b, err := io.ReadAll(f)
+			if err != nil {
+				return err
+			}
+			undone = undone || ownPartial(b, c.Data) && !bytes.Equal(b, c.Data)
+		}
+		if !undone && sync {
+			return f.Sync() // done, but answered maybe before its sync
+		}
 	}
 	switch {
-	case !undone && sync && c.Kind == journal.ChangeWrite && err == nil && e.mode.IsRegular():
-		// Done, but maybe never synced (an answer before the sync).
-		return syncChanges(t, []journal.Change{{Path: c.Path, Kind: journal.ChangeWrite}})
 	case !undone:
 		return nil
 	case c.Kind == journal.ChangeRemove:

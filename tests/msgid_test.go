@@ -38,17 +38,7 @@ func TestMsgIDMismatchIsDeadLettered(t *testing.T) {
 	assert.Equal(t, queue.StatusApplied, s.outcome(t, "last").Status)
 	assert.Equal(t, queue.StatusApplied, s.outcome(t, "no-header").Status, "a job without Nats-Msg-Id is accepted")
 	assert.Equal(t, "no header\nlast\n", readFile(t, filepath.Join(store, "log.txt")), "the mismatched job changed nothing")
-	for _, id := range []string{"body-id", "header-id"} {
-		r := scribe(t, "", "status", "--store", store, "--json", id)
-		assert.NotEqual(t, 0, r.code, "no outcome may be recorded under %s: %s", id, r.stdout)
-	}
-	var dead queue.DeadLetters
-	require.Eventually(t, func() bool {
-		r := scribe(t, "", "status", "--store", store, "--dead", "--json")
-		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &dead) == nil && dead.Total > 0
-	}, 10*time.Second, 20*time.Millisecond)
-	require.Len(t, dead.Letters, 1)
-	l := dead.Letters[0]
+	l := onlyDeadLetter(t, store, "body-id", "header-id")
 	assert.Equal(t, queue.ReasonBadInput, l.Reason)
 	assert.Contains(t, l.Detail, `"header-id"`)
 	assert.Contains(t, l.Detail, `"body-id"`)
@@ -89,7 +79,21 @@ func TestMsgIDHeaderNamedTwiceIsDeadLettered(t *testing.T) {
 	s.publish(t, "last", rawJob(t, sid, "last", op("last\n")))
 	assert.Equal(t, queue.StatusApplied, s.outcome(t, "last").Status)
 	assert.Equal(t, "last\n", readFile(t, filepath.Join(store, "log.txt")), "the message named twice changed nothing")
-	for _, id := range []string{"evil", "victim"} {
+	l := onlyDeadLetter(t, store, "evil", "victim")
+	assert.Equal(t, queue.ReasonBadInput, l.Reason)
+	assert.Contains(t, l.Detail, "2 Nats-Msg-Id headers")
+	// What the server took: JetStream holds "victim" as a duplicate for
+	// its window (documented in security.md).
+	dup, err := queue.Publish(t.Context(), s.js, sid, queue.JobsSubject(sid), "victim", rawJob(t, sid, "victim", op("victim\n")))
+	require.NoError(t, err)
+	assert.True(t, dup, "the server deduped the message under its CRLF-led Nats-Msg-Id")
+}
+
+// onlyDeadLetter checks that no outcome is recorded under any of ids,
+// waits for the store's dead letters, and returns the one there must be.
+func onlyDeadLetter(t *testing.T, store string, ids ...string) queue.DeadLetter {
+	t.Helper()
+	for _, id := range ids {
 		r := scribe(t, "", "status", "--store", store, "--json", id)
 		assert.NotEqual(t, 0, r.code, "no outcome may be recorded under %s: %s", id, r.stdout)
 	}
@@ -99,13 +103,7 @@ func TestMsgIDHeaderNamedTwiceIsDeadLettered(t *testing.T) {
 		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &dead) == nil && dead.Total > 0
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Len(t, dead.Letters, 1)
-	assert.Equal(t, queue.ReasonBadInput, dead.Letters[0].Reason)
-	assert.Contains(t, dead.Letters[0].Detail, "2 Nats-Msg-Id headers")
-	// What the server took: JetStream holds "victim" as a duplicate for
-	// its window (documented in security.md).
-	dup, err := queue.Publish(t.Context(), s.js, sid, queue.JobsSubject(sid), "victim", rawJob(t, sid, "victim", op("victim\n")))
-	require.NoError(t, err)
-	assert.True(t, dup, "the server deduped the message under its CRLF-led Nats-Msg-Id")
+	return dead.Letters[0]
 }
 
 // rawHPub sends one message with the header block hdr, byte for byte, on

@@ -184,6 +184,11 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 		// also bounds the daemon's own in-process handshakes (connect),
 		// so it is no shorter than their timeout.
 		TLSTimeout: inProcessTimeout.Seconds(),
+		// No system account: nothing here reads its events, and sending
+		// them costs each connection an event at its start and its end,
+		// and the server's reload races its own read of a client's
+		// counters there when RefuseSubmitters cuts off an active one.
+		NoSystemAccount: true,
 	}
 	type creds struct{ daemonUser, daemonPass, clientUser, clientPass string }
 	storeCreds := make([]creds, len(spec.stores))

@@ -39,6 +39,16 @@ func opAppend(p, data string) queue.Op {
 }
 func opPut(p, data string) queue.Op { return queue.Op{Kind: queue.OpPut, Path: p, Data: []byte(data)} }
 
+// appendAsShell appends s to the file at p as a shell's >> would.
+func appendAsShell(t testing.TB, p, s string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(s)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
 // unsynced is the standing intent's changes while its files are written
 // and not synced, nil otherwise.
 func unsynced(s *Session) []journal.Change {
@@ -336,11 +346,7 @@ func TestSyncDelayRedoLeavesOtherPrograms(t *testing.T) {
 		jobOf(t, store, "b", queue.Op{Kind: queue.OpDelete, Path: "gone"}),
 		jobOf(t, store, "c", opPut("edited", "scribe\n")))
 	dieUnsynced(t, s)
-	f, err := os.OpenFile(filepath.Join(store, "f"), os.O_WRONLY|os.O_APPEND, 0)
-	require.NoError(t, err)
-	_, err = f.WriteString("shell\n")
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	appendAsShell(t, filepath.Join(store, "f"), "shell\n")
 	require.NoError(t, os.WriteFile(filepath.Join(store, "gone"), []byte("again"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(store, ".edited.swp"), []byte("editor\n"), 0o644))
 	require.NoError(t, os.Rename(filepath.Join(store, ".edited.swp"), filepath.Join(store, "edited")))

@@ -64,11 +64,7 @@ func TestTakeFinishesInterruptedBatch(t *testing.T) {
 			// The user's own edits, as another tool would make them: an
 			// append to the file the batch appends to and a replacement
 			// of the file it replaces.
-			f, err := os.OpenFile(filepath.Join(store, "log"), os.O_WRONLY|os.O_APPEND, 0)
-			require.NoError(t, err)
-			_, err = f.WriteString("|user")
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
+			appendAsShell(t, filepath.Join(store, "log"), "|user")
 			require.NoError(t, os.WriteFile(filepath.Join(store, "w.txt"), []byte("user's"), 0o644))
 			userLog := readStoreFile(t, store, "log")
 			require.NoError(t, h.Unlock())

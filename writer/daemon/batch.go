@@ -61,14 +61,11 @@ func (w *Writer) entry(m jetstream.Msg) writer.Entry {
 	// dedupes by Nats-Msg-Id: if the two disagree, either may be another
 	// job's, so the message is recorded under neither, as a dead letter.
 	// (A message without the header is fine: not every client sets it.)
-	hdr, one := queue.MsgID(m.Headers())
-	if !one {
-		e.Err = queue.Reject(queue.ReasonBadInput, "the message has %d Nats-Msg-Id headers, want one", len(m.Headers().Values(nats.MsgIdHdr)))
-		e.Job = &queue.Job{}
-		return e
-	}
-	if hdr != "" && job.ID != "" && hdr != job.ID {
+	if hdr, one := queue.MsgID(m.Headers()); !one || hdr != "" && job.ID != "" && hdr != job.ID {
 		e.Err = queue.Reject(queue.ReasonBadInput, "Nats-Msg-Id %q does not match job id %q", hdr, job.ID)
+		if !one {
+			e.Err = queue.Reject(queue.ReasonBadInput, "the message has %d Nats-Msg-Id headers, want one", len(m.Headers().Values(nats.MsgIdHdr)))
+		}
 		e.Job = &queue.Job{}
 		return e
 	}

@@ -43,7 +43,9 @@ func TestLocateQueuedJobs(t *testing.T) {
 	// As scribe's clients send data: version 2, the data after the JSON.
 	raw, err := queue.Encode(&queue.Job{ID: "e", Store: sid, Submitted: time.Now().UTC(), Ops: []queue.Op{{Kind: queue.OpAppend, Path: "log.txt", Data: []byte("raw\n")}}})
 	require.NoError(t, err)
-	require.Equal(t, queue.VersionRaw, int(raw[len(`{"v":`)]-'0'), "%s", raw)
+	decoded, err := queue.Decode(raw)
+	require.NoError(t, err)
+	require.Equal(t, queue.VersionRaw, decoded.V, "%s", raw)
 	publishJob(t, js, sid, "", raw)
 
 	l := locate(t, w, "a", queue.StateQueued)

@@ -306,6 +306,12 @@ func TestEdgeJobFileErrors(t *testing.T) {
 		assert.Equal(t, 1, r.code, "%s: %s", name, r.stderr)
 		assert.Contains(t, r.stderr, "rejected (bad_input): job file is not a valid job: byte ", name)
 	}
+
+	// A job file bound to another store is not applied to this one.
+	require.NoError(t, os.WriteFile(job, []byte(`{"store":"0123456789abcdef","ops":[{"op":"put","path":"a","data":"x"}]}`), 0o600))
+	r = scribe(t, "", "submit", "--store", store, "--job", job)
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "rejected (wrong_store): job is for store 0123456789abcdef, this is ")
 	entries, err := os.ReadDir(store)
 	require.NoError(t, err)
 	for _, e := range entries {

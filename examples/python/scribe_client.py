@@ -26,6 +26,7 @@ none of its own beyond the bounded retry of ``Store.apply``.
 from __future__ import annotations
 
 import base64
+import binascii
 import dataclasses
 import hashlib
 import json
@@ -174,24 +175,91 @@ class Op:
         return d
 
     @classmethod
-    def from_wire(cls, d: Mapping[str, Any]) -> "Op":
-        """An op from its JSON (a dict as json.load gives it)."""
-        if "data_b64" in d:
-            data: Optional[bytes] = base64.b64decode(d["data_b64"], validate=True)
-        elif "data" in d:
-            data = _as_bytes(d["data"])
-        else:
-            data = None
+    def from_wire(cls, d: Mapping[str, Any], at: str = "op") -> "Op":
+        """An op from its JSON (a dict as json.load gives it), decoded as
+        strictly as the daemon decodes it: a field this op cannot have (a
+        typo such as ``if_mach``, a file op's ``name``), a value of the
+        wrong type, both ``data`` and ``data_b64``, or a ``timeout_ms`` of
+        0 or less is a ValueError naming it (``at`` is the op's place in
+        the job), rather than a field silently left out."""
+        _want(d, Mapping, at)
+        kind = _field(d, "op", str, at)
+        fields = _EXEC_FIELDS if kind == "exec" else _FILE_FIELDS
+        for k in d:
+            if k not in _OP_FIELDS:
+                raise ValueError(f"not a valid job: {at}: unknown field {k!r}")
+            if k not in fields:
+                raise ValueError(f"not a valid job: {at}: {kind!r} ops have no {k!r}")
+        if d.get("data") is not None and d.get("data_b64") is not None:
+            raise ValueError(f"not a valid job: {at}: both data and data_b64")
+        data: Optional[bytes] = None
+        if d.get("data_b64") is not None:
+            try:
+                data = base64.b64decode(_field(d, "data_b64", str, at), validate=True)
+            except binascii.Error as e:
+                raise ValueError(f"not a valid job: {at}.data_b64: not base64: {e}") from e
+        elif d.get("data") is not None:
+            data = _as_bytes(_field(d, "data", str, at))
+        args = _field(d, "args", list, at, [])
+        for i, a in enumerate(args):
+            _want(a, str, f"{at}.args[{i}]")
+        timeout_ms = _field(d, "timeout_ms", int, at, 0)
+        if d.get("timeout_ms") is not None and timeout_ms <= 0:
+            raise ValueError(f"not a valid job: {at}.timeout_ms: {timeout_ms}, want more than 0")
         return cls(
-            op=d.get("op", ""),
-            path=_trim_dot_slash(d.get("path", "")),
+            op=kind,
+            path=_trim_dot_slash(_field(d, "path", str, at, "")),
             data=data,
-            if_match=d.get("if_match", ""),
-            name=d.get("name", ""),
-            args=tuple(d.get("args") or ()),
-            dir=_trim_dot_slash(d.get("dir", "")),
-            timeout_ms=int(d.get("timeout_ms", 0)),
+            if_match=_field(d, "if_match", str, at, ""),
+            name=_field(d, "name", str, at, ""),
+            args=tuple(args),
+            dir=_trim_dot_slash(_field(d, "dir", str, at, "")),
+            timeout_ms=timeout_ms,
         )
+
+
+# The fields of a job and of its ops in the JSON this client builds (docs/
+# protocol.md, section 5); from_wire refuses any other, as the daemon does.
+_JOB_FIELDS = frozenset({"v", "id", "store", "ops", "meta", "coalesce", "priority", "submitted"})
+_FILE_FIELDS = frozenset({"op", "path", "data", "data_b64", "if_match"})
+_EXEC_FIELDS = frozenset({"op", "name", "args", "dir", "timeout_ms"})
+_OP_FIELDS = _FILE_FIELDS | _EXEC_FIELDS
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, (list, tuple)):
+        return "an array"
+    return type(v).__name__
+
+
+def _want(v: Any, t: type, at: str) -> Any:
+    # bool is an int in Python, never in JSON.
+    if not isinstance(v, t) or (t is int and isinstance(v, bool)):
+        want = {str: "a string", int: "an integer", list: "an array"}.get(t, "an object")
+        raise ValueError(f"not a valid job: {at}: want {want}, not {_json_type(v)}")
+    return v
+
+
+_REQUIRED = object()
+
+
+def _field(d: Mapping[str, Any], key: str, t: type, at: str, default: Any = _REQUIRED) -> Any:
+    # null is as good as absent, as it is to the daemon's decoder.
+    if d.get(key) is None:
+        if default is _REQUIRED:
+            raise ValueError(f"not a valid job: {at}: no {key!r}")
+        return default
+    return _want(d[key], t, f"{at}.{key}")
 
 
 def _go_json(args: Sequence[str]) -> bytes:
@@ -215,7 +283,9 @@ class Job:
     ``priority`` ``"high"`` to have the daemon decide the job before the
     normal ones queued ahead of it (docs/protocol.md, Priorities), ``""``
     for normal. The priority is not part of the digest: the same job under
-    another priority is a retry.
+    another priority is a retry. ``store``, a store ID, binds the job to
+    that store (one of another store's is rejected ``wrong_store``); empty,
+    the job is for the Store it is given to.
     """
 
     ops: List[Op]
@@ -223,10 +293,14 @@ class Job:
     meta: Optional[Dict[str, str]] = None
     coalesce: str = ""
     priority: str = ""
+    store: str = ""
 
     def wire(self) -> Dict[str, Any]:
-        """The job's JSON (the scribe command fills in ``store``)."""
+        """The job's JSON (the scribe command fills in ``store`` unless the
+        job names one)."""
         d: Dict[str, Any] = {"v": 1, "id": self.id, "ops": [op.wire() for op in self.ops]}
+        if self.store:
+            d["store"] = self.store
         if self.coalesce:
             d["coalesce"] = self.coalesce
         if self.priority:
@@ -275,13 +349,30 @@ class Job:
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> "Job":
-        """A job from its JSON; a new ID is made if it has none."""
+        """A job from its JSON; a new ID is made if it has none. It is
+        decoded strictly (an unknown field, in the job or an op, or a value
+        of the wrong type is a ValueError naming it, so that a typo cannot
+        drop a precondition); ``v``, if given, must be 1, and ``submitted``
+        is informational and not kept."""
+        _want(d, Mapping, "job")
+        for k in d:
+            if k not in _JOB_FIELDS:
+                raise ValueError(f"not a valid job: unknown field {k!r}")
+        if _field(d, "v", int, "job", 1) != 1:
+            raise ValueError(f"not a valid job: v: {d['v']}; a job as a dict is version 1 (data or data_b64)")
+        _field(d, "submitted", str, "job", "")
+        meta = _field(d, "meta", Mapping, "job", {})
+        for k, v in meta.items():
+            _want(k, str, "job.meta key")
+            _want(v, str, f"job.meta[{k!r}]")
+        ops = _field(d, "ops", list, "job")
         return cls(
-            ops=[Op.from_wire(op) for op in d.get("ops") or ()],
-            id=d.get("id") or new_id(),
-            meta=dict(d["meta"]) if d.get("meta") else None,
-            coalesce=d.get("coalesce", ""),
-            priority=d.get("priority", ""),
+            ops=[Op.from_wire(op, f"ops[{i}]") for i, op in enumerate(ops)],
+            id=_field(d, "id", str, "job", "") or new_id(),
+            meta=dict(meta) or None,
+            coalesce=_field(d, "coalesce", str, "job", ""),
+            priority=_field(d, "priority", str, "job", ""),
+            store=_field(d, "store", str, "job", ""),
         )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import json
 import logging
@@ -278,6 +279,48 @@ class JobTest(StoreCase):
             with self.assertRaisesRegex(ValueError, "UTF-8"):
                 self.store().apply(job)
         self.assertFalse(os.path.exists(os.path.join(self.dir, ".scribe")), "nothing ran")
+
+    def test_a_dict_is_decoded_as_strictly_as_the_daemon_decodes_it(self) -> None:
+        put = {"op": "put", "path": "owner.txt", "data": "bob\n"}
+        for bad, says in [
+            ({"ops": [dict(put, if_mach="absent")]}, "ops[0]: unknown field 'if_mach'"),
+            ({"ops": [put], "metadata": {"by": "me"}}, "unknown field 'metadata'"),
+            ({"ops": [dict(put, name="mine")]}, "ops[0]: 'put' ops have no 'name'"),
+            ({"ops": [{"op": "exec", "name": "mine", "path": "x"}]}, "ops[0]: 'exec' ops have no 'path'"),
+            ({"ops": [{"op": "exec", "name": "mine", "timeout_ms": 0}]}, "ops[0].timeout_ms: 0, want more"),
+            ({"ops": [{"op": "exec", "name": "mine", "timeout_ms": "5"}]}, "want an integer, not a string"),
+            ({"ops": [{"op": "exec", "name": "mine", "timeout_ms": True}]}, "want an integer, not a boolean"),
+            ({"ops": [{"op": "exec", "name": "mine", "args": ["a", 1]}]}, "ops[0].args[1]: want a string"),
+            ({"ops": [dict(put, data_b64="Ym9i")]}, "both data and data_b64"),
+            ({"ops": [{"op": "put", "path": "a", "data_b64": "%%"}]}, "data_b64: not base64"),
+            ({"ops": [dict(put, if_match=5)]}, "ops[0].if_match: want a string, not a number"),
+            ({"ops": [put], "meta": {"by": 1}}, "meta"),
+            ({"ops": [put], "v": 2}, "version 1"),
+            ({"ops": put}, "want an array"),
+            ({"id": "x"}, "no 'ops'"),
+        ]:
+            with self.assertRaises(ValueError, msg=bad) as cm:
+                sc.Job.from_wire(bad)
+            self.assertIn(says, str(cm.exception), bad)
+        # Through a Store too, before anything runs: the typo does not
+        # become a put without its precondition.
+        with self.assertRaisesRegex(ValueError, "if_mach"):
+            self.store().apply({"ops": [dict(put, if_mach="absent")]})
+        self.assertFalse(os.path.exists(os.path.join(self.dir, ".scribe")), "nothing ran")
+        # null is absent, as it is to the daemon.
+        j = sc.Job.from_wire({"v": 1, "id": "n-1", "ops": [dict(put, if_match=None, data_b64=None)], "meta": None})
+        self.assertEqual(j, sc.Job([sc.Op.put("owner.txt", "bob\n")], id="n-1"))
+
+    def test_a_job_bound_to_another_store_is_not_applied_here(self) -> None:
+        store = self.store(route="direct")
+        with self.assertRaises(sc.Rejected) as cm:
+            store.apply({"store": "0123456789abcdef", "ops": [{"op": "put", "path": "a.txt", "data": "x"}]})
+        self.assertEqual(cm.exception.reason, "wrong_store")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "a.txt")))
+        own = hashlib.sha256(os.path.realpath(self.dir).encode()).hexdigest()[:16]
+        store.apply({"store": own, "ops": [{"op": "put", "path": "a.txt", "data": "x"}]})
+        with open(os.path.join(self.dir, "a.txt")) as f:
+            self.assertEqual(f.read(), "x")
 
     def test_no_binary(self) -> None:
         with self.assertRaisesRegex(FileNotFoundError, "scribe binary"):

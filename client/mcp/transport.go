@@ -299,10 +299,17 @@ func checkMessage(line []byte) (v verdict) {
 	sh := shape{id: hasID, method: hasMethod, result: hasResult || hasError}
 	var id json.RawMessage // the id to answer to: null unless it can be read
 	idErr := checkID(rawID)
-	if idErr == nil {
+	if idErr == nil && queue.CheckText(rawID) == nil {
 		id = rawID
 	}
-	v = checkMembers(m, rawMethod, sh, idErr)
+	// A byte that is not UTF-8, or a lone surrogate escape, would reach a
+	// tool as U+FFFD: a path, data or argument not as sent, or an id that
+	// two requests share. Refused as the job decoder refuses it.
+	if err := queue.CheckText(line); err != nil {
+		v = verdict{reply: &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: " + err.Error()}}
+	} else {
+		v = checkMembers(m, rawMethod, sh, idErr)
+	}
 	if v.reply == nil && v.why == "" {
 		msg, err := jsonrpc.DecodeMessage(line)
 		if err != nil { // what the SDK refuses beyond our checks (its depth limit, …)

@@ -189,6 +189,12 @@ var malformed = []struct {
 	{"truncated JSON", `{"jsonrpc":"2.0","id":5,"method":"tools/list"`, jsonrpc.CodeParseError, "null"},
 	{"two values on a line", `{"jsonrpc":"2.0","id":5,"method":"ping"} {}`, jsonrpc.CodeParseError, "null"},
 	{"invalid UTF-16 escape", `{"jsonrpc":"2.0","id":5,"method":"\u12"}`, jsonrpc.CodeParseError, "null"},
+	// Text that would read as U+FFFD: an argument not as sent, or an id
+	// that two requests share.
+	{"an argument not UTF-8", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"append","arguments":{"path":"caf` + "\xe9" + `.txt","data":"x"}}}`, jsonrpc.CodeParseError, "5"},
+	{"a lone surrogate in an argument", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"put","arguments":{"path":"a.txt","data":"A\ud800B"}}}`, jsonrpc.CodeParseError, "5"},
+	{"an id not UTF-8", `{"jsonrpc":"2.0","id":"req-` + "\xff" + `","method":"ping"}`, jsonrpc.CodeParseError, "null"},
+	{"an id with a lone surrogate", `{"jsonrpc":"2.0","id":"req-\udc00","method":"ping"}`, jsonrpc.CodeParseError, "null"},
 	{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":5,"method":"tools/list"}`, jsonrpc.CodeInvalidRequest, "5"},
 	{"jsonrpc a number", `{"jsonrpc":2.0,"id":"a-1","method":"tools/list"}`, jsonrpc.CodeInvalidRequest, `"a-1"`},
 	{"no jsonrpc", `{"id":5,"method":"tools/list"}`, jsonrpc.CodeInvalidRequest, "5"},
@@ -224,6 +230,7 @@ var malformed = []struct {
 	{"blanks", " \t\r", 0, ""},
 	{"notification, jsonrpc 1.0", `{"jsonrpc":"1.0","method":"notifications/initialized"}`, 0, ""},
 	{"notification, method a number", `{"jsonrpc":"2.0","method":7}`, 0, ""},
+	{"notification, not UTF-8", `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"` + "\xff" + `"}}`, 0, ""},
 	{"notification over the bound", `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"` + strings.Repeat("a", testMaxMessage) + `"}}`, 0, ""},
 	{"response, error not an object", `{"jsonrpc":"2.0","id":5,"error":"x"}`, 0, ""},
 	{"response without an id", `{"jsonrpc":"2.0","result":{}}`, 0, ""},

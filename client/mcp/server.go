@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -316,10 +317,13 @@ func (m *tools) merge(ctx context.Context, req *sdk.CallToolRequest, in mergeArg
 	return m.write(ctx, "merge", in.Priority, &queue.Job{ID: in.ID, Ops: []queue.Op{{Kind: queue.OpMerge, Path: in.Path, Data: patch}}}), nil, nil
 }
 
-// rawPatch is the merge tool's patch as the host sent it. The SDK hands
-// the typed handler arguments it decoded into maps and encoded again,
-// which sorts keys and rounds numbers through float64; the merge promises
-// the patch's key order and numbers as written.
+// rawPatch is the merge tool's patch as the host sent it, compacted. The
+// SDK hands the typed handler arguments it decoded into maps and encoded
+// again, which sorts keys and rounds numbers through float64; the merge
+// promises the patch's key order and numbers as written. The whitespace
+// between its tokens is dropped, since it is part of the job's digest: a
+// host that sends the same arguments again, spaced another way, repeats
+// the call rather than conflicting with it.
 func rawPatch(req *sdk.CallToolRequest) ([]byte, error) {
 	var raw struct {
 		Patch json.RawMessage `json:"patch"`
@@ -327,7 +331,11 @@ func rawPatch(req *sdk.CallToolRequest) ([]byte, error) {
 	if err := json.Unmarshal(req.Params.Arguments, &raw); err != nil {
 		return nil, fmt.Errorf("read the patch: %w", err)
 	}
-	return raw.Patch, nil
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw.Patch); err != nil {
+		return nil, fmt.Errorf("read the patch: %w", err)
+	}
+	return b.Bytes(), nil
 }
 
 func (m *tools) delete(ctx context.Context, _ *sdk.CallToolRequest, in deleteArgs) (*sdk.CallToolResult, any, error) {
@@ -335,7 +343,7 @@ func (m *tools) delete(ctx context.Context, _ *sdk.CallToolRequest, in deleteArg
 }
 
 func (m *tools) job(ctx context.Context, _ *sdk.CallToolRequest, in jobArgs) (*sdk.CallToolResult, any, error) {
-	job := &queue.Job{ID: in.ID}
+	job := named(&queue.Job{ID: in.ID})
 	for i, wop := range in.Ops {
 		// Through the wire form, so that data, data_b64 and timeout_ms
 		// mean exactly what they mean in a job file.
@@ -380,9 +388,7 @@ func (m *tools) open(ctx context.Context, write bool) (*client.Client, error) {
 // job another way: an outcome it cannot learn is reported unknown, with
 // the ID to look up or call again with.
 func (m *tools) write(ctx context.Context, tool, priority string, job *queue.Job) *sdk.CallToolResult {
-	if job.ID == "" {
-		job.ID = queue.NewID() // known before anything is sent, to name it in every answer
-	}
+	named(job)
 	p, err := queue.ParsePriority(priority)
 	if err != nil {
 		return m.refused(job, queue.Reject(queue.ReasonBadInput, "%v", err))
@@ -419,6 +425,15 @@ func (m *tools) write(ctx context.Context, tool, priority string, job *queue.Job
 		"Look it up with the outcome tool (id %q), or call %s again with the same arguments and id %q, which "+
 		"applies it at most once; do not redo the write another way (another tool, or another id).",
 		job.ID, err, job.ID, tool, job.ID))
+}
+
+// named gives job an ID if it has none: known before anything is sent,
+// to name the job in every answer, a refusal's included.
+func named(job *queue.Job) *queue.Job {
+	if job.ID == "" {
+		job.ID = queue.NewID()
+	}
+	return job
 }
 
 // refused answers for a job refused before it reached the store, as

@@ -230,6 +230,14 @@ func TestMCPRejected(t *testing.T) {
 		assert.Contains(t, resultText(res), "job own-1: rejected (precondition_failed)")
 	})
 
+	t.Run("a refusal names the job, with an ID made for it", func(t *testing.T) {
+		res := callTool(t, cs, "job", map[string]any{"ops": []any{map[string]any{"op": "put", "path": "owner.txt", "data": "x", "data_b64": "eA=="}}})
+		require.True(t, res.IsError)
+		o := resultOutcome(t, res)
+		assert.True(t, queue.ValidID(o.ID), "id %q", o.ID)
+		assert.Contains(t, resultText(res), "job "+o.ID+" rejected (bad_input)")
+	})
+
 	for _, tc := range []struct {
 		name string
 		tool string
@@ -266,6 +274,27 @@ func TestMCPMergeKeepsPatchAsSent(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(store, "s.json"))
 	require.NoError(t, err)
 	assert.Equal(t, `{"m":0,"z":1,"a":12345678901234567890123,"f":0.10}`+"\n", string(b))
+}
+
+// A merge repeated with the same patch spaced another way is the same
+// call: the repeat gets the recorded outcome, not id_conflict. (Sent as
+// raw lines: the SDK's client would compact the patch itself.)
+func TestMCPMergeRepeatSpacedAnotherWay(t *testing.T) {
+	s := startRawMCP(t, 0)
+	call := func(id, patch string) json.RawMessage {
+		s.send(t, `{"jsonrpc":"2.0","id":"`+id+`","method":"tools/call","params":{"name":"merge","arguments":{"path":"s.json","id":"m-1","patch":`+patch+`}}}`)
+		answer, _ := s.answer(t, `"`+id+`"`)
+		var res struct {
+			IsError           bool            `json:"isError"`
+			StructuredContent json.RawMessage `json:"structuredContent"`
+		}
+		require.NoError(t, json.Unmarshal(answer["result"], &res), "%s", answer)
+		require.False(t, res.IsError, "%s", answer["result"])
+		return res.StructuredContent
+	}
+	first := call("a", `{"theme":"dark"}`)
+	assert.JSONEq(t, string(first), string(call("b", `{ "theme" : "dark" }`)))
+	assert.JSONEq(t, string(first), string(call("c", "{\t\"theme\":\t\"dark\"\r}")))
 }
 
 // A multi-op job is all or nothing, in order; data_b64 carries bytes.

@@ -1,6 +1,9 @@
 package queue
 
-import "path/filepath"
+import (
+	"fmt"
+	"path/filepath"
+)
 
 // Layout is a store's private folder on disk, <store>/.scribe (MetaDir):
 // the one place that knows the names of what is kept there. Root is the
@@ -96,6 +99,23 @@ func role(path string) string {
 		return ""
 	}
 	return roles[filepath.Base(path)]
+}
+
+// CheckLockFile refuses path as a store's lock file if it is one of the
+// files scribe keeps in a .scribe folder, other than the store lock
+// itself (its folder's symlinks resolved; the file need not exist). A
+// holder writes its identity over the lock file and empties it at
+// release: the journal would lose every recorded outcome, and the daemon
+// lock would have a daemon wait for ever on itself.
+func CheckLockFile(path string) error {
+	real := path
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		real = filepath.Join(dir, filepath.Base(path))
+	}
+	if r := role(real); r != "" && r != roles["lock"] {
+		return fmt.Errorf("lock file %s is scribe's %s: name a file of its own, or none for the store's own lock, .scribe/lock", path, r)
+	}
+	return nil
 }
 
 // entries are the files of .scribe that scribe trusts (and the queue

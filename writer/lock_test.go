@@ -320,6 +320,51 @@ func TestTryLockNotLockFile(t *testing.T) {
 	}
 }
 
+// A file scribe keeps in .scribe, other than the store lock, is no lock
+// file: holding it would write an identity over the journal (every
+// recorded outcome lost) or take the daemon's own lock. Refused by any
+// spelling of its folder, and nothing is changed; a file of its own in
+// .scribe is a lock file like any other.
+func TestTryLockRefusesScribesOwnFiles(t *testing.T) {
+	store := newStore(t)
+	s, err := writer.Open(context.Background(), store, writer.Options{})
+	require.NoError(t, err)
+	epoch := s.Epoch()
+	require.NoError(t, s.Close())
+	real, err := queue.ResolveStore(store)
+	require.NoError(t, err)
+	meta := queue.Layout{Root: real}.Meta()
+	before := treeOf(t, meta)
+	link := filepath.Join(t.TempDir(), "meta")
+	require.NoError(t, os.Symlink(meta, link))
+
+	for _, path := range []string{
+		filepath.Join(meta, "journal.db"),
+		filepath.Join(link, "journal.db"),
+		filepath.Join(meta, "daemon.lock"),
+		filepath.Join(meta, "settled"),
+		filepath.Join(meta, "config.toml"),
+	} {
+		l, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
+		assert.Nil(t, l, path)
+		assert.ErrorIs(t, err, lock.ErrNotLockFile, path)
+		assert.ErrorContains(t, err, "is scribe's ", path)
+		_, err = writer.Open(context.Background(), store, writer.Options{LockPath: path})
+		assert.ErrorIs(t, err, lock.ErrNotLockFile, path)
+	}
+	assert.Equal(t, before, treeOf(t, meta), "nothing in .scribe changed")
+
+	for _, path := range []string{filepath.Join(meta, "lock"), filepath.Join(meta, "tool.lock")} {
+		l, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
+		require.NoError(t, err, path)
+		require.NoError(t, l.Unlock())
+	}
+	s, err = writer.Open(context.Background(), store, writer.Options{})
+	require.NoError(t, err)
+	assert.Greater(t, s.Epoch(), epoch, "the journal's epoch goes on")
+	require.NoError(t, s.Close())
+}
+
 func TestLockFileIsKept(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -593,7 +593,11 @@ func lockPathFor(store, lockPath string) (real, path string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("lock file %s: %w", lockPath, err)
 	}
-	return real, filepath.Join(dir, filepath.Base(abs)), nil
+	path = filepath.Join(dir, filepath.Base(abs))
+	if err := queue.CheckLockFile(path); err != nil {
+		return "", "", fmt.Errorf("%w: %w", err, ErrNotLockFile)
+	}
+	return real, path, nil
 }
 
 // markDemand leaves the mark of a direct writer waiting for the store: a

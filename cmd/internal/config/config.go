@@ -554,6 +554,9 @@ func setLockFile(c *File, v any, dir string) error {
 	case !fi.IsDir():
 		return fmt.Errorf("%s: %s is not a folder", s, filepath.Dir(s))
 	}
+	if err := queue.CheckLockFile(s); err != nil {
+		return err
+	}
 	c.LockFile = &s
 	return nil
 }

@@ -13,11 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/cmd/internal/cli"
+	"github.com/scribehq/scribe/queue"
 )
 
 func TestDecodeConfig(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.toml")
+	meta := filepath.Join(dir, queue.MetaDir)
+	require.NoError(t, os.Mkdir(meta, 0o700))
 	type problem struct {
 		line int
 		key  string
@@ -64,6 +67,8 @@ func TestDecodeConfig(t *testing.T) {
 		{name: "bad sync", doc: "sync = \"sometimes\"\n", want: []problem{{1, "sync", `want "always"`}}},
 		{name: "bad log level", doc: "log_level = \"loud\"\n", want: []problem{{1, "log_level", "want debug"}}},
 		{name: "lock file folder missing", doc: "lock_file = \"/nonexistent-scribe-dir/lock\"\n", want: []problem{{1, "lock_file", "its folder does not exist"}}},
+		{name: "lock file is the daemon lock", doc: "lock_file = \"" + filepath.Join(meta, "daemon.lock") + "\"\n", want: []problem{{1, "lock_file", "is scribe's daemon lock"}}},
+		{name: "lock file is the journal", doc: "\nlock_file = \"" + filepath.Join(meta, "journal.db") + "\"\n", want: []problem{{2, "lock_file", "is scribe's journal"}}},
 		{
 			name: "every problem, by line",
 			doc:  "bogus = 1\nmax_jobs = -5\nsync = 1\n",

@@ -110,7 +110,7 @@ type wireOp struct {
 	Data      *string  `json:"data,omitempty"`
 	DataB64   *string  `json:"data_b64,omitempty"`
 	DataLen   *int     `json:"data_len,omitempty"`
-	IfMatch   string   `json:"if_match,omitempty"`
+	IfMatch   *string  `json:"if_match,omitempty"`
 	Name      string   `json:"name,omitempty"`
 	Args      []string `json:"args,omitempty"`
 	Dir       string   `json:"dir,omitempty"`
@@ -134,7 +134,10 @@ func (o Op) MarshalJSON() ([]byte, error) {
 
 // wire is the op's wire form without its data.
 func (o Op) wire() wireOp {
-	w := wireOp{Op: o.Kind, Path: o.Path, IfMatch: o.IfMatch, Name: o.Name, Args: o.Args, Dir: o.Dir}
+	w := wireOp{Op: o.Kind, Path: o.Path, Name: o.Name, Args: o.Args, Dir: o.Dir}
+	if o.IfMatch != "" {
+		w.IfMatch = &o.IfMatch
+	}
 	if o.Timeout != 0 {
 		ms := timeoutMS(o.Timeout)
 		w.TimeoutMS = &ms
@@ -170,9 +173,17 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 
 // op converts the wire form to an Op.
 func (w *wireOp) op() (Op, error) {
-	o := Op{Kind: w.Op, Path: w.Path, IfMatch: w.IfMatch, Name: w.Name, Args: w.Args, Dir: w.Dir}
+	o := Op{Kind: w.Op, Path: w.Path, Name: w.Name, Args: w.Args, Dir: w.Dir}
 	if len(o.Args) == 0 {
 		o.Args = nil // "args": [] is no args
+	}
+	if w.IfMatch != nil {
+		// "" would read as no precondition: a hash left empty by its
+		// caller must not turn a conditional write into a blind one.
+		if *w.IfMatch == "" {
+			return o, fmt.Errorf("op if_match: empty: give %q or sha256:<64 hex>, or leave it out for no precondition", IfAbsent)
+		}
+		o.IfMatch = *w.IfMatch
 	}
 	if w.TimeoutMS != nil {
 		// An explicit timeout of 0 or less is kept as a negative one, so

@@ -90,6 +90,7 @@ func TestOpUnmarshalErrors(t *testing.T) {
 		{"bad base64", `{"op":"put","path":"a","data_b64":"!!not base64!!"}`, "data_b64"},
 		{"bad base64 padding", `{"op":"put","path":"a","data_b64":"eA="}`, "data_b64"},
 		{"not an object", `["put","a"]`, "cannot unmarshal"},
+		{"empty if_match", `{"op":"put","path":"a","data":"x","if_match":""}`, "if_match: empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -307,6 +307,19 @@ func TestEdgeJobFileErrors(t *testing.T) {
 		assert.Contains(t, r.stderr, "rejected (bad_input): job file is not a valid job: byte ", name)
 	}
 
+	// An empty precondition (a hash left unset) is no blind write, in a
+	// job file or as --if-match; nor is an empty --id a new job.
+	require.NoError(t, os.WriteFile(job, []byte(`{"ops":[{"op":"put","path":"a","data":"x","if_match":""}]}`), 0o600))
+	r = scribe(t, "", "submit", "--store", store, "--job", job)
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "rejected (bad_input): job file is not a valid job: ops[0]: op if_match: empty")
+	r = scribe(t, "", "submit", "--store", store, "--if-match", "", "put", "a", "x")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--if-match is empty")
+	r = scribe(t, "", "submit", "--store", store, "--id", "", "put", "a", "x")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--id is empty")
+
 	// A job file bound to another store is not applied to this one.
 	require.NoError(t, os.WriteFile(job, []byte(`{"store":"0123456789abcdef","ops":[{"op":"put","path":"a","data":"x"}]}`), 0o600))
 	r = scribe(t, "", "submit", "--store", store, "--job", job)

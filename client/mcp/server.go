@@ -204,6 +204,9 @@ func inputSchema[T any]() *jsonschema.Schema {
 				p.MinItems, p.MaxItems = jsonschema.Ptr(1), jsonschema.Ptr(queue.MaxOps)
 			case "op":
 				p.Enum = []any{"put", "append", "merge", "delete", "exec"}
+			case "if_match":
+				// "" would pass as no precondition: a blind write.
+				p.Pattern = "^(" + queue.IfAbsent + "|sha256:[0-9a-f]{64})$"
 			}
 		}
 	}

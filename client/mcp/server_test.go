@@ -247,6 +247,8 @@ func TestMCPRejected(t *testing.T) {
 		{"unknown argument", "put", map[string]any{"path": "owner.txt", "data": "x", "if_mach": "absent"}, `unexpected additional properties ["if_mach"]`},
 		{"missing argument", "append", map[string]any{"data": "x"}, `missing properties: ["path"]`},
 		{"patch not an object", "merge", map[string]any{"path": "s.json", "patch": "[1]"}, `/properties/patch: type: [1] has type "string", want "object"`},
+		{"empty if_match", "put", map[string]any{"path": "owner.txt", "data": "x", "if_match": ""}, `/properties/if_match: pattern: "" does not match`},
+		{"empty if_match in a job", "job", map[string]any{"ops": []any{map[string]any{"op": "put", "path": "owner.txt", "data": "x", "if_match": ""}}}, `pattern: "" does not match`},
 		{"bad id", "delete", map[string]any{"path": "owner.txt", "id": "no spaces"}, `/properties/id: pattern: "no spaces" does not match`},
 		{"no ops", "job", map[string]any{"ops": []any{}}, "minItems: array length 0 is less than 1"},
 		{"unknown op", "job", map[string]any{"ops": []any{map[string]any{"op": "chmod", "path": "owner.txt"}}}, "enum: chmod does not equal any of"},

@@ -190,6 +190,8 @@ class Op:
                 raise ValueError(f"not a valid job: {at}: unknown field {k!r}")
             if k not in fields:
                 raise ValueError(f"not a valid job: {at}: {kind!r} ops have no {k!r}")
+        if d.get("if_match") == "":
+            raise ValueError(f"not a valid job: {at}.if_match: empty: give \"absent\" or sha256:<64 hex>, or leave it out for no precondition")
         if d.get("data") is not None and d.get("data_b64") is not None:
             raise ValueError(f"not a valid job: {at}: both data and data_b64")
         data: Optional[bytes] = None

@@ -293,6 +293,7 @@ class JobTest(StoreCase):
             ({"ops": [{"op": "exec", "name": "mine", "args": ["a", 1]}]}, "ops[0].args[1]: want a string"),
             ({"ops": [dict(put, data_b64="Ym9i")]}, "both data and data_b64"),
             ({"ops": [{"op": "put", "path": "a", "data_b64": "%%"}]}, "data_b64: not base64"),
+            ({"ops": [dict(put, if_match="")]}, "ops[0].if_match: empty"),
             ({"ops": [dict(put, if_match=5)]}, "ops[0].if_match: want a string, not a number"),
             ({"ops": [put], "meta": {"by": 1}}, "meta"),
             ({"ops": [put], "v": 2}, "version 1"),

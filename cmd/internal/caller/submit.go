@@ -98,6 +98,14 @@ func Submit() cli.Command {
 				if err != nil {
 					return cli.Usagef("--priority: %v", err)
 				}
+				// An empty value (an unset shell variable) would silently
+				// mean no precondition, or a new ID instead of a retry's.
+				if fs.Changed("if-match") && *ifMatch == "" {
+					return cli.Usagef("--if-match is empty: give absent or sha256:<hex>, or leave it out for no precondition")
+				}
+				if fs.Changed("id") && *id == "" {
+					return cli.Usagef("--id is empty: give the job's ID, or leave it out for a new one")
+				}
 				jf := jobFlags{file: *jobFile, ifMatch: *ifMatch, coalesce: *coalesce, newline: *newline}
 				if fs.Changed("priority") {
 					jf.priority = &prio

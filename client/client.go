@@ -82,6 +82,7 @@ const (
 type options struct {
 	route          Route
 	lockPath       string
+	configLockPath string
 	wait           time.Duration
 	command        string
 	connectTimeout time.Duration
@@ -106,6 +107,12 @@ func WithRoute(r Route) Option { return func(o *options) { o.route = r } }
 // names in its discovery file, if any; with it, one the daemon does not
 // take fails with ErrOtherLockFile.
 func WithLockFile(path string) Option { return func(o *options) { o.lockPath = path } }
+
+// WithConfigLockFile names the lock file the store's config file sets
+// (lock_file), which `scribe serve` takes: direct writes take it when no
+// WithLockFile is given and no live daemon names its own, so that they
+// exclude a daemon started later, and the tool that shares it.
+func WithConfigLockFile(path string) Option { return func(o *options) { o.configLockPath = path } }
 
 // WithWait makes a direct write wait up to d for a busy store instead of
 // failing at once.
@@ -143,8 +150,9 @@ type Client struct {
 	store   string // "" for a store known by ID only (OpenRemote)
 	storeID string
 	r       route
-	// lockFile is the store lock file WithLockFile named, "" for none.
-	lockFile string
+	// lockFile is the store lock file WithLockFile named, "" for none;
+	// configLockFile WithConfigLockFile's.
+	lockFile, configLockFile string
 	// maxJobBytes is the largest encoded job sent to a remote queue.
 	maxJobBytes int
 }
@@ -198,13 +206,13 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{store: real, storeID: queue.StoreID(real), maxJobBytes: o.maxJobBytes, lockFile: o.lockPath}
+	c := &Client{store: real, storeID: queue.StoreID(real), maxJobBytes: o.maxJobBytes, lockFile: o.lockPath, configLockFile: o.configLockPath}
 	// Direct writes take the lock the store's daemon takes, or they would
 	// not exclude it: its lock file when none was given, and none other.
 	// A hold handed down is on that file too. A mismatch matters only
 	// when the client writes directly. Learning that file looks for the
 	// daemon, as the queued route does anyway: only when it is needed.
-	lockFile := sync.OnceValues(func() (string, error) { return discovery.LockFile(real, o.lockPath) })
+	lockFile := sync.OnceValues(func() (string, error) { return discovery.LockFile(real, o.lockPath, o.configLockPath) })
 	// A process handed a standing hold of the store (run by `scribe lock`,
 	// or by the daemon as an exec command) writes under it: queued, its
 	// job would wait for the holder, which may be waiting for it.

@@ -162,6 +162,9 @@ func (c *Client) StoreStatus(ctx context.Context) (*StoreStatus, error) {
 	}
 	st.stuck()
 	if lockFile == "" {
+		lockFile = c.configLockFile
+	}
+	if lockFile == "" {
 		lockFile = queue.Layout{Root: c.store}.Lock()
 	}
 	st.Lock, st.Holder = probeLock(lockFile)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -349,4 +350,41 @@ func TestPathAliasesShareOneLock(t *testing.T) {
 
 	r := scribe(t, "", "lock", "--store", other, "--", "true")
 	assert.Equal(t, 0, r.code, "a different store is not busy: %s", r.stderr)
+}
+
+// A store whose config file sets lock_file is locked on that file by every
+// command, with no daemon running as with one: the tool that shares it,
+// and a daemon started later, which takes it too, are excluded.
+func TestCallersTakeTheConfiguredLockFile(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	toolLock := filepath.Join(t.TempDir(), "tool.lock")
+	writeConfig(t, store, fmt.Sprintf("lock_file = %q\n", toolLock), 0o600)
+
+	// scribe lock holds the tool's lock while CMD runs.
+	r := scribe(t, "", "lock", "--store", store, "--", "flock", "-n", toolLock, "true")
+	assert.Equal(t, 1, r.code, "flock -n got the tool's lock while scribe lock held the store: %s", r.stderr)
+
+	// The tool holds it: a direct write is refused, and status names it.
+	release := holdWithFlock(t, toolLock)
+	r = scribe(t, "", "submit", "--store", store, "--route", "direct", "append", "f.txt", "x")
+	assert.Equal(t, 75, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "lock "+toolLock+" is held by an unknown process")
+	r = scribe(t, "", "status", "--store", store, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st struct {
+		Lock struct{ Path, State string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st), r.stdout)
+	assert.Equal(t, toolLock, st.Lock.Path)
+	assert.Equal(t, "held", st.Lock.State)
+	release()
+	assert.NoFileExists(t, filepath.Join(store, "f.txt"))
+
+	// A daemon started by the same file takes the same lock: a direct
+	// writer given none is not refused for taking another.
+	startDaemon(t, store)
+	r = scribe(t, "", "submit", "--store", store, "--route", "direct", "--wait=10s", "append", "f.txt", "y")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "y", readFile(t, filepath.Join(store, "f.txt")))
 }

@@ -34,8 +34,12 @@ type Config struct {
 	// --route (default client.RoutePrefer).
 	Route client.Route
 	// LockFile is the store lock for direct writes ("": the one the
-	// store's daemon takes, else <store>/.scribe/lock).
+	// store's daemon takes, else ConfigLockFile, else
+	// <store>/.scribe/lock).
 	LockFile string
+	// ConfigLockFile is the store's config file's lock_file, if any
+	// (client.WithConfigLockFile).
+	ConfigLockFile string
 	// Wait bounds each tool call: finding (or starting) the daemon, the
 	// job's wait for its outcome, and a direct write's wait for the lock
 	// (default DefaultWait).
@@ -377,7 +381,7 @@ func (m *tools) exec(ctx context.Context, _ *sdk.CallToolRequest, in execArgs) (
 // without autostart, as `scribe status` does: the journal answers them
 // with or without a daemon.
 func (m *tools) open(ctx context.Context, write bool) (*client.Client, error) {
-	opts := []client.Option{client.WithLockFile(m.cfg.LockFile), client.WithLogger(m.cfg.Logger)}
+	opts := []client.Option{client.WithLockFile(m.cfg.LockFile), client.WithConfigLockFile(m.cfg.ConfigLockFile), client.WithLogger(m.cfg.Logger)}
 	if write {
 		opts = append(opts, client.WithRoute(m.cfg.Route), client.WithWait(m.cfg.Wait))
 		if m.cfg.Autostart != nil && m.cfg.Route != client.RouteDirect {

@@ -58,11 +58,15 @@ func ResolveLockFile(store, lockFile string) (string, error) {
 // (queue.Discovery.LockFile), a writer given none takes the daemon's,
 // and one given another gets an *OtherLockFileError (ErrOtherLockFile).
 // Without a daemon, or with one too old or too new to say (starting), it
-// returns lockFile as it is. The empty string means the default lock
-// file.
-func LockFile(store, lockFile string) (string, error) {
+// returns lockFile, or if it is empty configured: the lock_file of the
+// store's config file, which a daemon started later takes too. The empty
+// string means the default lock file.
+func LockFile(store, lockFile, configured string) (string, error) {
 	d, err := Find(store)
 	if err != nil || d == nil || d.LockFile == "" {
+		if lockFile == "" {
+			return configured, nil
+		}
 		return lockFile, nil
 	}
 	if lockFile == "" {

@@ -54,7 +54,11 @@ func Jobs() cli.Command {
 				if err := q.Normalize(); err != nil {
 					return cli.Usagef("--%v", err)
 				}
-				return c.run(ctx, t, q, *lockFile, *asJSON)
+				locks, err := lockFile.Options(m, t.Store)
+				if err != nil {
+					return err
+				}
+				return c.run(ctx, t, q, locks, *asJSON)
 			}
 		},
 	}
@@ -84,10 +88,10 @@ type jobsJSON struct {
 	Error *string `json:"error"`
 }
 
-func (c *jobs) run(ctx context.Context, t cli.Target, q queue.JobsQuery, lockFile string, asJSON bool) error {
+func (c *jobs) run(ctx context.Context, t cli.Target, q queue.JobsQuery, locks []client.Option, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	cl, err := t.Open(ctx, client.WithLockFile(lockFile))
+	cl, err := t.Open(ctx, locks...)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func Lock() cli.Command {
 				if wait.On && wait.Bound == 0 {
 					return cli.Usagef("--wait needs a bound: waiting for the store lock is always bounded; give --wait=DUR (such as --wait=10s)")
 				}
-				return c.run(ctx, *store, *lockFile, wait.Bound, args)
+				return c.run(ctx, *store, lockFile, wait.Bound, args)
 			}
 		},
 	}
@@ -58,11 +58,12 @@ func Lock() cli.Command {
 
 // run takes the lock (fail-fast unless bound), runs the command with it
 // held and exits with the command's code.
-func (c *lockCommand) run(ctx context.Context, store, lockFile string, bound time.Duration, argv []string) error {
+func (c *lockCommand) run(ctx context.Context, store string, lockFile *cli.LockFile, bound time.Duration, argv []string) error {
 	if err := cli.RequireStore(store); err != nil {
 		return err
 	}
-	if err := cli.CheckLockFileFolder(lockFile); err != nil {
+	given, configured, err := lockFile.Settle(c.Main, store)
+	if err != nil {
 		return err
 	}
 	if len(argv) == 0 {
@@ -74,7 +75,7 @@ func (c *lockCommand) run(ctx context.Context, store, lockFile string, bound tim
 	}
 	// The lock the store's daemon takes, or the two would not exclude
 	// each other (discovery.LockFile).
-	lockPath, err := discovery.LockFile(realStore, lockFile)
+	lockPath, err := discovery.LockFile(realStore, given, configured)
 	if err != nil {
 		return cli.WithHint(err, lockFileHint(err))
 	}

@@ -46,7 +46,7 @@ func Recover() cli.Command {
 				if len(args) > 0 {
 					return cli.Usagef("unexpected argument %q", args[0])
 				}
-				return c.run(ctx, *store, *lockFile, *abandon, *asJSON)
+				return c.run(ctx, *store, lockFile, *abandon, *asJSON)
 			}
 		},
 	}
@@ -54,7 +54,7 @@ func Recover() cli.Command {
 
 // run takes the store lock (fail-fast), redoes an interrupted batch, or
 // with abandon records its jobs as rejected (abandoned) and drops it.
-func (c *recoverer) run(ctx context.Context, store, lockFile string, abandon, asJSON bool) error {
+func (c *recoverer) run(ctx context.Context, store string, lockFile *cli.LockFile, abandon, asJSON bool) error {
 	res := recoverResult{}
 	report := func(err error) error {
 		if err != nil {
@@ -76,7 +76,11 @@ func (c *recoverer) run(ctx context.Context, store, lockFile string, abandon, as
 	}
 	// The lock the store's daemon takes, or the two would not exclude
 	// each other (discovery.LockFile), as for scribe lock.
-	lockPath, err := discovery.LockFile(real, lockFile)
+	given, configured, err := lockFile.Settle(c.Main, store)
+	if err != nil {
+		return report(err)
+	}
+	lockPath, err := discovery.LockFile(real, given, configured)
 	if err != nil {
 		return report(cli.WithHint(err, lockFileHint(err)))
 	}

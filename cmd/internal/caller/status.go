@@ -46,16 +46,20 @@ func Status() cli.Command {
 				if len(args) > 1 {
 					return cli.Usagef("want at most one JOB_ID")
 				}
-				return c.run(ctx, t, *lockFile, *dead, *asJSON, args)
+				locks, err := lockFile.Options(m, t.Store)
+				if err != nil {
+					return err
+				}
+				return c.run(ctx, t, locks, *dead, *asJSON, args)
 			}
 		},
 	}
 }
 
-func (c *status) run(ctx context.Context, t cli.Target, lockFile string, dead, asJSON bool, args []string) error {
+func (c *status) run(ctx context.Context, t cli.Target, locks []client.Option, dead, asJSON bool, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	cl, err := t.Open(ctx, client.WithLockFile(lockFile))
+	cl, err := t.Open(ctx, locks...)
 	if err != nil {
 		return err
 	}

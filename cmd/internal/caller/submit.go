@@ -88,7 +88,8 @@ func Submit() cli.Command {
 				if err != nil {
 					return err
 				}
-				if err := cli.CheckLockFileFolder(*lockFile); err != nil {
+				locks, err := lockFile.Options(m, t.Store)
+				if err != nil {
 					return err
 				}
 				if err := t.CheckRoute(fs, r); err != nil {
@@ -125,7 +126,7 @@ func Submit() cli.Command {
 						return err
 					}
 				}
-				return c.submit(ctx, t, r, job, wait, *jobFile, *lockFile, *asJSON, start, args)
+				return c.submit(ctx, t, r, job, wait, *jobFile, locks, *asJSON, start, args)
 			}
 		},
 	}
@@ -133,7 +134,7 @@ func Submit() cli.Command {
 
 // submit submits job to t's store and prints its outcome, or its ID once
 // queued.
-func (c *submit) submit(ctx context.Context, t cli.Target, r client.Route, job *queue.Job, wait cli.Wait, jobFile, lockFile string, asJSON bool, start *client.Autostart, args []string) error {
+func (c *submit) submit(ctx context.Context, t cli.Target, r client.Route, job *queue.Job, wait cli.Wait, jobFile string, locks []client.Option, asJSON bool, start *client.Autostart, args []string) error {
 	// Bound the command: by --wait=DUR, or, without --wait, by
 	// queueTimeout (a hook must not hang on a daemon that went away).
 	// Plain --wait waits for the outcome however long it takes. sig is
@@ -152,7 +153,7 @@ func (c *submit) submit(ctx context.Context, t cli.Target, r client.Route, job *
 	// The lock file shows a direct writer's command to those it makes
 	// wait: the op and path, never the data (which may be long, private,
 	// or hold newlines).
-	opts := []client.Option{client.WithRoute(r), client.WithLockFile(lockFile), client.WithCommand(describeJob(args, jobFile))}
+	opts := append([]client.Option{client.WithRoute(r), client.WithCommand(describeJob(args, jobFile))}, locks...)
 	// A direct write waits for the lock only within a bound (waiting is
 	// opt-in and bounded): plain --wait stays fail-fast there.
 	if wait.Bound > 0 {

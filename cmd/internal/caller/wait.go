@@ -36,13 +36,17 @@ func Wait() cli.Command {
 				if err != nil {
 					return err
 				}
-				return c.run(ctx, t, *timeout, *lockFile, *asJSON, args)
+				locks, err := lockFile.Options(m, t.Store)
+				if err != nil {
+					return err
+				}
+				return c.run(ctx, t, *timeout, locks, *asJSON, args)
 			}
 		},
 	}
 }
 
-func (c *waiter) run(sig context.Context, t cli.Target, timeout time.Duration, lockFile string, asJSON bool, args []string) error {
+func (c *waiter) run(sig context.Context, t cli.Target, timeout time.Duration, locks []client.Option, asJSON bool, args []string) error {
 	id, err := jobIDArg(args)
 	if err != nil {
 		return err
@@ -56,7 +60,7 @@ func (c *waiter) run(sig context.Context, t cli.Target, timeout time.Duration, l
 		ctx, cancel = context.WithTimeout(sig, timeout)
 		defer cancel()
 	}
-	cl, err := t.Open(ctx, client.WithLockFile(lockFile))
+	cl, err := t.Open(ctx, locks...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return c.notDecided(sig, nil, t, id, asJSON)

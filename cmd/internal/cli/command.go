@@ -84,6 +84,14 @@ type Main struct {
 	// commands this one forwards (FindScribed), reporting on stderr what
 	// it does to find it; nil in scribed itself, which runs them all.
 	Scribed func(stderr io.Writer) (string, error)
+
+	configs map[string]configRead // callerConfig's, by path
+}
+
+// configRead is one read of a config file by CallerConfig.
+type configRead struct {
+	cfg *CallerConfig
+	err error
 }
 
 // CallerConfig is what a caller that may start a daemon takes from a
@@ -91,6 +99,8 @@ type Main struct {
 type CallerConfig struct {
 	Autostart *bool
 	ExitIdle  *time.Duration
+	// LockFile is the store's lock file (lock_file), absolute.
+	LockFile *string
 }
 
 // Lookup is the command name, or nil.

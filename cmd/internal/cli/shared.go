@@ -24,11 +24,43 @@ func (fs *FlagSet) Store() *string {
 	return p
 }
 
-// LockFile adds --lock-file: the store lock a command takes or probes.
-func (fs *FlagSet) LockFile() *string {
-	p := fs.String("lock-file", "", "the store lock `FILE` (default: the one the store's daemon takes, else <store>/.scribe/lock)")
+// LockFile is --lock-file: the store lock a command takes or probes.
+type LockFile struct{ given *string }
+
+// LockFile adds --lock-file.
+func (fs *FlagSet) LockFile() *LockFile {
+	p := fs.String("lock-file", "", "the store lock `FILE` (default: the one the store's daemon takes, else the store's config file's lock_file, else <store>/.scribe/lock)")
 	fs.complete("lock-file", completeFile)
-	return p
+	return &LockFile{p}
+}
+
+// Settle checks --lock-file and reads the lock file the store's config
+// file sets (lock_file, "" for none), which the command takes when no
+// --lock-file is given and no live daemon names its own
+// (discovery.LockFile): a direct writer then excludes a daemon started
+// later, which takes it too, and the tool that shares it. given is
+// --lock-file, "" for none.
+func (l *LockFile) Settle(m *Main, store string) (given, configured string, err error) {
+	if err := CheckLockFileFolder(*l.given); err != nil {
+		return "", "", err
+	}
+	if *l.given != "" {
+		return *l.given, "", nil
+	}
+	cfg, err := m.callerConfig(store)
+	if err != nil || cfg == nil || cfg.LockFile == nil {
+		return "", "", err
+	}
+	return "", *cfg.LockFile, nil
+}
+
+// Options are Settle's as client options.
+func (l *LockFile) Options(m *Main, store string) ([]client.Option, error) {
+	given, configured, err := l.Settle(m, store)
+	if err != nil {
+		return nil, err
+	}
+	return []client.Option{client.WithLockFile(given), client.WithConfigLockFile(configured)}, nil
 }
 
 // Route adds --route, defaulting to $SCRIBE_ROUTE; client.ParseRoute
@@ -125,12 +157,8 @@ func (a *Autostart) settle(m *Main, store string) (bool, time.Duration, error) {
 	if onSet && (!on || idleSet) || m.CallerConfig == nil {
 		return on, idle, nil
 	}
-	path := configPath(store)
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-		return on, idle, nil
-	}
-	cfg, err := m.CallerConfig(path, m.Stderr)
-	if err != nil {
+	cfg, err := m.callerConfig(store)
+	if err != nil || cfg == nil {
 		return false, 0, err
 	}
 	if !onSet && cfg.Autostart != nil {
@@ -140,6 +168,28 @@ func (a *Autostart) settle(m *Main, store string) (bool, time.Duration, error) {
 		idle = *cfg.ExitIdle
 	}
 	return on, idle, nil
+}
+
+// callerConfig is what the command takes from store's config file
+// (m.CallerConfig), read once: nil if there is none, or nothing reads it
+// (or the store is known by ID only).
+func (m *Main) callerConfig(store string) (*CallerConfig, error) {
+	if m.CallerConfig == nil || store == "" {
+		return nil, nil
+	}
+	path := configPath(store)
+	if c, ok := m.configs[path]; ok {
+		return c.cfg, c.err
+	}
+	var c configRead
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		c.cfg, c.err = m.CallerConfig(path, m.Stderr)
+	}
+	if m.configs == nil {
+		m.configs = map[string]configRead{}
+	}
+	m.configs[path] = c
+	return c.cfg, c.err
 }
 
 // configPath is a store's default config file (queue.Layout.Config).

@@ -200,7 +200,7 @@ func Read(path string, only ...string) (*File, error) {
 
 // callerKeys are what a caller that starts daemons on demand takes from a
 // store's config file.
-var callerKeys = []string{"autostart", "exit_idle"}
+var callerKeys = []string{"autostart", "exit_idle", "lock_file"}
 
 // Caller reads what a caller takes from a store's config file, by serve's
 // rules (Read of callerKeys): cli.Main's CallerConfig.
@@ -209,7 +209,7 @@ func Caller(path string, stderr io.Writer) (*cli.CallerConfig, error) {
 	if err != nil {
 		return nil, ReportErrors(stderr, err)
 	}
-	return &cli.CallerConfig{Autostart: cfg.Autostart, ExitIdle: cfg.ExitIdle}, nil
+	return &cli.CallerConfig{Autostart: cfg.Autostart, ExitIdle: cfg.ExitIdle, LockFile: cfg.LockFile}, nil
 }
 
 // Decode strictly decodes a config file's content: an unknown key, a

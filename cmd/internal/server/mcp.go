@@ -49,7 +49,11 @@ func MCP() cli.Command {
 				if err != nil {
 					return err
 				}
-				cfg := mcp.Config{Store: *store, Route: r, LockFile: *lockFile, Wait: *wait, Version: m.Version, Logger: log}
+				given, configured, err := lockFile.Settle(m, *store)
+				if err != nil {
+					return err
+				}
+				cfg := mcp.Config{Store: *store, Route: r, LockFile: given, ConfigLockFile: configured, Wait: *wait, Version: m.Version, Logger: log}
 				if r != client.RouteDirect { // the direct route starts no daemon
 					// Settled once, by submit's rules: flag, environment, store config.
 					if cfg.Autostart, err = auto.Settle(m, *store); err != nil {

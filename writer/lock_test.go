@@ -1,9 +1,11 @@
 package writer_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -636,4 +638,34 @@ func TestOpenWaitGivesUp(t *testing.T) {
 			assert.False(t, lock.Demanded(store))
 		})
 	}
+}
+
+// The busy error names the holder as status does: a live process whose
+// identity is left in the file, but which no longer holds the lock, is
+// not blamed for flock(1)'s hold.
+func TestBusyErrorDoesNotBlameALeftIdentity(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the kernel lists a lock's holders on Linux only")
+	}
+	store := newStore(t)
+	path := lockPath(t)
+	// This test process is alive and holds nothing: the identity a tool
+	// leaves when it lets go without emptying the file.
+	require.NoError(t, os.WriteFile(path, []byte("\x00"+strconv.Itoa(os.Getpid())+" python3 -m tool mine"), 0o600))
+	holder := exec.Command("flock", path, "sh", "-c", "echo held; read _")
+	stdin, err := holder.StdinPipe()
+	require.NoError(t, err)
+	out, err := holder.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, holder.Start())
+	t.Cleanup(func() { stdin.Close(); _ = holder.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "held\n", line)
+
+	_, err = lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
+	var le *lock.LockedError
+	require.ErrorAs(t, err, &le)
+	assert.Nil(t, le.Holder, "blamed %+v", le.Holder)
+	assert.Contains(t, err.Error(), "held by an unknown process")
 }

@@ -188,7 +188,7 @@ func tryHold(real, path string, o Options) (_ *Hold, retry bool, err error) {
 		if h.inherited && o.Mode == queue.ModeDaemon {
 			// A daemon outlives whatever started it: it never shares a
 			// hold that belongs to a parent process (see below).
-			return nil, false, &LockedError{Path: path, Holder: liveHolder(path)}
+			return nil, false, &LockedError{Path: path, Holder: busyHolder(path)}
 		}
 		h.refs++
 		return &Hold{h: h}, false, nil
@@ -206,7 +206,7 @@ func tryHold(real, path string, o Options) (_ *Hold, retry bool, err error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, false, &LockedError{Path: path, Holder: liveHolder(path)}
+			return nil, false, &LockedError{Path: path, Holder: busyHolder(path)}
 		}
 		return nil, false, fmt.Errorf("lock %s: %w", path, err)
 	}
@@ -777,6 +777,15 @@ func liveHolder(path string) *queue.Holder {
 	if host, _ := os.Hostname(); h.Host == host && !processAlive(h.PID, h.Start) {
 		return nil
 	}
+	return h
+}
+
+// busyHolder is who holds the busy lock on path, for the error that says
+// so: the identity in the file, as ProbeLock (and so scribe status) reads
+// it. A live process that wrote its identity there, let go and went on
+// running is not taken for whoever holds the lock now (flock(1), say).
+func busyHolder(path string) *queue.Holder {
+	_, _, h := ProbeLock(path)
 	return h
 }
 

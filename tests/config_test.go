@@ -100,3 +100,31 @@ func TestConfigBadFileExitsUsage(t *testing.T) {
 	}
 	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery())
 }
+
+// --check-config refuses what serve refuses, with the same exit code: a
+// [[store]] folder that does not exist, and a store listed twice under two
+// spellings.
+func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store := filepath.Join(dir, "a")
+	require.NoError(t, os.Mkdir(store, 0o755))
+	require.NoError(t, os.Symlink(store, filepath.Join(dir, "alink")))
+	for _, tc := range []struct {
+		name, stores string
+		code         int
+		want         string
+	}{
+		{"missing", `path = "` + filepath.Join(dir, "gone") + `"`, 1, "does not exist"},
+		{"listed twice", `path = "` + store + `"` + "\n[[store]]\npath = \"" + filepath.Join(dir, "alink") + `"`, 2, "is named twice"},
+	} {
+		cfg := filepath.Join(dir, tc.name+".toml")
+		require.NoError(t, os.WriteFile(cfg, []byte("[[store]]\n"+tc.stores+"\n"), 0o600))
+		for _, args := range [][]string{{"serve", "--config", cfg, "--check-config"}, {"serve", "--config", cfg}} {
+			r := scribe(t, "", args...)
+			assert.Equal(t, tc.code, r.code, "%s %v: %s", tc.name, args, r.stderr)
+			assert.Contains(t, r.stderr, tc.want, "%s %v", tc.name, args)
+		}
+	}
+	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery())
+}

@@ -133,9 +133,9 @@ func badConfig(format string, args ...any) error {
 	return &configError{msg: fmt.Sprintf(format, args...)}
 }
 
-// check refuses a Config that cannot be served, before anything is
-// touched.
-func (c *Config) check() error {
+// Check refuses a Config that cannot be served (an ErrConfig), as Start
+// does before anything is touched.
+func (c *Config) Check() error {
 	cluster := c.Queue.cluster()
 	if len(c.Stores) == 0 && c.Queue.NodeConfig == "" {
 		return badConfig("--store is required: a daemon serves at least one store")
@@ -223,7 +223,7 @@ func Start(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if cfg.Command == "" {
 		cfg.Command = strings.Join(os.Args, " ")
 	}
-	if err := cfg.check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, stop: make(chan struct{})}

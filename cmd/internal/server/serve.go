@@ -153,11 +153,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if len(stores) == 0 && !*checkConfig && !bareNode {
 		return usageError("--store is required (or set $SCRIBE_STORE, or list [[store]] tables in --config)")
 	}
-	if !*checkConfig {
-		for _, st := range stores {
-			if err := requireStore(st.path); err != nil {
-				return err
-			}
+	for _, st := range stores {
+		if err := requireStore(st.path); err != nil {
+			return err
 		}
 	}
 	if len(stores) == 0 { // --check-config without a store
@@ -193,18 +191,11 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if nf.Creds != "" && onCommandLine["creds"] && !cluster {
 		log.Warn("creds is ignored: it is the daemon's credentials for a queue on a NATS server or cluster (nats_url or nats_config)", "creds", nf.Creds)
 	}
-	if *checkConfig {
-		config.Print(c.Stdout, fs, cfg, sources)
-		printStores(c.Stdout, stores)
-		return nil
-	}
-	tuneGC()
 	if len(stores) > 1 && !cluster {
 		if err := checkOwnConfigs(stores, cfg, log); err != nil {
 			return err
 		}
 	}
-	ready := newNotifier() // before any command runs: they must not inherit NOTIFY_SOCKET
 	dcfg := daemon.Config{
 		Queue: daemon.Queue{
 			Host: *host, Port: *port, SyncInterval: syncInterval, Dir: *queueDir,
@@ -217,10 +208,6 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		Command:  "scribe " + strings.Join(os.Args[1:], " "),
 		Version:  c.Version,
 		Logger:   log,
-		Ready: func(status string) {
-			ready.notify(log, "READY=1", fmt.Sprintf("MAINPID=%d", os.Getpid()), "STATUS="+status)
-		},
-		Stopping: func() { ready.notify(log, "STOPPING=1") },
 	}
 	if cfg != nil {
 		dcfg.Commands = cfg.Commands // the exec allowlist: none without a file
@@ -231,6 +218,22 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	for _, st := range stores {
 		dcfg.Stores = append(dcfg.Stores, daemon.Store{Path: st.path, LockFile: st.lockFile})
 	}
+	if *checkConfig {
+		// What serve would refuse, --check-config refuses (with a store
+		// to check it for: without one it prints the settings only).
+		if err := dcfg.Check(); err != nil && len(stores) > 0 {
+			return usageError("%v", err)
+		}
+		config.Print(c.Stdout, fs, cfg, sources)
+		printStores(c.Stdout, stores)
+		return nil
+	}
+	tuneGC()
+	ready := newNotifier() // before any command runs: they must not inherit NOTIFY_SOCKET
+	dcfg.Ready = func(status string) {
+		ready.notify(log, "READY=1", fmt.Sprintf("MAINPID=%d", os.Getpid()), "STATUS="+status)
+	}
+	dcfg.Stopping = func() { ready.notify(log, "STOPPING=1") }
 	d, err := daemon.Start(ctx, dcfg)
 	switch {
 	case errors.Is(err, daemon.ErrConfig):

@@ -158,8 +158,11 @@ func (a *Autostart) settle(m *Main, store string) (bool, time.Duration, error) {
 		return on, idle, nil
 	}
 	cfg, err := m.callerConfig(store)
-	if err != nil || cfg == nil {
+	if err != nil {
 		return false, 0, err
+	}
+	if cfg == nil {
+		return on, idle, nil
 	}
 	if !onSet && cfg.Autostart != nil {
 		on = *cfg.Autostart

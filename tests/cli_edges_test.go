@@ -117,12 +117,12 @@ func TestEdgeHolderCommandQuoted(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(lockFile), 0o700))
 
 	t.Run("shown quoted and cut", func(t *testing.T) {
-		release := holdWithFlock(t, lockFile)
+		pid, release := testkit.HoldFlock(t, lockFile)
 		defer release()
 		host, err := os.Hostname()
 		require.NoError(t, err)
 		id, err := json.Marshal(queue.Holder{
-			PID: os.Getpid(), Host: host, Mode: queue.ModeDirect, Since: time.Now().UTC(),
+			PID: pid, Host: host, Mode: queue.ModeDirect, Since: time.Now().UTC(),
 			Command: "tool --data secret\nscribe: a forged line" + strings.Repeat("x", 500),
 		})
 		require.NoError(t, err)

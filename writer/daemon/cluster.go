@@ -103,7 +103,7 @@ func (d *Daemon) serveClusterStore(ctx context.Context, js jetstream.JetStream, 
 	id := queue.StoreID(real)
 	log := d.log.With("store", real, "store_id", id)
 	c, err := claim.Acquire(ctx, js, id, claim.Config{
-		TTL: d.cfg.Queue.ClaimTTL, Replicas: d.cfg.Queue.Limits.Replicas, Logger: log,
+		TTL: d.cfg.Queue.ClaimTTL, Replicas: d.cfg.Queue.Limits.Replicas, Logger: d.log.With("store", real), // the claim's lines name the store ID
 		Holder: "scribe serve --store " + shellQuote(real),
 	})
 	if err != nil {

@@ -120,6 +120,9 @@ func (fs *FlagSet) RemoteConn() *Remote {
 func RemoteConnGo(gfs *flag.FlagSet, q *queue.Remote) {
 	r := &Remote{q: q}
 	for _, c := range r.conn() {
+		if c.name == "nats-url" { // a client's environment never names a daemon's queue
+			c.usage = "queue on the NATS server or cluster at `URL` (nats://host:4222, tls://…; several comma-separated) instead of an embedded one (not from $" + queue.EnvNATSURL + ", a client's setting: only this flag or nats_url names a daemon's queue)"
+		}
 		gfs.Var(c.value, c.name, c.usage)
 	}
 	gfs.BoolVar(&q.TLSFirst, "tls-first", q.TLSFirst, tlsFirstUsage)

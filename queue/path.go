@@ -1,7 +1,11 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 )
@@ -79,4 +83,34 @@ func CheckPath(p string) error {
 		return fmt.Errorf("path %q is inside %s/", p, MetaDir)
 	}
 	return nil
+}
+
+// ErrDirEscapes is the error of StoreDir for a folder that leads outside
+// the store or into its .scribe folder.
+var ErrDirEscapes = errors.New("outside the store or into " + MetaDir)
+
+// StoreDir is the real path of rel, a folder relative to the store whose
+// real path is root (an exec command's working folder): its symlinks
+// resolved, it must be a folder inside the store and outside .scribe
+// (ErrDirEscapes otherwise). "" is root itself.
+func StoreDir(root, rel string) (string, error) {
+	if rel == "" {
+		return root, nil
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("dir %s: %w", rel, err)
+	}
+	inside, err := filepath.Rel(root, real)
+	if err != nil || inside == ".." || strings.HasPrefix(inside, ".."+string(filepath.Separator)) || inside != "." && CheckPath(filepath.ToSlash(inside)) != nil {
+		return "", fmt.Errorf("dir %s leads to %s, %w", rel, real, ErrDirEscapes)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("dir %s is not a folder", rel)
+	}
+	return real, nil
 }

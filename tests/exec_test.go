@@ -799,6 +799,8 @@ func TestExecConfigChecked(t *testing.T) {
 	t.Parallel()
 	m := newMine(t)
 	storeLock := filepath.Join(m.store, ".scribe", "lock")
+	require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(m.store, "out")))
+	require.NoError(t, os.Symlink(".scribe", filepath.Join(m.store, "meta")))
 	for _, c := range []struct {
 		name, table, key string
 	}{
@@ -809,6 +811,8 @@ func TestExecConfigChecked(t *testing.T) {
 		{"a bare name not in PATH", "[exec.mine]\nprogram = \"no-such-program-4f1c\"\ntimeout = \"1s\"\n", "program"},
 		{"a pattern that does not compile", m.command("mine", nil, `timeout = "10s"`, `allow_args = ["("]`), "allow_args"},
 		{"a dir outside the store", m.command("mine", nil, `timeout = "10s"`, `dir = "../x"`), "dir"},
+		{"a dir that is a symlink out of the store", m.command("mine", nil, `timeout = "10s"`, `dir = "out"`), "exec.mine.dir: dir out leads to"},
+		{"a dir that is a symlink into .scribe", m.command("mine", nil, `timeout = "10s"`, `dir = "meta"`), "exec.mine.dir: dir meta leads to"},
 		{"busy exit code 0", m.command("mine", nil, `timeout = "10s"`, `busy_exit_codes = [0]`), "busy_exit_codes"},
 		{"an unknown key", m.command("mine", nil, `timeout = "10s"`, `bogus = 1`), "bogus"},
 		{"a bad command name", strings.Replace(m.command("mine", nil, `timeout = "10s"`), "[exec.mine]", `[exec."-mine"]`, 1), "exec"},
@@ -821,6 +825,12 @@ func TestExecConfigChecked(t *testing.T) {
 			assert.Contains(t, r.stderr, c.key)
 		})
 	}
+
+	t.Run("a dir not made yet", func(t *testing.T) {
+		writeConfig(t, m.store, m.command("mine", nil, `timeout = "10s"`, `dir = "later"`), 0o600)
+		r := scribe(t, "", "serve", "--store", m.store, "--check-config")
+		require.Equal(t, 0, r.code, r.stderr)
+	})
 
 	t.Run("a bare name from PATH", func(t *testing.T) {
 		bin, err := exec.LookPath("python3")

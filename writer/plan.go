@@ -4,11 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/scribehq/scribe/queue"
@@ -170,33 +166,18 @@ func (s *Session) checkExec(e Entry, cmds map[string]*exec.Command) (*ExecPlan, 
 	return &ExecPlan{cmd: cmd, job: job, run: exec.NewRun(cmd, op.Args, dir, timeout), lastSeq: e.Seq}, nil
 }
 
-// execDir resolves a working directory relative to the store: it must be
-// an existing folder whose real path stays inside the store and outside
-// .scribe.
+// execDir resolves a working directory relative to the store
+// (queue.StoreDir): one that leads outside it is path_escapes, one that
+// is no folder bad_input.
 func (s *Session) execDir(rel string) (string, error) {
-	if rel == "" {
-		return s.store, nil
-	}
-	real, err := filepath.EvalSymlinks(filepath.Join(s.store, filepath.FromSlash(rel)))
-	if err != nil {
-		return "", queue.Reject(queue.ReasonBadInput, "dir %s: %v", rel, unwrapPath(err))
-	}
-	inside, err := filepath.Rel(s.store, real)
-	if err != nil || inside == ".." || strings.HasPrefix(inside, ".."+string(filepath.Separator)) || queue.CheckPath(filepath.ToSlash(inside)) != nil && inside != "." {
-		return "", queue.Reject(queue.ReasonPathEscapes, "dir %s leads to %s, outside the store or into .scribe", rel, real)
-	}
-	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
-		return "", queue.Reject(queue.ReasonBadInput, "dir %s is not a folder", rel)
+	real, err := queue.StoreDir(s.store, rel)
+	switch {
+	case errors.Is(err, queue.ErrDirEscapes):
+		return "", queue.Reject(queue.ReasonPathEscapes, "%v", err)
+	case err != nil:
+		return "", queue.Reject(queue.ReasonBadInput, "%v", err)
 	}
 	return real, nil
-}
-
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // Join adds entry e to the plan's run if it may stand in for it: a job

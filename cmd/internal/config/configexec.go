@@ -50,6 +50,28 @@ func decodeExec(c *File, v any, lines map[string]int, dir string) Errors {
 	return nil
 }
 
+// CheckCommandDirs refuses a command whose dir leads outside the store
+// whose real path is root, or into its .scribe folder, through a symlink
+// (queue.StoreDir; the lexical rules are Decode's): each of its runs would
+// be rejected. A dir not made yet is no problem here: a run finds it or
+// not. The problems are Errors, under exec.NAME.dir.
+func (c *File) CheckCommandDirs(root string) error {
+	if c == nil {
+		return nil
+	}
+	var errs Errors
+	for _, cmd := range c.Commands {
+		if _, err := queue.StoreDir(root, cmd.Dir); errors.Is(err, queue.ErrDirEscapes) {
+			key := toml.Key{"exec", cmd.Name, "dir"}.String()
+			errs = append(errs, &Error{File: c.Path, Line: c.Lines[key], Key: key, Problem: err.Error()})
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
 // CheckCommandLocks refuses a command whose own lock file is the store
 // lock, storeLock, or lies in the store's .scribe folder, meta (skipped
 // when ""), as exec.Command.CheckLock decides. The problems are

@@ -167,6 +167,11 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		if err := cfg.CheckCommandLocks(config.StoreLockPaths(st.path, st.lockFile)); err != nil {
 			return config.ReportErrors(c.Stderr, err)
 		}
+		if real, err := queue.ResolveStore(st.path); err == nil {
+			if err := cfg.CheckCommandDirs(real); err != nil {
+				return config.ReportErrors(c.Stderr, err)
+			}
+		}
 	}
 	for _, st := range stores {
 		if err := checkLockFileFolder(st.lockFile); err != nil {

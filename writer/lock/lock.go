@@ -774,10 +774,16 @@ func liveHolder(path string) *queue.Holder {
 	if err != nil {
 		return nil
 	}
-	if host, _ := os.Hostname(); h.Host == host && !processAlive(h.PID, h.Start) {
+	if onThisHost(h) && !processAlive(h.PID, h.Start) {
 		return nil
 	}
 	return h
+}
+
+// onThisHost says whether the identity h names a process of this host.
+func onThisHost(h *queue.Holder) bool {
+	host, _ := os.Hostname()
+	return h.Host == host
 }
 
 // busyHolder is who holds the busy lock on path, for the error that says

@@ -19,7 +19,8 @@ import (
 // elsewhere, or when the file is held by a process of another pid
 // namespace or host). holder is the identity in the file, only when it
 // belongs to a live holder: its pid is among pids (or, where pids are
-// unknown, a process of this host that still exists). A held lock with a
+// unknown, a process of this host that still exists), or it names another
+// host, which this one cannot check. A held lock with a
 // nil holder is held by a process that wrote no identity (a program that
 // is not scribe, flock(1), or a scribe holder still writing it).
 //
@@ -35,7 +36,9 @@ func ProbeLock(path string) (held bool, pids []int, holder *queue.Holder) {
 	case pids == nil:
 		return true, nil, liveHolder(path)
 	}
-	if h := liveHolder(path); h != nil && slices.Contains(pids, h.PID) {
+	// The kernel lists this host's holders: another host's identity is
+	// taken as it reads (liveHolder), as where pids are unknown.
+	if h := liveHolder(path); h != nil && (slices.Contains(pids, h.PID) || !onThisHost(h)) {
 		holder = h
 	}
 	return true, pids, holder

@@ -128,3 +128,20 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 	}
 	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery())
 }
+
+// A command reads only the keys it takes of the store's config file: a
+// bad autostart does not fail a direct write or scribe lock, which read
+// lock_file only; submit, which settles autostart, reports it.
+func TestConfigCallersReadOnlyTheirKeys(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	path := writeConfig(t, store, "autostart = \"yes\"\n", 0o600)
+	r := scribe(t, "", "submit", "--store", store, "--route", "direct", "append", "f.txt", "x")
+	assert.Equal(t, 0, r.code, r.stderr)
+	r = scribe(t, "", "lock", "--store", store, "--", "true")
+	assert.Equal(t, 0, r.code, r.stderr)
+	r = scribe(t, "", "submit", "--store", store, "append", "f.txt", "y")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, path+":1: autostart: ")
+	assert.Equal(t, "x", readFile(t, filepath.Join(store, "f.txt")))
+}

@@ -75,17 +75,17 @@ type Main struct {
 	Version string
 	// Commands is the table of commands, in the order --help lists them.
 	Commands []Command
-	// CallerConfig reads what a caller that may start a daemon takes
-	// from a store's config file at path (docs/config.md#autostart),
-	// printing its problems on stderr; nil reads nothing. The file is
-	// serve's, and so is its decoder.
-	CallerConfig func(path string, stderr io.Writer) (*CallerConfig, error)
+	// CallerConfig reads the keys a caller takes from a store's config
+	// file at path (docs/config.md#autostart), and only those, printing
+	// their problems on stderr; nil reads nothing. The file is serve's,
+	// and so is its decoder.
+	CallerConfig func(path string, stderr io.Writer, keys ...string) (*CallerConfig, error)
 	// Scribed finds scribed, the binary that runs the daemon and the
 	// commands this one forwards (FindScribed), reporting on stderr what
 	// it does to find it; nil in scribed itself, which runs them all.
 	Scribed func(stderr io.Writer) (string, error)
 
-	configs map[string]configRead // callerConfig's, by path
+	configs map[string]configRead // callerConfig's, by path and keys
 }
 
 // configRead is one read of a config file by CallerConfig.

@@ -47,7 +47,7 @@ func (l *LockFile) Settle(m *Main, store string) (given, configured string, err 
 	if *l.given != "" {
 		return *l.given, "", nil
 	}
-	cfg, err := m.callerConfig(store)
+	cfg, err := m.callerConfig(store, "lock_file")
 	if err != nil || cfg == nil || cfg.LockFile == nil {
 		return "", "", err
 	}
@@ -157,7 +157,7 @@ func (a *Autostart) settle(m *Main, store string) (bool, time.Duration, error) {
 	if onSet && (!on || idleSet) || m.CallerConfig == nil {
 		return on, idle, nil
 	}
-	cfg, err := m.callerConfig(store)
+	cfg, err := m.callerConfig(store, "autostart", "exit_idle")
 	if err != nil {
 		return false, 0, err
 	}
@@ -173,25 +173,27 @@ func (a *Autostart) settle(m *Main, store string) (bool, time.Duration, error) {
 	return on, idle, nil
 }
 
-// callerConfig is what the command takes from store's config file
-// (m.CallerConfig), read once: nil if there is none, or nothing reads it
-// (or the store is known by ID only).
-func (m *Main) callerConfig(store string) (*CallerConfig, error) {
+// callerConfig is what the command takes of keys from store's config
+// file (m.CallerConfig), read once: nil if there is none, or nothing reads
+// it (or the store is known by ID only). A problem in another key is
+// serve's to report: it must not fail a hook's writes.
+func (m *Main) callerConfig(store string, keys ...string) (*CallerConfig, error) {
 	if m.CallerConfig == nil || store == "" {
 		return nil, nil
 	}
 	path := configPath(store)
-	if c, ok := m.configs[path]; ok {
+	at := path + "\x00" + strings.Join(keys, ",")
+	if c, ok := m.configs[at]; ok {
 		return c.cfg, c.err
 	}
 	var c configRead
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
-		c.cfg, c.err = m.CallerConfig(path, m.Stderr)
+		c.cfg, c.err = m.CallerConfig(path, m.Stderr, keys...)
 	}
 	if m.configs == nil {
 		m.configs = map[string]configRead{}
 	}
-	m.configs[path] = c
+	m.configs[at] = c
 	return c.cfg, c.err
 }
 

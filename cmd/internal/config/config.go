@@ -171,7 +171,7 @@ func (es Errors) Error() string {
 // Read reads and strictly decodes a config file: every key, or only
 // the top-level keys named in only, leaving the others neither checked
 // nor set. A caller (`scribe submit`, `scribe mcp`) reads only what it
-// takes, callerKeys: a problem elsewhere in the file (a program missing
+// takes (Caller): a problem elsewhere in the file (a program missing
 // from this process's PATH, say) is serve's to report, and must not fail
 // a hook's writes.
 //
@@ -198,14 +198,11 @@ func Read(path string, only ...string) (*File, error) {
 	return decodeConfig(path, data, keys)
 }
 
-// callerKeys are what a caller that starts daemons on demand takes from a
-// store's config file.
-var callerKeys = []string{"autostart", "exit_idle", "lock_file"}
-
-// Caller reads what a caller takes from a store's config file, by serve's
-// rules (Read of callerKeys): cli.Main's CallerConfig.
-func Caller(path string, stderr io.Writer) (*cli.CallerConfig, error) {
-	cfg, err := Read(path, callerKeys...)
+// Caller reads the keys a caller takes from a store's config file
+// (autostart, exit_idle, lock_file), by serve's rules (Read of only
+// those): cli.Main's CallerConfig.
+func Caller(path string, stderr io.Writer, keys ...string) (*cli.CallerConfig, error) {
+	cfg, err := Read(path, keys...)
 	if err != nil {
 		return nil, ReportErrors(stderr, err)
 	}

@@ -137,7 +137,7 @@ func TestReadConfigNotRegular(t *testing.T) {
 func TestReadConfigOnlyCallerKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.toml")
 	require.NoError(t, os.WriteFile(path, []byte("autostart = true\nexit_idle = \"2m\"\nbatch = -1\n[exec.x]\nprogram = \"/nonexistent\"\n"), 0o600))
-	c, err := Read(path, callerKeys...)
+	c, err := Read(path, "autostart", "exit_idle")
 	require.NoError(t, err)
 	assert.True(t, *c.Autostart)
 	assert.Equal(t, 2*time.Minute, *c.ExitIdle)

@@ -293,15 +293,10 @@ func (c *Client) Close() error { return c.r.close() }
 
 // prepare gives the job an ID if it has none, binds it to the store,
 // trims a leading "./" from its paths (queue.TrimDotSlash) and encodes
-// it. A malformed job returns a *queue.RejectError, and so does a job
-// that already names another store: rebinding it would apply a job meant
-// for one store to another.
+// it. A malformed job returns a *queue.RejectError.
 func (c *Client) prepare(job *queue.Job) ([]byte, error) {
 	if job.ID == "" {
 		job.ID = queue.NewID()
-	}
-	if job.Store != "" && job.Store != c.storeID {
-		return nil, queue.Reject(queue.ReasonWrongStore, "job is for store %s, this is %s", job.Store, c.storeID)
 	}
 	job.Store = c.storeID
 	// People write "./notes.txt"; the wire format takes clean paths only.

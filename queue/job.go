@@ -236,8 +236,8 @@ type Job struct {
 	V int `json:"v"`
 	// ID is the idempotency key: a job ID is applied at most once per store.
 	ID string `json:"id"`
-	// Store is the store ID (see StoreID) the job is for. A client fills
-	// it in; a job that names another store it rejects wrong_store.
+	// Store is the store ID (see StoreID) the job is for; a client
+	// fills it in.
 	Store string `json:"store"`
 	// Ops are applied in order, all or nothing.
 	Ops []Op `json:"ops"`

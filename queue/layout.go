@@ -91,6 +91,7 @@ var roles = map[string]string{
 	"daemon.json": "discovery file", "daemon.json.tmp": "discovery file", "daemon.log": "daemon log",
 	"config.toml": "config file", "stranded.json": "stranded marker",
 	"queue-home.json": "queue-home note", "queue-home.json.tmp": "queue-home note", "settled": "settled mark",
+	"attempt": "attempt counter",
 }
 
 // role is what path is, if it is an entry of a .scribe folder; "" if not.
@@ -114,6 +115,12 @@ func CheckLockFile(path string) error {
 	}
 	if r := role(real); r != "" && r != roles["lock"] {
 		return fmt.Errorf("lock file %s is scribe's %s: name a file of its own, or none for the store's own lock, .scribe/lock", path, r)
+	}
+	// Deeper in .scribe is the queue's own (jetstream/...).
+	for d := filepath.Dir(filepath.Dir(real)); d != filepath.Dir(d); d = filepath.Dir(d) {
+		if filepath.Base(d) == MetaDir {
+			return fmt.Errorf("lock file %s is inside scribe's %s: name a file of its own, or none for the store's own lock, .scribe/lock", path, d)
+		}
 	}
 	return nil
 }

@@ -336,6 +336,7 @@ func TestTryLockRefusesScribesOwnFiles(t *testing.T) {
 	real, err := queue.ResolveStore(store)
 	require.NoError(t, err)
 	meta := queue.Layout{Root: real}.Meta()
+	require.NoError(t, os.MkdirAll(filepath.Join(meta, "jetstream", "s"), 0o700))
 	before := treeOf(t, meta)
 	link := filepath.Join(t.TempDir(), "meta")
 	require.NoError(t, os.Symlink(meta, link))
@@ -346,6 +347,8 @@ func TestTryLockRefusesScribesOwnFiles(t *testing.T) {
 		filepath.Join(meta, "daemon.lock"),
 		filepath.Join(meta, "settled"),
 		filepath.Join(meta, "config.toml"),
+		filepath.Join(meta, "attempt"),
+		filepath.Join(meta, "jetstream", "s", "1.blk"),
 	} {
 		l, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
 		assert.Nil(t, l, path)

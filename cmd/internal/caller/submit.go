@@ -167,6 +167,11 @@ func (c *submit) submit(ctx context.Context, t cli.Target, r client.Route, job *
 		return c.failedAt(sig, err, r, t, nil)
 	}
 	defer cl.Close()
+	// A job file bound to another store is not this store's to apply
+	// (the client would bind it to its own).
+	if job.Store != "" && job.Store != cl.StoreID() {
+		return queue.Reject(queue.ReasonWrongStore, "job is for store %s, this is %s", job.Store, cl.StoreID())
+	}
 
 	if !wait.On && cl.Queued() {
 		if err := cl.Submit(ctx, job); err != nil {

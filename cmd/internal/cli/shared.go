@@ -223,9 +223,10 @@ func RequireStore(store string) error {
 	return nil // other errors: the command reports them where it uses the store
 }
 
-// CheckLockFileFolder refuses a --lock-file whose folder does not exist
-// (a usage error naming it): no lock can be taken there, and a daemon
-// would wait for it for ever.
+// CheckLockFileFolder refuses a --lock-file whose folder does not exist,
+// or that is one of scribe's own files (queue.CheckLockFile), as a usage
+// error naming it: no lock can be taken there, and a daemon would wait
+// for it for ever.
 func CheckLockFileFolder(lockFile string) error {
 	if lockFile == "" {
 		return nil
@@ -243,6 +244,9 @@ func CheckLockFileFolder(lockFile string) error {
 		return Usagef("--lock-file %s: %v", lockFile, err)
 	case !fi.IsDir():
 		return Usagef("--lock-file %s: %s is not a folder", lockFile, dir)
+	}
+	if err := queue.CheckLockFile(abs); err != nil {
+		return Usagef("--lock-file: %v", err)
 	}
 	return nil
 }

@@ -353,7 +353,7 @@ func TestTryLockRefusesScribesOwnFiles(t *testing.T) {
 		l, err := lock.Acquire(context.Background(), store, lock.Options{LockPath: path})
 		assert.Nil(t, l, path)
 		assert.ErrorIs(t, err, lock.ErrNotLockFile, path)
-		assert.ErrorContains(t, err, "is scribe's ", path)
+		assert.ErrorContains(t, err, "scribe's ", path)
 		_, err = writer.Open(context.Background(), store, writer.Options{LockPath: path})
 		assert.ErrorIs(t, err, lock.ErrNotLockFile, path)
 	}

@@ -463,7 +463,9 @@ func TestHostilePathsThroughDaemon(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	outside := outsideTree(t, store)
-	startDaemon(t, store)
+	// Held from the first batch to the last check: the lock file, hard
+	// linked in as "hl", keeps the identity the snapshots saw.
+	startDaemon(t, store, "--idle-release", "1h")
 	s := connectSubmitter(t, store)
 	id := s.disc.StoreID
 

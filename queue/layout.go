@@ -113,13 +113,16 @@ func CheckLockFile(path string) error {
 	if dir, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
 		real = filepath.Join(dir, filepath.Base(path))
 	}
+	refuse := func(what string) error {
+		return fmt.Errorf("lock file %s is %s: name a file of its own, or none for the store's own lock, .scribe/lock", path, what)
+	}
 	if r := role(real); r != "" && r != roles["lock"] {
-		return fmt.Errorf("lock file %s is scribe's %s: name a file of its own, or none for the store's own lock, .scribe/lock", path, r)
+		return refuse("scribe's " + r)
 	}
 	// Deeper in .scribe is the queue's own (jetstream/...).
 	for d := filepath.Dir(filepath.Dir(real)); d != filepath.Dir(d); d = filepath.Dir(d) {
 		if filepath.Base(d) == MetaDir {
-			return fmt.Errorf("lock file %s is inside scribe's %s: name a file of its own, or none for the store's own lock, .scribe/lock", path, d)
+			return refuse("inside scribe's " + d)
 		}
 	}
 	return nil

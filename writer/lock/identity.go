@@ -3,6 +3,7 @@ package lock
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -123,13 +124,17 @@ func onThisHost(h *queue.Holder) bool {
 	return h.Host == host
 }
 
-// busyHolder is who holds the busy lock on path, for the error that says
-// so: the identity in the file, as ProbeLock (and so scribe status) reads
-// it. A live process that wrote its identity there, let go and went on
-// running is not taken for whoever holds the lock now (flock(1), say).
-func busyHolder(path string) *queue.Holder {
-	_, _, h := ProbeLock(path)
-	return h
+// namedHolder fills in the holder of a *LockedError that Acquire returns
+// (once, not at each attempt of a wait): the identity in the file, as
+// ProbeLock (and so scribe status) reads it. A live process that wrote
+// its identity there, let go and went on running is not taken for
+// whoever holds the lock now (flock(1), say).
+func namedHolder(err error) error {
+	var le *LockedError
+	if errors.As(err, &le) {
+		_, _, le.Holder = ProbeLock(le.Path)
+	}
+	return err
 }
 
 // newHolder describes this process as a lock holder.

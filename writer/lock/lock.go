@@ -184,7 +184,7 @@ func tryHold(real, path string, o Options) (_ *Hold, retry bool, err error) {
 		if h.inherited && o.Mode == queue.ModeDaemon {
 			// A daemon outlives whatever started it: it never shares a
 			// hold that belongs to a parent process (see below).
-			return nil, false, &LockedError{Path: path, Holder: busyHolder(path)}
+			return nil, false, &LockedError{Path: path}
 		}
 		h.refs++
 		return &Hold{h: h}, false, nil
@@ -202,7 +202,7 @@ func tryHold(real, path string, o Options) (_ *Hold, retry bool, err error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, false, &LockedError{Path: path, Holder: busyHolder(path)}
+			return nil, false, &LockedError{Path: path}
 		}
 		return nil, false, fmt.Errorf("lock %s: %w", path, err)
 	}
@@ -238,7 +238,7 @@ func tryHold(real, path string, o Options) (_ *Hold, retry bool, err error) {
 func Acquire(ctx context.Context, store string, o Options) (*Hold, error) {
 	l, err := try(store, o)
 	if o.Wait <= 0 || !errors.Is(err, ErrLocked) {
-		return l, err
+		return l, namedHolder(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Wait)
 	defer cancel()
@@ -250,7 +250,7 @@ func Acquire(ctx context.Context, store string, o Options) (*Hold, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, err
+			return nil, namedHolder(err)
 		case <-t.C:
 		}
 		l, err = try(store, o)

@@ -150,6 +150,14 @@ func (c *submit) submit(ctx context.Context, t cli.Target, r client.Route, job *
 		ctx, cancel = context.WithTimeout(ctx, bound)
 		defer cancel()
 	}
+	// A job file bound to another store is not this store's to apply
+	// (the client would bind it to its own): refused before anything,
+	// a daemon started on demand included.
+	if job.Store != "" {
+		if id, err := t.StoreID(); err == nil && job.Store != id {
+			return queue.Reject(queue.ReasonWrongStore, "job is for store %s, this is %s", job.Store, id)
+		}
+	}
 	// The lock file shows a direct writer's command to those it makes
 	// wait: the op and path, never the data (which may be long, private,
 	// or hold newlines).
@@ -167,11 +175,6 @@ func (c *submit) submit(ctx context.Context, t cli.Target, r client.Route, job *
 		return c.failedAt(sig, err, r, t, nil)
 	}
 	defer cl.Close()
-	// A job file bound to another store is not this store's to apply
-	// (the client would bind it to its own).
-	if job.Store != "" && job.Store != cl.StoreID() {
-		return queue.Reject(queue.ReasonWrongStore, "job is for store %s, this is %s", job.Store, cl.StoreID())
-	}
 
 	if !wait.On && cl.Queued() {
 		if err := cl.Submit(ctx, job); err != nil {

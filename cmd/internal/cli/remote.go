@@ -223,6 +223,18 @@ func (r *Remote) Resolve(store string) (Target, error) {
 	return t, nil
 }
 
+// StoreID is t's store ID: the one given, or its folder's.
+func (t Target) StoreID() (string, error) {
+	if t.ID != "" {
+		return t.ID, nil
+	}
+	real, err := queue.ResolveStore(t.Store)
+	if err != nil {
+		return "", err
+	}
+	return queue.StoreID(real), nil
+}
+
 // Open opens the client for t: OpenRemote by ID when the store is known
 // by ID only, Open with WithRemote when its folder is here too, else Open.
 // A remote queue that cannot be reached is exit 69, as no daemon is;

@@ -82,15 +82,20 @@ func (w *Writer) entry(m jetstream.Msg) writer.Entry {
 // apply applies the batch under the store lock, waiting for the lock and
 // retrying through I/O faults, until it succeeds or ctx ends (false: the
 // batch stays unacked in the queue).
-func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []writer.Entry) ([]writer.Result, bool) {
+func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []writer.Entry) (_ []writer.Result, done bool) {
 	var lastFaultLog time.Time
 	guarded := false
+	defer func() {
+		if guarded && !done {
+			w.unguard(entries[0].Seq)
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		if err := w.acquire(ctx, batch); err != nil {
 			return nil, false
 		}
 		if w.cautious > 0 && !guarded { // once per batch: I/O retries are not deaths
-			if err := w.guardPoison(entries); err != nil {
+			if err := w.guardPoison(&entries[0]); err != nil {
 				w.setFault(err.Error())
 				if !queue.Sleep(ctx, queue.Backoff(attempt)) {
 					return nil, false
@@ -104,9 +109,7 @@ func (w *Writer) apply(ctx context.Context, batch []jetstream.Msg, entries []wri
 		if err == nil {
 			w.lastBatch, w.lastApply = len(entries), time.Since(applyStart)
 			w.observer().BatchApplied(len(entries), w.lastApply)
-			if w.cautious > 0 {
-				w.cautious--
-			}
+			w.spendCaution(results[0])
 			if w.setFault(""); !lastFaultLog.IsZero() {
 				w.log.Info("the store is writable again", "jobs", len(batch))
 			}
@@ -213,23 +216,67 @@ func (w *Writer) publishOutcome(o *queue.Outcome) {
 	}
 }
 
-// guardPoison records the attempt of a one-job batch, or turns it into a
-// rejection if it has killed the writer maxAttempts times.
-func (w *Writer) guardPoison(entries []writer.Entry) error {
+// guardPoison records the attempt of a one-job batch (its entry e), or
+// turns it into a rejection if it has killed the writer maxAttempts times.
+// It is the one check of both kinds of job: a batch of file ops (apply)
+// and an exec job's run (processExec).
+func (w *Writer) guardPoison(e *writer.Entry) error {
 	j := w.session.Journal()
-	seq := entries[0].Seq
-	attempts, err := j.Attempts(seq)
+	if e.Job != nil && e.Job.ID != "" {
+		// A job decided before (delivered again after a crash) kills
+		// nothing: it must not take the mark from the job that may.
+		if prev, err := j.Outcome(e.Job.ID); err != nil || prev != nil {
+			return err
+		}
+	}
+	attempts, err := j.Attempts(e.Seq)
 	if err != nil {
 		return err
 	}
 	if attempts >= maxAttempts {
-		w.log.Error("a job killed the writer repeatedly; rejecting it", "seq", seq, "attempts", attempts)
-		if entries[0].Err == nil {
-			entries[0].Err = queue.Reject(queue.ReasonInternal, "the writer died %d times applying this job", attempts)
+		w.log.Error("a job killed the writer repeatedly; rejecting it", "seq", e.Seq, "attempts", attempts)
+		if e.Err == nil {
+			e.Err = queue.Reject(queue.ReasonInternal, "the writer died %d times applying this job", attempts)
 		}
 		return nil
 	}
-	return j.SetAttempts(seq, attempts+1)
+	return j.SetAttempts(e.Seq, attempts+1)
+}
+
+// unguard takes back the attempt guardPoison recorded for the job at seq
+// when the writer lets the job go alive (it stops, its context ends):
+// only deaths count. A writer whose claim on the store is lost leaves
+// the mark alone, to the store's writer now.
+func (w *Writer) unguard(seq uint64) {
+	if w.claimLost() != nil {
+		return
+	}
+	if w.session == nil {
+		if err := w.open(); err != nil {
+			w.log.Warn("the attempt of the job given up stays counted", "seq", seq, "err", err)
+			return
+		}
+		defer w.release()
+	}
+	j := w.session.Journal()
+	n, err := j.Attempts(seq)
+	if err == nil && n > 0 {
+		err = j.SetAttempts(seq, n-1)
+	}
+	if err != nil {
+		w.log.Warn("the attempt of the job given up stays counted", "seq", seq, "err", err)
+	}
+}
+
+// spendCaution counts a cautious batch, or exec run, as done, by the
+// result of its (first) job. A duplicate does not count: after a crash the
+// queue delivers again the jobs decided before it and not yet purged,
+// which kill nothing, and poison behind them must still meet a cautious
+// writer.
+func (w *Writer) spendCaution(r writer.Result) {
+	if w.cautious > 0 && !r.Duplicate {
+		w.cautious--
+	}
 }
 
 // Poison that kills the process (not a panic, which the applier recovers:

@@ -45,18 +45,35 @@ const (
 // with backoff, never rejected for it. It returns false if ctx ended
 // first: the job stays unacked in the queue (if its command was running,
 // it was stopped, and the next holder of the store settles its run
-// record).
-func (w *Writer) processExec(ctx context.Context, lead item) bool {
+// record). A cautious writer counts the lead's attempt first, as for a
+// batch (guardPoison): a command that kills the daemon is poison too.
+func (w *Writer) processExec(ctx context.Context, lead item) (done bool) {
 	fault.Crash("fetched")
 	var joined []item // the jobs that joined the lead, kept across deferrals
 	defer w.setDeferred("")
 	var lastFaultLog, deferredSince, lastDeferLog time.Time
 	deferrals := 0
+	guarded := false
+	defer func() {
+		if guarded && !done {
+			w.unguard(lead.e.Seq)
+		}
+	}()
 	for attempt := 0; ; {
 		items := append([]item{lead}, joined...)
 		msgs, _ := split(items)
 		if err := w.acquire(ctx, msgs); err != nil {
 			return false
+		}
+		if w.cautious > 0 && !guarded {
+			if err := w.guardPoison(&lead.e); err != nil {
+				if !w.retryAfterFault(ctx, err, attempt, msgs, &lastFaultLog) {
+					return false
+				}
+				attempt++
+				continue
+			}
+			guarded = true
 		}
 		res, plan, err := w.session.PlanExec(lead.e, w.commands)
 		if err != nil {
@@ -68,6 +85,7 @@ func (w *Writer) processExec(ctx context.Context, lead item) bool {
 		}
 		if plan == nil { // decided without a run
 			w.putBack(joined)
+			w.spendCaution(res)
 			w.count([]writer.Result{res})
 			w.answer(msgs[:1], []writer.Entry{lead.e}, []writer.Result{res})
 			return true
@@ -128,9 +146,7 @@ func (w *Writer) processExec(ctx context.Context, lead item) bool {
 				attempt++
 				continue
 			}
-			if w.cautious > 0 {
-				w.cautious--
-			}
+			w.spendCaution(results[0])
 			w.setFault("")
 			w.count(results)
 			fault.Crash("commit")

@@ -607,7 +607,15 @@ func (q *queued) request(ctx context.Context, body []byte, v any) error {
 
 // cancel asks the store's writer to cancel a queued job.
 func (q *queued) cancel(ctx context.Context, id string) (*queue.CancelAnswer, error) {
-	body, _ := json.Marshal(queue.CancelRequest{ID: id})
+	req := queue.CancelRequest{ID: id}
+	if deadline, ok := ctx.Deadline(); ok {
+		// The writer drops a request it cannot come to in time. It is
+		// told less than the time left, so that a cancellation it begins
+		// has a quarter of that (at most 2 s) to be recorded and answered.
+		left := time.Until(deadline)
+		req.TimeoutMS = max((left - min(left/4, 2*time.Second)).Milliseconds(), 1)
+	}
+	body, _ := json.Marshal(req)
 	var a queue.CancelAnswer
 	if err := q.requestOn(ctx, queue.CancelSubject(q.storeID), body, &a); err != nil {
 		if errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, ErrNoDaemon) {

@@ -4,6 +4,11 @@ package queue
 // ID if it is still queued, not yet decided.
 type CancelRequest struct {
 	ID string `json:"id"`
+	// TimeoutMS is how long, in milliseconds, the caller waits for the
+	// answer (0: it does not say). A writer that comes to the request
+	// only after that long since it arrived drops it, changing nothing:
+	// a caller that gave up must not be cancelled behind its back.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
 // CancelResult is what a cancel request did.

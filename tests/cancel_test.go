@@ -269,3 +269,34 @@ func TestCancelOnCluster(t *testing.T) {
 	assert.ElementsMatch(t, []string{"high-1", "high-2"}, lines[:2], "the high jobs first")
 	assert.Equal(t, "keep-1", lines[2])
 }
+
+// A cancel whose caller gave up (exit 75, "not known") while an exec
+// job's command ran, when the writer answers no cancel request, is not
+// carried out once the command ends: the job it named applies.
+func TestCancelGivenUpIsNotCarriedOutLater(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	out := t.TempDir()
+	started, goFile := filepath.Join(out, "started"), filepath.Join(out, "go")
+	writeConfig(t, store, "[exec.hold]\nprogram = \"/bin/sh\"\nargs = [\"-c\", "+
+		tomlString(`: > "$STARTED"; while [ ! -e "$GO" ]; do sleep 0.01; done`)+"]\ntimeout = \"60s\"\nenv = { STARTED = "+
+		tomlString(started)+", GO = "+tomlString(goFile)+" }\n", 0o600)
+	startDaemon(t, store)
+	r := scribe(t, "", "submit", "--store", store, "--id", "hold-1", "exec", "hold")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = scribe(t, "", "submit", "--store", store, "--id", "q", "append", "log.txt", "q\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 20*time.Second, 10*time.Millisecond, "the command runs")
+
+	r = scribe(t, "", "cancel", "--store", store, "--timeout", "1s", "q")
+	require.Equal(t, 75, r.code, "%s%s", r.stdout, r.stderr)
+	assert.Contains(t, r.stderr, "not known")
+	require.NoError(t, os.WriteFile(goFile, nil, 0o644))
+
+	o := decided(t, store, "q")
+	assert.Equal(t, queue.StatusApplied, o.Status, "%s: %s", o.Reason, o.Detail)
+	assert.Equal(t, "q\n", readFile(t, filepath.Join(store, "log.txt")))
+	a, r := cancelJSON(t, store, "q")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Equal(t, queue.CancelTooLate, a.Result)
+}

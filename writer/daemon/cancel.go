@@ -16,6 +16,12 @@ import (
 // answered busy at once.
 const maxCancelsWaiting = 64
 
+// cancelRequest is a cancel request waiting for run, and when it came.
+type cancelRequest struct {
+	m  *nats.Msg
+	at time.Time
+}
+
 // serveCancel subscribes to the store's cancel subject. Requests are
 // handed to run, which answers them between batches (see cancelJob).
 func (w *Writer) serveCancel() (*nats.Subscription, error) {
@@ -24,7 +30,7 @@ func (w *Writer) serveCancel() (*nats.Subscription, error) {
 			return // nothing is cancelled for a request whose answer could go astray
 		}
 		select {
-		case w.cancels <- m:
+		case w.cancels <- cancelRequest{m, time.Now()}:
 		default:
 			w.respondCancel(m, queue.CancelAnswer{Result: queue.CancelBusy, Detail: "too many cancel requests wait for the writer; try again"})
 		}
@@ -37,8 +43,8 @@ func (w *Writer) serveCancel() (*nats.Subscription, error) {
 func (w *Writer) serveCancels(ctx context.Context) {
 	for {
 		select {
-		case m := <-w.cancels:
-			w.handleCancel(ctx, m)
+		case r := <-w.cancels:
+			w.handleCancel(ctx, r)
 		default:
 			return
 		}
@@ -51,8 +57,8 @@ func (w *Writer) serveCancels(ctx context.Context) {
 func (w *Writer) refuseCancels() {
 	for {
 		select {
-		case m := <-w.cancels:
-			w.respondCancel(m, queue.CancelAnswer{Result: queue.CancelBusy, Detail: "the store's writer is stopping"})
+		case r := <-w.cancels:
+			w.respondCancel(r.m, queue.CancelAnswer{Result: queue.CancelBusy, Detail: "the store's writer is stopping"})
 		default:
 			return
 		}
@@ -69,13 +75,14 @@ func (w *Writer) sleepServing(ctx context.Context, d time.Duration) bool {
 			return false
 		case <-t.C:
 			return true
-		case m := <-w.cancels:
-			w.handleCancel(ctx, m)
+		case r := <-w.cancels:
+			w.handleCancel(ctx, r)
 		}
 	}
 }
 
-func (w *Writer) handleCancel(ctx context.Context, m *nats.Msg) {
+func (w *Writer) handleCancel(ctx context.Context, r cancelRequest) {
+	m := r.m
 	var req queue.CancelRequest
 	if err := json.Unmarshal(m.Data, &req); err != nil {
 		w.respondCancel(m, queue.CancelAnswer{Error: fmt.Sprintf("cancel request: %v", err)})
@@ -83,6 +90,12 @@ func (w *Writer) handleCancel(ctx context.Context, m *nats.Msg) {
 	}
 	if p := queue.IDProblem(req.ID); p != "" {
 		w.respondCancel(m, queue.CancelAnswer{Error: p})
+		return
+	}
+	if waited := time.Since(r.at); req.TimeoutMS > 0 && waited >= time.Duration(req.TimeoutMS)*time.Millisecond {
+		// Its caller has given up, and was told nothing changed.
+		w.log.Info("cancel request dropped: its caller stopped waiting first", "id", req.ID, "waited", waited.Round(time.Millisecond), "timeout_ms", req.TimeoutMS)
+		w.respondCancel(m, queue.CancelAnswer{Result: queue.CancelBusy, Detail: fmt.Sprintf("the writer came to the request after %s, past its timeout_ms; nothing changed", waited.Round(time.Millisecond))})
 		return
 	}
 	a := w.cancelJob(ctx, req.ID)

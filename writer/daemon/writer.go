@@ -160,7 +160,7 @@ type Writer struct {
 	svc      micro.Service
 	// cancels are the cancel requests waiting for run; cancelSub feeds
 	// them (cancel.go).
-	cancels   chan *nats.Msg
+	cancels   chan cancelRequest
 	cancelSub *nats.Subscription
 	// highRun counts the batches of high jobs decided in a row while
 	// normal jobs waited (see pick). Only run touches it.
@@ -365,7 +365,7 @@ func (w *Writer) Start(ctx context.Context) error {
 	if w.svc, err = w.serveStatus(); err != nil {
 		return err
 	}
-	w.cancels = make(chan *nats.Msg, maxCancelsWaiting)
+	w.cancels = make(chan cancelRequest, maxCancelsWaiting)
 	if w.cancelSub, err = w.serveCancel(); err != nil {
 		_ = w.svc.Stop()
 		return fmt.Errorf("serve cancel requests: %w", err)
@@ -485,8 +485,8 @@ func (w *Writer) run(ctx context.Context) {
 				w.take(m)
 			case m := <-w.high.deliveries():
 				w.take(m)
-			case m := <-w.cancels:
-				w.handleCancel(ctx, m)
+			case r := <-w.cancels:
+				w.handleCancel(ctx, r)
 			}
 			continue
 		}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -299,4 +300,41 @@ func TestCancelGivenUpIsNotCarriedOutLater(t *testing.T) {
 	a, r := cancelJSON(t, store, "q")
 	assert.Equal(t, 1, r.code, r.stderr)
 	assert.Equal(t, queue.CancelTooLate, a.Result)
+}
+
+// After the daemon is SIGKILLed, the queue delivers again the jobs
+// decided before (here one cancelled, behind a deferred exec job, so the
+// writer does not meet it again for now): `scribe jobs` and `scribe
+// status` do not count them as queued.
+func TestJobsAfterRestartLeaveDecidedOut(t *testing.T) {
+	t.Parallel()
+	g := newGatedStore(t)
+	d := startDaemon(t, g.store)
+	open := g.close(t, "gate-1")
+	defer open()
+	for _, id := range []string{"q1", "q2", "q3"} {
+		r := scribe(t, "", "submit", "--store", g.store, "--id", id, "append", "log.txt", id+"\n")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	r := scribe(t, "", "cancel", "--store", g.store, "q2")
+	require.Equal(t, 0, r.code, r.stderr)
+	d.kill(t)
+	startDaemon(t, g.store)
+	require.Eventually(t, func() bool {
+		rep, ok := report(t, g.store)
+		return ok && rep.Deferred != ""
+	}, 20*time.Second, 20*time.Millisecond, "the gate job is deferred again")
+
+	r = scribe(t, "", "jobs", "--store", g.store, "--json", "--state", "queued")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list queue.JobList
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list), r.stdout)
+	var ids []string
+	for _, j := range list.Queued {
+		ids = append(ids, fmt.Sprintf("%s@%d", j.ID, j.Position))
+	}
+	assert.Equal(t, []string{"gate-1@1", "q1@2", "q3@3"}, ids)
+	assert.Equal(t, uint64(3), list.QueuedTotal)
+	r = scribe(t, "", "status", "--store", g.store, "q3")
+	assert.Contains(t, r.stdout+r.stderr, "queued (position 3 of 3)")
 }

@@ -147,15 +147,23 @@ func (w *Writer) Locate(ctx context.Context, id string) queue.Lookup {
 	in, waiting, detail := w.handState(id)
 	ctx, cancel := context.WithTimeout(ctx, locateTimeout)
 	defer cancel()
-	total, _ := w.Queued(ctx)
 	var pos uint64
+	var ahead []queuedMsg
 	scanned, complete, err := w.scan(ctx, scanLimit, func(m queuedMsg) bool {
 		if m.id != id {
+			m.data = nil // only its ID is needed
+			ahead = append(ahead, m)
 			return true
 		}
 		pos = m.pos
 		return false
 	})
+	if pos > 0 {
+		if left, _, err := w.undecided(ahead); err == nil {
+			pos = uint64(len(left)) + 1
+		}
+	}
+	total, _ := w.Queued(ctx)
 	if in || pos > 0 {
 		found := queue.Lookup{State: queue.StateQueued, Position: pos, Queued: max(total, pos), Detail: detail, PrunedBefore: l.PrunedBefore}
 		if in && !waiting {
@@ -211,11 +219,11 @@ func (w *Writer) Jobs(ctx context.Context, q queue.JobsQuery) queue.JobList {
 	if q.State == "" || q.State == queue.StateQueued {
 		ctx, cancel := context.WithTimeout(ctx, locateTimeout)
 		defer cancel()
-		var err error
-		if list.QueuedTotal, err = w.Queued(ctx); err != nil {
+		msgs, err := w.scanUndecided(ctx, min(q.Limit, scanLimit))
+		if err != nil {
 			errs = append(errs, err.Error())
 		}
-		_, _, err = w.scan(ctx, min(q.Limit, scanLimit), func(m queuedMsg) bool {
+		for _, m := range msgs {
 			j := describeQueued(m)
 			if in, waiting, detail := w.handState(m.id); in {
 				j.Detail = detail
@@ -224,15 +232,78 @@ func (w *Writer) Jobs(ctx context.Context, q queue.JobsQuery) queue.JobList {
 				}
 			}
 			list.Queued = append(list.Queued, j)
-			return true
-		})
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("read the queue: %v", err))
+		}
+		if list.QueuedTotal, err = w.Queued(ctx); err != nil {
+			errs = append(errs, err.Error())
 		}
 		list.QueuedTotal = max(list.QueuedTotal, uint64(len(list.Queued)))
 	}
 	list.Error = strings.Join(errs, "; ")
 	return list
+}
+
+// scanUndecided reads up to limit queued messages, as scan does, leaving
+// out those whose jobs the journal has outcomes for (undecided). Each
+// pass that finds some marks them decided, which the next pass skips; it
+// tries again until one finds none, the queue was read whole, or ctx
+// ends (at most 4 passes: a long backlog of them is left to the writer).
+func (w *Writer) scanUndecided(ctx context.Context, limit int) ([]queuedMsg, error) {
+	for pass := 1; ; pass++ {
+		var msgs []queuedMsg
+		_, complete, err := w.scan(ctx, limit, func(m queuedMsg) bool {
+			msgs = append(msgs, m)
+			return true
+		})
+		if err != nil {
+			return msgs, fmt.Errorf("read the queue: %w", err)
+		}
+		left, dropped, err := w.undecided(msgs)
+		if err != nil || dropped == 0 || complete || ctx.Err() != nil || pass == 4 {
+			return left, err
+		}
+	}
+}
+
+// undecided returns msgs less the jobs the journal has outcomes for,
+// their positions renumbered, and how many it left out. After a restart
+// the queue still holds the jobs decided before it, until the writer
+// meets them again or a purge removes them: they are not queued. Those
+// of the store's own stream are marked decided now (decide), so that
+// Queued and scan leave them out too.
+func (w *Writer) undecided(msgs []queuedMsg) ([]queuedMsg, int, error) {
+	var done []bool
+	err := w.withJournal(func(j *journal.Journal) error {
+		if j == nil {
+			return nil
+		}
+		done = make([]bool, len(msgs))
+		for i, m := range msgs {
+			if m.id == "" {
+				continue
+			}
+			o, err := j.Outcome(m.id)
+			if err != nil {
+				return err
+			}
+			done[i] = o != nil
+		}
+		return nil
+	})
+	if err != nil || done == nil {
+		return msgs, 0, err
+	}
+	left := msgs[:0]
+	for i, m := range msgs {
+		if done[i] {
+			if m.own {
+				w.decide(m.seq, m.size)
+			}
+			continue
+		}
+		m.pos = uint64(len(left)) + 1
+		left = append(left, m)
+	}
+	return left, len(msgs) - len(left), nil
 }
 
 // describeQueued is a queued message as a JobList lists it.
@@ -279,6 +350,7 @@ type queuedMsg struct {
 	seq  uint64 // its stream sequence
 	id   string // its job ID (msgJobID)
 	data []byte
+	size int  // len(data), kept where data is not
 	high bool // of the high class's subject
 	own  bool // of the store's own stream
 }
@@ -328,7 +400,7 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 		inHand[h.seq] = true
 		scanned++
 		high := w.high != nil && m.Subject == w.high.subject
-		if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data, high: high, own: true}) {
+		if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data, size: len(m.Data), high: high, own: true}) {
 			return scanned, true, nil
 		}
 	}
@@ -352,7 +424,7 @@ func (w *Writer) scan(ctx context.Context, limit int, fn func(queuedMsg) bool) (
 				continue
 			}
 			scanned++
-			if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data, high: s.high, own: s.stream == w.stream}) {
+			if !fn(queuedMsg{pos: uint64(scanned), seq: m.Sequence, id: msgJobID(m.Header, m.Data), data: m.Data, size: len(m.Data), high: s.high, own: s.stream == w.stream}) {
 				return scanned, true, nil
 			}
 			seq = m.Sequence + 1

@@ -621,6 +621,14 @@ func TestExecDaemonKilledMidRun(t *testing.T) {
 			lockFile := filepath.Join(m.store, ".scribe", "lock")
 			assert.False(t, processGone(first.pid), "the command outlives the daemon")
 			assert.False(t, flockFree(t, lockFile), "and keeps the store lock")
+			var st struct {
+				Lock struct {
+					PID int `json:"pid"`
+				} `json:"lock"`
+			}
+			r = scribe(t, "", "status", "--store", m.store, "--json")
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &st), "%s%s", r.stdout, r.stderr)
+			assert.Equal(t, first.pid, st.Lock.PID, "status names the command that holds the lock now, not the dead daemon")
 			startDaemon(t, m.store) // the command has not kept the daemon lock
 
 			o := outcomeOf(t, m.store, "crash-1")

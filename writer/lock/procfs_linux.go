@@ -19,7 +19,11 @@ import (
 // not exist has no holders.
 //
 // A pid is 0 for a holder in a pid namespace this process does not see,
-// and -1 for an open file description lock.
+// and -1 for an open file description lock. The kernel credits a flock to
+// the process that took it; where that one is gone, the lock is held by
+// the processes that inherited its descriptor (a daemon SIGKILLed while
+// its command runs), and those are listed instead, where this process
+// may read their descriptors.
 func LockHolders(path string) (pids []int, ok bool) {
 	locks, err := os.Open("/proc/locks")
 	if err != nil {
@@ -48,6 +52,16 @@ func LockHolders(path string) (pids []int, ok bool) {
 		}
 		if dev != k.statDev && m.holdsOther(pid, k) {
 			continue
+		}
+		if pid > 0 && errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			if heirs := inheritors(fields[1:], k.ino); len(heirs) > 0 {
+				for _, h := range heirs {
+					if !slices.Contains(pids, h) {
+						pids = append(pids, h)
+					}
+				}
+				continue
+			}
 		}
 		pids = append(pids, pid)
 	}
@@ -164,6 +178,57 @@ func (m *mounts) holdsOther(pid int, k lockKey) bool {
 		}
 	}
 	return other
+}
+
+// inheritors lists the processes that hold the lock that /proc/locks
+// describes by lock (a line's fields after its number) on inode ino
+// through a descriptor: each has, among its descriptors of the file, one
+// whose /proc/PID/fdinfo lists that lock. Processes whose descriptors
+// this one may not read are not seen.
+func inheritors(lock []string, ino uint64) []int {
+	procs, err := readDirNames("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p)
+		if err != nil {
+			continue
+		}
+		dir := "/proc/" + p + "/"
+		fds, err := readDirNames(dir + "fd")
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			var st unix.Stat_t
+			if unix.Stat(dir+"fd/"+fd, &st) != nil || st.Ino != ino {
+				continue
+			}
+			if fdinfoHolds(dir+"fdinfo/"+fd, lock) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
+// fdinfoHolds reports whether the descriptor whose fdinfo file is path
+// holds lock: a "lock:" line of it reads as lock after its number.
+func fdinfoHolds(path string, lock []string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "lock:")
+		if f := strings.Fields(rest); ok && len(f) > 1 && slices.Equal(f[1:], lock) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseLockID parses /proc/locks' "MAJOR:MINOR:INODE", the device numbers

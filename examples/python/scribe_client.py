@@ -122,28 +122,28 @@ class Op:
     timeout_ms: int = 0
 
     @classmethod
-    def put(cls, path: str, data: Union[bytes, str], *, if_match: str = "") -> "Op":
+    def put(cls, path: str, data: Union[bytes, str], *, if_match: Optional[str] = None) -> "Op":
         """Replace the file at path with data, atomically. ``if_match`` is
         ``"absent"`` or ``"sha256:<hex>"`` of the file's current content."""
-        return cls("put", path=_trim_dot_slash(path), data=_as_bytes(data), if_match=if_match)
+        return cls("put", path=_trim_dot_slash(path), data=_as_bytes(data), if_match=_if_match(if_match))
 
     @classmethod
-    def append(cls, path: str, data: Union[bytes, str], *, if_match: str = "") -> "Op":
+    def append(cls, path: str, data: Union[bytes, str], *, if_match: Optional[str] = None) -> "Op":
         """Append exactly data (no newline is added) to the file at path."""
-        return cls("append", path=_trim_dot_slash(path), data=_as_bytes(data), if_match=if_match)
+        return cls("append", path=_trim_dot_slash(path), data=_as_bytes(data), if_match=_if_match(if_match))
 
     @classmethod
-    def merge(cls, path: str, patch: Union[Mapping[str, Any], bytes, str], *, if_match: str = "") -> "Op":
+    def merge(cls, path: str, patch: Union[Mapping[str, Any], bytes, str], *, if_match: Optional[str] = None) -> "Op":
         """Merge a JSON merge patch (RFC 7386) into the JSON object file at
         path. A mapping is encoded compactly, in its own key order."""
         if isinstance(patch, Mapping):
             patch = json.dumps(patch, separators=(",", ":"), ensure_ascii=False)
-        return cls("merge", path=_trim_dot_slash(path), data=_as_bytes(patch), if_match=if_match)
+        return cls("merge", path=_trim_dot_slash(path), data=_as_bytes(patch), if_match=_if_match(if_match))
 
     @classmethod
-    def delete(cls, path: str, *, if_match: str = "") -> "Op":
+    def delete(cls, path: str, *, if_match: Optional[str] = None) -> "Op":
         """Remove the file at path (a missing file is not an error)."""
-        return cls("delete", path=_trim_dot_slash(path), if_match=if_match)
+        return cls("delete", path=_trim_dot_slash(path), if_match=_if_match(if_match))
 
     @classmethod
     def exec(cls, name: str, *args: str, dir: str = "", timeout_ms: int = 0) -> "Op":
@@ -191,7 +191,7 @@ class Op:
             if k not in fields:
                 raise ValueError(f"not a valid job: {at}: {kind!r} ops have no {k!r}")
         if d.get("if_match") == "":
-            raise ValueError(f"not a valid job: {at}.if_match: empty: give \"absent\" or sha256:<64 hex>, or leave it out for no precondition")
+            _if_match("", at)
         if d.get("data") is not None and d.get("data_b64") is not None:
             raise ValueError(f"not a valid job: {at}: both data and data_b64")
         data: Optional[bytes] = None
@@ -218,6 +218,18 @@ class Op:
             dir=_trim_dot_slash(_field(d, "dir", str, at, "")),
             timeout_ms=timeout_ms,
         )
+
+
+def _if_match(v: Optional[str], at: str = "op") -> str:
+    """A builder's or a job's if_match: None (no precondition) as "", an
+    empty one refused, as the daemon refuses it: a hash read into a
+    variable left empty must not turn a compare-and-swap into a blind
+    write."""
+    if v is None:
+        return ""
+    if v == "":
+        raise ValueError(f"not a valid job: {at}.if_match: empty: give \"absent\" or sha256:<64 hex>, or leave it out for no precondition")
+    return v
 
 
 # The fields of a job and of its ops in the JSON this client builds (docs/

@@ -312,6 +312,14 @@ class JobTest(StoreCase):
         j = sc.Job.from_wire({"v": 1, "id": "n-1", "ops": [dict(put, if_match=None, data_b64=None)], "meta": None})
         self.assertEqual(j, sc.Job([sc.Op.put("owner.txt", "bob\n")], id="n-1"))
 
+    def test_a_builder_refuses_an_empty_if_match(self) -> None:
+        h = ""  # a hash read into a variable that stayed empty
+        for build in (lambda: sc.Op.put("a", "x", if_match=h), lambda: sc.Op.append("a", "x", if_match=h),
+                      lambda: sc.Op.merge("a", {"k": 1}, if_match=h), lambda: sc.Op.delete("a", if_match=h)):
+            with self.assertRaisesRegex(ValueError, "if_match: empty"):
+                build()
+        self.assertNotIn("if_match", sc.Op.put("a", "x").wire(), "no precondition by default")
+
     def test_a_job_bound_to_another_store_is_not_applied_here(self) -> None:
         store = self.store(route="direct")
         with self.assertRaises(sc.Rejected) as cm:

@@ -102,14 +102,16 @@ func TestConfigBadFileExitsUsage(t *testing.T) {
 }
 
 // --check-config refuses what serve refuses, with the same exit code: a
-// [[store]] folder that does not exist, and a store listed twice under two
-// spellings.
+// [[store]] folder that does not exist, a store listed twice under two
+// spellings, and a [[store]] lock_file the store's own file does not say.
 func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	store := filepath.Join(dir, "a")
 	require.NoError(t, os.Mkdir(store, 0o755))
 	require.NoError(t, os.Symlink(store, filepath.Join(dir, "alink")))
+	other := filepath.Join(dir, "b")
+	require.NoError(t, os.Mkdir(other, 0o755))
 	for _, tc := range []struct {
 		name, stores string
 		code         int
@@ -117,6 +119,8 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 	}{
 		{"missing", `path = "` + filepath.Join(dir, "gone") + `"`, 1, "does not exist"},
 		{"listed twice", `path = "` + store + `"` + "\n[[store]]\npath = \"" + filepath.Join(dir, "alink") + `"`, 2, "is named twice"},
+		// Direct writers would take another lock than the daemon.
+		{"lock_file in [[store]] only", `path = "` + store + `"` + "\n[[store]]\npath = \"" + other + "\"\nlock_file = \"b.lock\"", 1, "which the store's commands run without the daemon do not read"},
 	} {
 		cfg := filepath.Join(dir, tc.name+".toml")
 		require.NoError(t, os.WriteFile(cfg, []byte("[[store]]\n"+tc.stores+"\n"), 0o600))

@@ -323,14 +323,25 @@ func TestMultiStoreDocExample(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "config.md"))
 	require.NoError(t, err)
-	m := regexp.MustCompile("(?s)## Several stores.*?```toml\n(.*?)```").FindSubmatch(doc)
+	m := regexp.MustCompile("(?s)## Several stores.*?```toml\n(.*?)```.*?```sh\n(.*?)```").FindSubmatch(doc)
 	require.NotNil(t, m, "no example under ## Several stores")
-	home := realPath(t, t.TempDir())
-	for _, s := range []string{"notes", "wiki"} {
-		require.NoError(t, os.Mkdir(filepath.Join(home, s), 0o755))
-	}
+	root := realPath(t, t.TempDir())
+	home := filepath.Join(root, "stores") // ~/stores
+	require.NoError(t, os.Mkdir(home, 0o755))
 	cfg := filepath.Join(home, "scribe.toml")
-	require.NoError(t, os.WriteFile(cfg, m[1], 0o600))
+	require.NoError(t, os.WriteFile(cfg, m[1], 0o644))
+	// The shell block's set-up, as written: the lines before scribe's.
+	var setup []string
+	for _, line := range strings.Split(string(m[2]), "\n") {
+		if strings.HasPrefix(line, "scribe ") {
+			break
+		}
+		setup = append(setup, line)
+	}
+	sh := exec.Command("sh", "-ec", strings.Join(setup, "\n"))
+	sh.Env = append(os.Environ(), "HOME="+root)
+	out, err := sh.CombinedOutput()
+	require.NoError(t, err, "%s", out)
 
 	r := scribe(t, "", "serve", "--config", cfg, "--check-config")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -298,30 +299,49 @@ func printStores(w io.Writer, stores []storeSpec) {
 }
 
 // checkOwnConfigs looks at the stores' own config files, which a daemon
-// of several stores does not read (only --config): one that sets the
-// store's lock file stops the start, unless --config gives the store the
-// same, since the daemon would take another lock than the tool it shares
-// the store with, and neither would exclude the other. Other settings are
-// only warned about.
+// of several stores does not read (only --config). The store's lock file
+// must be the same in both: the daemon takes its [[store]] table's, the
+// store's other commands (a direct write, scribe lock) with no daemon
+// running take the store's own file's, and two lock files would exclude
+// nothing. A difference either way stops the start; other settings of the
+// store's own file are only warned about.
 func checkOwnConfigs(stores []storeSpec, cfg *config.File, log *slog.Logger) error {
 	for _, st := range stores {
 		path := config.Path(st.path)
-		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) || (cfg != nil && lock.SameFile(path, cfg.Path)) {
+		if cfg != nil && lock.SameFile(path, cfg.Path) {
 			continue
 		}
-		own, err := config.Read(path)
-		if err != nil {
-			return fmt.Errorf("store %s: %w", st.path, err)
+		var own *config.File
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			if own, err = config.Read(path); err != nil {
+				return fmt.Errorf("store %s: %w", st.path, err)
+			}
 		}
-		if own.LockFile != nil {
+		switch {
+		case own != nil && own.LockFile != nil:
 			mine, _ := discovery.ResolveLockFile(st.path, st.lockFile)
 			theirs, _ := discovery.ResolveLockFile(st.path, *own.LockFile)
 			if st.lockFile == "" || !(mine == theirs || lock.SameFile(mine, theirs)) {
 				return fmt.Errorf("store %s: its config file %s sets lock_file %s, which a daemon of several stores does not read: set it in the store's [[store]] table of --config (docs/config.md#several-stores)",
 					st.path, path, *own.LockFile)
 			}
+		case st.lockFile != "":
+			return fmt.Errorf("store %s: its [[store]] table sets lock_file %s, which the store's commands run without the daemon do not read (they read %s): set lock_file = %s there too (docs/config.md#several-stores)",
+				st.path, st.lockFile, path, strconv.Quote(st.lockFile))
 		}
-		log.Warn("a daemon of several stores reads --config only, not the stores' own config files", "store", st.path, "file", path)
+		if own == nil {
+			continue
+		}
+		var ignored []string // autostart is submit's, lock_file checked above
+		for k := range own.Lines {
+			if k != "lock_file" && k != "autostart" {
+				ignored = append(ignored, k)
+			}
+		}
+		if len(ignored) > 0 {
+			slices.Sort(ignored)
+			log.Warn("a daemon of several stores reads --config only, not the stores' own config files", "store", st.path, "file", path, "ignored", ignored)
+		}
 	}
 	return nil
 }

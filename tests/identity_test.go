@@ -2,9 +2,11 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,4 +89,29 @@ func TestIdentityOfAnotherTool(t *testing.T) {
 	release()
 	assert.Equal(t, queue.StatusApplied, outcomeOf(t, store, "after-tool").Status)
 	assert.Equal(t, "x\n", readFile(t, filepath.Join(store, "f.txt")))
+}
+
+// A shell tool that opens the lock file, locks it with flock(1) on that
+// descriptor and writes "\x00$$ <argv>": the kernel credits the lock to
+// the flock process, gone at once, while the shell holds it. The shell is
+// named, in the busy error and in status (with no epoch: the identity is
+// not scribe's).
+func TestIdentityOfAShellToolLockedByFlock(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	toolLock := filepath.Join(t.TempDir(), "tool.lock")
+	script := fmt.Sprintf(`exec 9>>%s; %s 9; printf '\0%%s %%s' $$ "shelltool --mine" > %s; echo held; read _`,
+		toolLock, testkit.FlockBin(t), toolLock)
+	cmd := exec.Command("sh", "-c", script)
+	testkit.Hold(t, cmd)
+	held := fmt.Sprintf("held by pid %d on ", cmd.Process.Pid)
+
+	r := scribe(t, "", "submit", "--store", store, "--route", "direct", "--lock-file", toolLock, "put", "a.txt", "x")
+	assert.Equal(t, 75, r.code, r.stderr)
+	assert.Contains(t, r.stderr, held)
+	assert.Contains(t, r.stderr, "shelltool --mine")
+	r = scribe(t, "", "status", "--store", store, "--lock-file", toolLock)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^store lock: `+regexp.QuoteMeta(held)+`\S+ \("shelltool --mine"\) for \S+$`, r.stdout)
+	assert.NoFileExists(t, filepath.Join(store, "a.txt"))
 }

@@ -227,8 +227,12 @@ func printLock(w io.Writer, l client.LockStatus) {
 		fmt.Fprintln(w, "store lock: free")
 	case l.Mode != nil:
 		h := &queue.Holder{PID: *l.PID, Host: *l.Host, Mode: *l.Mode, Command: *l.Command}
-		fmt.Fprintf(w, "store lock: held by %s for %s, epoch %d\n",
-			lock.DescribeHolder(h), time.Since(*l.Since).Round(time.Millisecond), *l.Epoch)
+		epoch := "" // a tool's own identity has none
+		if *l.Epoch > 0 {
+			epoch = fmt.Sprintf(", epoch %d", *l.Epoch)
+		}
+		fmt.Fprintf(w, "store lock: held by %s for %s%s\n",
+			lock.DescribeHolder(h), time.Since(*l.Since).Round(time.Millisecond), epoch)
 	case l.PID != nil:
 		fmt.Fprintf(w, "store lock: held by pid %d, a process that wrote no identity (not scribe, or flock(1))\n", *l.PID)
 	default:

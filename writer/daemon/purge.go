@@ -110,6 +110,7 @@ func (w *Writer) purgeEnds(done bool, floor uint64) {
 	if !done {
 		return
 	}
+	w.purgedTo = max(w.purgedTo, floor)
 	for seq, size := range w.decided {
 		if seq <= floor {
 			delete(w.decided, seq)
@@ -132,10 +133,11 @@ func purgeRetry(n int) time.Duration {
 }
 
 // decide records that the job of the store's own stream at seq, of size
-// bytes, is decided: the journal has its outcome.
+// bytes, is decided: the journal has its outcome. One purged already (a
+// listing read it before a purge) is not: no purge would remove the mark.
 func (w *Writer) decide(seq uint64, size int) {
 	w.purging.Lock()
-	if _, ok := w.decided[seq]; !ok {
+	if _, ok := w.decided[seq]; !ok && seq > w.purgedTo {
 		w.decided[seq] = size
 		w.decidedBytes += int64(size)
 	}

@@ -214,12 +214,13 @@ type Writer struct {
 	// decided are the sequences of the store's own stream decided and not
 	// yet purged, with their sizes, which decidedBytes sums; purgeGen
 	// counts purge requests begun and ended (see purgeBegins), so that
-	// Queued counts a job once. purging guards them, and is never held
-	// across a request.
+	// Queued counts a job once; purgedTo is the last purge's floor.
+	// purging guards them, and is never held across a request.
 	purging      sync.Mutex
 	decided      map[uint64]int
 	decidedBytes int64
 	purgeGen     uint64
+	purgedTo     uint64
 	// lost says a message came with a later delivery sequence than its
 	// class's next: deliveries were lost in transit. Only run touches it
 	// (see take).

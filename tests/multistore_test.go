@@ -372,3 +372,45 @@ func TestMultiStoreDocExample(t *testing.T) {
 	require.NoError(t, d.err, d.log.String())
 	assert.Contains(t, d.log.String(), "idle; exiting")
 }
+
+// Two stores of one daemon that share a lock file take it in turn, each
+// under its own journal: a job lands in the store it was submitted for,
+// and a direct write to one inside `scribe lock` of the other does not
+// join that hold (its epoch is the other store's) but waits its turn.
+func TestMultiStoreSharedLockFile(t *testing.T) {
+	t.Parallel()
+	dir := realPath(t, t.TempDir())
+	shared := filepath.Join(dir, "shared.lock")
+	notes, wiki := filepath.Join(dir, "notes"), filepath.Join(dir, "wiki")
+	for _, s := range []string{notes, wiki} {
+		require.NoError(t, os.Mkdir(s, 0o755))
+		writeConfig(t, s, "lock_file = "+tomlString(shared)+"\n", 0o600)
+	}
+	cfg := filepath.Join(dir, "scribe.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("queue_dir = \"q\"\n[[store]]\npath = %s\nlock_file = %s\n[[store]]\npath = %s\nlock_file = %s\n",
+		tomlString(notes), tomlString(shared), tomlString(wiki), tomlString(shared))), 0o600))
+	d := &daemon{cmd: exec.Command(scribeBin, "serve", "--config", cfg, "--idle-release", "50ms"), store: notes, log: newProcessLog(t), exited: make(chan struct{})}
+	d.cmd.Stdout, d.cmd.Stderr = d.log.f, d.log.f
+	require.NoError(t, d.cmd.Start())
+	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() { d.stop(t) })
+	require.Eventually(t, func() bool {
+		disc, err := queue.ReadDiscovery(wiki)
+		return err == nil && disc.PID == d.cmd.Process.Pid
+	}, 60*time.Second, 10*time.Millisecond, "serving:\n%s", d.log.String())
+
+	for i := range 5 {
+		for _, s := range []string{notes, wiki} {
+			r := scribe(t, "", "submit", "--store", s, "--wait=30s", "--id", fmt.Sprintf("%s-%d", filepath.Base(s), i), "append", "log.txt", filepath.Base(s)+"\n")
+			require.Equal(t, 0, r.code, r.stderr)
+		}
+	}
+	assert.Equal(t, strings.Repeat("notes\n", 5), readFile(t, filepath.Join(notes, "log.txt")))
+	assert.Equal(t, strings.Repeat("wiki\n", 5), readFile(t, filepath.Join(wiki, "log.txt")))
+	r := scribe(t, "", "status", "--store", wiki, "notes-0")
+	assert.Equal(t, 1, r.code, "the wiki journal knows no notes job: %s%s", r.stdout, r.stderr)
+
+	r = scribe(t, "", "lock", "--store", notes, "--wait=30s", "--", scribeBin, "submit", "--store", wiki, "--route", "direct", "put", "inside.txt", "x")
+	assert.Equal(t, 75, r.code, "%s%s", r.stdout, r.stderr)
+	assert.NoFileExists(t, filepath.Join(wiki, "inside.txt"))
+}

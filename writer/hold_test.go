@@ -288,6 +288,35 @@ func TestNestedSessionsTakeTurns(t *testing.T) {
 	}
 }
 
+// Two stores that share a lock file in one process (a daemon of several
+// stores, a Go program) take it in turn: a session of one is not nested
+// in the other's hold, whose journal, tree and epoch are the other
+// store's. Each store's jobs land in that store.
+func TestStoresSharingALockFileTakeTurns(t *testing.T) {
+	shared := filepath.Join(t.TempDir(), "shared.lock")
+	notes, wiki := newStore(t), newStore(t)
+	o := writer.Options{LockPath: shared}
+	sn := openSession(t, notes, o)
+	_, err := writer.Open(context.Background(), wiki, o)
+	require.ErrorIs(t, err, lock.ErrLocked, "the other store's hold is another holder")
+	res, err := sn.Apply([]writer.Entry{{Job: newJob(t, notes, "n1", appendOp("log", "notes\n"))}})
+	require.NoError(t, err)
+	assertOutcome(t, res[0].Outcome, "")
+	require.NoError(t, sn.Close())
+
+	sw := openSession(t, wiki, o)
+	res, err = sw.Apply([]writer.Entry{{Job: newJob(t, wiki, "w1", appendOp("log", "wiki\n"))}})
+	require.NoError(t, err)
+	assertOutcome(t, res[0].Outcome, "")
+	assert.Equal(t, uint64(1), sw.Epoch(), "the wiki journal's own epoch")
+	o1, err := sw.Journal().Outcome("n1")
+	require.NoError(t, err)
+	assert.Nil(t, o1, "the wiki journal has only the wiki's jobs")
+	require.NoError(t, sw.Close())
+	assert.Equal(t, map[string]string{"log": "notes\n"}, readFiles(t, notes))
+	assert.Equal(t, map[string]string{"log": "wiki\n"}, readFiles(t, wiki))
+}
+
 // A child given the hold's descriptor and ChildEnv joins the hold: it
 // gets the lock at once, works under the parent's epoch, and its release
 // leaves the parent's hold (and the lock file) as they were.

@@ -78,17 +78,19 @@ var adopted struct {
 }
 
 // joinInherited joins the hold a parent handed down (EnvLockFD and the
-// rest) if it is a hold on the lock file key, which this process has just
-// opened as f, and that hold still stands; else it returns nil and the
-// caller contends like anyone. holds must be locked.
+// rest) if it is a hold of the store real on the lock file key, which
+// this process has just opened as f, and that hold still stands; else it
+// returns nil and the caller contends like anyone. holds must be locked.
+// (A hold of another store that shares the lock file is not joined: its
+// epoch is that store's journal's.)
 //
 // The descriptor alone proves nothing: after the parent has let go (LOCK_UN)
 // a flock on it simply takes the lock again, and every process that kept a
 // copy shares that one open file description, so all of them would "hold"
 // it at once. join therefore flocks it only once the parent's identity
 // shows that its hold stands, behind the gate that keeps it standing.
-func joinInherited(path string, key fileKey, f *os.File) *lockState {
-	if adopted.gone || os.Getenv(EnvLockID) != key.String() {
+func joinInherited(real, path string, key fileKey, f *os.File) *lockState {
+	if adopted.gone || os.Getenv(EnvLockID) != key.String() || os.Getenv(EnvLockGate) != (queue.Layout{Root: real}).Join() {
 		return nil
 	}
 	fd, err := strconv.Atoi(os.Getenv(EnvLockFD))
@@ -108,6 +110,9 @@ func joinInherited(path string, key fileKey, f *os.File) *lockState {
 		return nil
 	}
 	h, over := join(fd, path, key, f)
+	if h != nil {
+		h.store = real
+	}
 	if over {
 		// Our copy can only keep a dead holder's flock alive or be taken
 		// again: close it. Closing a copy never frees a live holder's

@@ -127,7 +127,7 @@ type lockState struct {
 
 	token  string   // names this hold: in its identity and its children's environment
 	gate   string   // the join gate of this hold's children (see joinInherited)
-	store  string   // the store's real path (own holds), for the gate's folder
+	store  string   // the real path of the store it is a hold of (its gate's folder)
 	handed bool     // ChildEnv was called: the last Unlock waits at the gate (guarded by holds)
 	joined *os.File // inherited holds: our shared flock on the gate
 }
@@ -186,6 +186,12 @@ func tryHold(real, path string, o Options) (_ *Hold, retry bool, err error) {
 			// hold that belongs to a parent process (see below).
 			return nil, false, &LockedError{Path: path}
 		}
+		if h.store != real {
+			// A lock file shared by two stores guards each in turn: a
+			// hold for the other store is another holder, whose epoch
+			// and journal are that store's.
+			return nil, false, &LockedError{Path: path}
+		}
 		h.refs++
 		return &Hold{h: h}, false, nil
 	}
@@ -193,7 +199,7 @@ func tryHold(real, path string, o Options) (_ *Hold, retry bool, err error) {
 	// it outlives that hold, and would apply queued jobs under it. It
 	// contends like anyone instead.
 	if o.Mode != queue.ModeDaemon {
-		if h := joinInherited(path, key, f); h != nil {
+		if h := joinInherited(real, path, key, f); h != nil {
 			f.Close()
 			holds.m[key] = h
 			return &Hold{h: h}, false, nil

@@ -149,3 +149,29 @@ func TestConfigCallersReadOnlyTheirKeys(t *testing.T) {
 	assert.Contains(t, r.stderr, path+":1: autostart: ")
 	assert.Equal(t, "x", readFile(t, filepath.Join(store, "f.txt")))
 }
+
+// A daemon of one store given --config takes the lock file the store's
+// own config file sets, which it does not read otherwise, and refuses to
+// start with another: `scribe lock` and direct writes take the store
+// file's, and would not exclude it.
+func TestServeOtherConfigTakesTheStoresLockFile(t *testing.T) {
+	t.Parallel()
+	dir := realPath(t, t.TempDir())
+	store := filepath.Join(dir, "store")
+	require.NoError(t, os.Mkdir(store, 0o755))
+	writeConfig(t, store, "lock_file = \"../../index.lock\"\n", 0o600)
+	other := filepath.Join(dir, "other.toml")
+	require.NoError(t, os.WriteFile(other, []byte("max_bytes = 67108864\n"), 0o600))
+
+	r := scribe(t, "", "serve", "--store", store, "--config", other, "--lock-file", filepath.Join(dir, "else.lock"))
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "sets lock_file "+filepath.Join(dir, "index.lock")+", which this daemon does not read")
+
+	startDaemon(t, store, "--config", other)
+	disc, err := queue.ReadDiscovery(store)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "index.lock"), disc.LockFile)
+	r = scribe(t, "", "lock", "--store", store, "--wait=30s", "--", "sh", "-c", `echo "$SCRIBE_LOCK_FILE"`)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, filepath.Join(dir, "index.lock")+"\n", r.stdout, "scribe lock takes the daemon's lock file")
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -159,6 +158,10 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	ignored, err := checkOwnConfigs(stores, cfg)
+	if err != nil {
+		return err
+	}
 	if len(stores) == 0 { // --check-config without a store
 		if err := cfg.CheckCommandLocks(config.StoreLockPaths("", *lockFile)); err != nil {
 			return config.ReportErrors(c.Stderr, err)
@@ -197,10 +200,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if nf.Creds != "" && onCommandLine["creds"] && !cluster {
 		log.Warn("creds is ignored: it is the daemon's credentials for a queue on a NATS server or cluster (nats_url or nats_config)", "creds", nf.Creds)
 	}
-	if len(stores) > 1 && !cluster {
-		if err := checkOwnConfigs(stores, cfg, log); err != nil {
-			return err
-		}
+	for _, o := range ignored {
+		log.Warn("this daemon does not read the store's own config file", "store", o.store, "file", o.file, "ignored", o.keys)
 	}
 	dcfg := daemon.Config{
 		Queue: daemon.Queue{
@@ -298,52 +299,69 @@ func printStores(w io.Writer, stores []storeSpec) {
 	}
 }
 
-// checkOwnConfigs looks at the stores' own config files, which a daemon
-// of several stores does not read (only --config). The store's lock file
-// must be the same in both: the daemon takes its [[store]] table's, the
-// store's other commands (a direct write, scribe lock) with no daemon
-// running take the store's own file's, and two lock files would exclude
-// nothing. A difference either way stops the start; other settings of the
-// store's own file are only warned about.
-func checkOwnConfigs(stores []storeSpec, cfg *config.File, log *slog.Logger) error {
-	for _, st := range stores {
+// ownConfig names the keys of a store's own config file that the daemon
+// does not read.
+type ownConfig struct {
+	store, file string
+	keys        []string
+}
+
+// checkOwnConfigs looks at the own config files of the stores served that
+// the daemon does not read: every store's for a daemon of several (it
+// reads --config only), the store's for one given --config. The store's
+// lock file must be the same in both: the daemon takes its own, the
+// store's commands run with no daemon (a direct write, scribe lock) take
+// the store's own file's, and two lock files exclude nothing. A daemon of
+// one store that names no lock file takes the store file's (as it does
+// without --config); any other difference stops the start. It returns,
+// for a warning, the keys of each file it ignores.
+func checkOwnConfigs(stores []storeSpec, cfg *config.File) ([]ownConfig, error) {
+	var ignored []ownConfig
+	for i := range stores {
+		st := &stores[i]
 		path := config.Path(st.path)
 		if cfg != nil && lock.SameFile(path, cfg.Path) {
-			continue
+			continue // the file read
 		}
 		var own *config.File
 		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 			if own, err = config.Read(path); err != nil {
-				return fmt.Errorf("store %s: %w", st.path, err)
+				return nil, fmt.Errorf("store %s: %w", st.path, err)
 			}
 		}
 		switch {
+		case own != nil && own.LockFile != nil && st.lockFile == "" && len(stores) == 1:
+			st.lockFile = *own.LockFile
 		case own != nil && own.LockFile != nil:
 			mine, _ := discovery.ResolveLockFile(st.path, st.lockFile)
 			theirs, _ := discovery.ResolveLockFile(st.path, *own.LockFile)
 			if st.lockFile == "" || !(mine == theirs || lock.SameFile(mine, theirs)) {
-				return fmt.Errorf("store %s: its config file %s sets lock_file %s, which a daemon of several stores does not read: set it in the store's [[store]] table of --config (docs/config.md#several-stores)",
-					st.path, path, *own.LockFile)
+				where := "set it in the store's [[store]] table of --config (docs/config.md#several-stores)"
+				if len(stores) == 1 {
+					where = fmt.Sprintf("this daemon would take %s: give none, or the same", mine)
+				}
+				return nil, fmt.Errorf("store %s: its config file %s sets lock_file %s, which this daemon does not read: %s",
+					st.path, path, *own.LockFile, where)
 			}
-		case st.lockFile != "":
-			return fmt.Errorf("store %s: its [[store]] table sets lock_file %s, which the store's commands run without the daemon do not read (they read %s): set lock_file = %s there too (docs/config.md#several-stores)",
+		case st.lockFile != "" && len(stores) > 1:
+			return nil, fmt.Errorf("store %s: its [[store]] table sets lock_file %s, which the store's commands run without the daemon do not read (they read %s): set lock_file = %s there too (docs/config.md#several-stores)",
 				st.path, st.lockFile, path, strconv.Quote(st.lockFile))
 		}
 		if own == nil {
 			continue
 		}
-		var ignored []string // autostart is submit's, lock_file checked above
+		var keys []string // autostart is submit's, lock_file checked above
 		for k := range own.Lines {
 			if k != "lock_file" && k != "autostart" {
-				ignored = append(ignored, k)
+				keys = append(keys, k)
 			}
 		}
-		if len(ignored) > 0 {
-			slices.Sort(ignored)
-			log.Warn("a daemon of several stores reads --config only, not the stores' own config files", "store", st.path, "file", path, "ignored", ignored)
+		if len(keys) > 0 {
+			slices.Sort(keys)
+			ignored = append(ignored, ownConfig{st.path, path, keys})
 		}
 	}
-	return nil
+	return ignored, nil
 }
 
 // embeddedOnly are serve's flags for the embedded queue only: they mean

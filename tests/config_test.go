@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -103,7 +104,9 @@ func TestConfigBadFileExitsUsage(t *testing.T) {
 
 // --check-config refuses what serve refuses, with the same exit code: a
 // [[store]] folder that does not exist, a store listed twice under two
-// spellings, and a [[store]] lock_file the store's own file does not say.
+// spellings, a [[store]] lock_file the store's own file does not say, a
+// shared queue folder inside a store, a lock file that is a folder, and
+// values the queue's server or the metrics listener would only fail on.
 func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -112,18 +115,25 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 	require.NoError(t, os.Symlink(store, filepath.Join(dir, "alink")))
 	other := filepath.Join(dir, "b")
 	require.NoError(t, os.Mkdir(other, 0o755))
+	two := `path = "` + store + `"` + "\n[[store]]\npath = \"" + other + `"`
 	for _, tc := range []struct {
-		name, stores string
-		code         int
-		want         string
+		name, top, stores string
+		code              int
+		want              string
 	}{
-		{"missing", `path = "` + filepath.Join(dir, "gone") + `"`, 1, "does not exist"},
-		{"listed twice", `path = "` + store + `"` + "\n[[store]]\npath = \"" + filepath.Join(dir, "alink") + `"`, 2, "is named twice"},
+		{"missing", "", `path = "` + filepath.Join(dir, "gone") + `"`, 1, "does not exist"},
+		{"listed twice", "", `path = "` + store + `"` + "\n[[store]]\npath = \"" + filepath.Join(dir, "alink") + `"`, 2, "is named twice"},
 		// Direct writers would take another lock than the daemon.
-		{"lock_file in [[store]] only", `path = "` + store + `"` + "\n[[store]]\npath = \"" + other + "\"\nlock_file = \"b.lock\"", 1, "which the store's commands run without the daemon do not read"},
+		{"lock_file in [[store]] only", "", `path = "` + store + `"` + "\n[[store]]\npath = \"" + other + "\"\nlock_file = \"b.lock\"", 1, "which the store's commands run without the daemon do not read"},
+		// A job of store a could write the queue's files.
+		{"queue_dir in a store", `queue_dir = "alink/q"`, two, 2, "is inside store " + realPath(t, store)},
+		{"lock_file a folder", "", `path = "` + store + `"` + "\nlock_file = \"b\"", 2, "is a folder: not a lock file"},
+		{"sync 1ns", `sync = "1ns"`, two, 2, "at least 1ms"},
+		{"host unresolved", `host = "no-such-host.invalid"`, two, 2, "nor a name this machine resolves"},
+		{"metrics port", `metrics_addr = ":99999"`, two, 2, "invalid port"},
 	} {
-		cfg := filepath.Join(dir, tc.name+".toml")
-		require.NoError(t, os.WriteFile(cfg, []byte("[[store]]\n"+tc.stores+"\n"), 0o600))
+		cfg := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".toml")
+		require.NoError(t, os.WriteFile(cfg, []byte(tc.top+"\n[[store]]\n"+tc.stores+"\n"), 0o600))
 		for _, args := range [][]string{{"serve", "--config", cfg, "--check-config"}, {"serve", "--config", cfg}} {
 			r := scribe(t, "", args...)
 			assert.Equal(t, tc.code, r.code, "%s %v: %s", tc.name, args, r.stderr)
@@ -131,6 +141,7 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		}
 	}
 	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery())
+	assert.NoDirExists(t, filepath.Join(store, "q"))
 }
 
 // A command reads only the keys it takes of the store's config file: a

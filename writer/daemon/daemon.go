@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -141,6 +143,7 @@ func (c *Config) Check() error {
 		return badConfig("--store is required: a daemon serves at least one store")
 	}
 	seen := map[string]bool{}
+	var reals []string
 	for _, st := range c.Stores {
 		real, err := queue.ResolveStore(st.Path)
 		if err != nil {
@@ -152,6 +155,15 @@ func (c *Config) Check() error {
 			return badConfig("store %s is named twice", real)
 		}
 		seen[real] = true
+		reals = append(reals, real)
+	}
+	if !cluster && len(c.Stores) > 1 {
+		if err := c.Queue.checkSharedDir(reals); err != nil {
+			return err
+		}
+	}
+	if err := c.Queue.checkFiles(); err != nil {
+		return err
 	}
 	switch {
 	case cluster && c.ExitIdle > 0:
@@ -164,11 +176,82 @@ func (c *Config) Check() error {
 		return badConfig("--replicas and --claim-ttl are for a queue on a NATS cluster: give --nats-url or --nats-config")
 	case c.Queue.SyncInterval < 0:
 		return badConfig("--sync %v: want always or a positive duration", c.Queue.SyncInterval)
+	case c.Queue.SyncInterval > 0 && c.Queue.SyncInterval < time.Millisecond:
+		// The queue's server draws a jitter from a tenth of it.
+		return badConfig("--sync %v: want always or at least 1ms", c.Queue.SyncInterval)
+	case c.Queue.Host != "" && net.ParseIP(c.Queue.Host) == nil && !resolves(c.Queue.Host):
+		return badConfig("--host %q: not an IP address, nor a name this machine resolves", c.Queue.Host)
 	case c.Metrics.TokenFile != "" && c.Metrics.Addr == "":
 		return badConfig("--metrics-token-file needs --metrics-addr")
 	}
 	if err := c.Queue.Limits.Check(); err != nil {
 		return badConfig("--max-job-bytes: %v", err)
+	}
+	return nil
+}
+
+// resolves reports whether this machine resolves host to an address.
+func resolves(host string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+	return err == nil && len(addrs) > 0
+}
+
+// checkSharedDir refuses a shared queue folder of a daemon of several
+// stores that is inside one of them (reals, their real paths): a job of
+// that store could write the queue's files, another store's jobs among
+// them, and its store lock would be the queue folder's.
+func (q Queue) checkSharedDir(reals []string) error {
+	dir := q.Dir
+	if dir == "" {
+		var err error
+		if dir, err = discovery.DefaultQueueDir(); err != nil {
+			return nil // Start reports it
+		}
+	}
+	real := resolveExisting(dir)
+	for _, s := range reals {
+		if real == s || strings.HasPrefix(real, s+string(filepath.Separator)) {
+			return badConfig("--queue-dir %s is inside store %s: a job of that store could change the queue's files; give a folder outside every store served", dir, s)
+		}
+	}
+	return nil
+}
+
+// resolveExisting is path made absolute, with the symlinks of its longest
+// existing part resolved.
+func resolveExisting(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	rest := ""
+	for p := abs; ; p = filepath.Dir(p) {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if filepath.Dir(p) == p {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+	}
+}
+
+// checkFiles refuses a node config or a file of the remote's credentials
+// that does not exist, which the queue would only fail on after start.
+// (The remote's are read only for a queue on a cluster.)
+func (q Queue) checkFiles() error {
+	for _, f := range []struct{ flag, path string }{
+		{"--nats-config", q.NodeConfig}, {"--creds", q.Remote.Creds}, {"--nkey", q.Remote.NKey},
+		{"--tls-ca", q.Remote.CA}, {"--tls-cert", q.Remote.Cert}, {"--tls-key", q.Remote.Key},
+	} {
+		if f.path == "" || f.flag != "--nats-config" && !q.cluster() {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return badConfig("%s %s: %v", f.flag, f.path, err)
+		}
 	}
 	return nil
 }

@@ -41,12 +41,12 @@ func openLockFile(path string, flag int) (*os.File, error) {
 	if filepath.Base(filepath.Dir(path)) == queue.MetaDir {
 		return queue.OpenPrivate(path, flag, 0o600)
 	}
-	if err := checkLockFile(path); err != nil {
+	if err := CheckLockPath(path); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
-		if cerr := checkLockFile(path); cerr != nil { // replaced since
+		if cerr := CheckLockPath(path); cerr != nil { // replaced since
 			return nil, cerr
 		}
 		return nil, err
@@ -434,8 +434,9 @@ func Demanded(store string) bool {
 	return errors.Is(unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB), unix.EWOULDBLOCK)
 }
 
-// checkLockFile refuses a lock path that exists and is not a regular file.
-func checkLockFile(path string) error {
+// CheckLockPath refuses a lock path that exists and is not a regular file
+// (ErrNotLockFile: a folder, FIFO, socket, device or symlink).
+func CheckLockPath(path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

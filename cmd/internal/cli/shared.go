@@ -13,6 +13,7 @@ import (
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // The flags the client commands share, each defined here once.
@@ -224,9 +225,9 @@ func RequireStore(store string) error {
 }
 
 // CheckLockFileFolder refuses a --lock-file whose folder does not exist,
-// or that is one of scribe's own files (queue.CheckLockFile), as a usage
-// error naming it: no lock can be taken there, and a daemon would wait
-// for it for ever.
+// that is one of scribe's own files (queue.CheckLockFile), or that is no
+// regular file (lock.CheckLockPath), as a usage error naming it: no lock
+// can be taken there, and a daemon would wait for it for ever.
 func CheckLockFileFolder(lockFile string) error {
 	if lockFile == "" {
 		return nil
@@ -246,6 +247,9 @@ func CheckLockFileFolder(lockFile string) error {
 		return Usagef("--lock-file %s: %s is not a folder", lockFile, dir)
 	}
 	if err := queue.CheckLockFile(abs); err != nil {
+		return Usagef("--lock-file: %v", err)
+	}
+	if err := lock.CheckLockPath(abs); err != nil {
 		return Usagef("--lock-file: %v", err)
 	}
 	return nil

@@ -25,8 +25,12 @@ func Check(s string) error {
 		}
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(s); err != nil {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
 		return fmt.Errorf("%q: want \"HOST:PORT\", \":PORT\" or \"unix:PATH\", or \"\" for none", s)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q: %v", s, err)
 	}
 	return nil
 }

@@ -122,7 +122,7 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		want              string
 	}{
 		{"missing", "", `path = "` + filepath.Join(dir, "gone") + `"`, 1, "does not exist"},
-		{"listed twice", "", `path = "` + store + `"` + "\n[[store]]\npath = \"" + filepath.Join(dir, "alink") + `"`, 2, "is named twice"},
+		{"listed twice", "", `path = "` + store + `"` + "\n[[store]]\npath = \"" + filepath.Join(dir, "alink") + `"`, 2, ":5: store.path: " + filepath.Join(dir, "alink") + " is listed twice (first at line 3)"},
 		// Direct writers would take another lock than the daemon.
 		{"lock_file in [[store]] only", "", `path = "` + store + `"` + "\n[[store]]\npath = \"" + other + "\"\nlock_file = \"b.lock\"", 1, "which the store's commands run without the daemon do not read"},
 		// A job of store a could write the queue's files.

@@ -364,11 +364,15 @@ func decodeStores(c *File, v any, lines []map[string]int, line int, dir string) 
 		if st.Path == "" {
 			continue
 		}
-		if first, dup := seen[st.Path]; dup {
+		key := st.Path
+		if real, err := filepath.EvalSymlinks(st.Path); err == nil {
+			key = real // another spelling of one folder, through a symlink
+		}
+		if first, dup := seen[key]; dup {
 			errs = append(errs, problem(at("path"), storeTable+".path", "%s is listed twice (first at line %d)", st.Path, first))
 			continue
 		}
-		seen[st.Path] = at("path")
+		seen[key] = at("path")
 		c.Stores = append(c.Stores, st)
 	}
 	return errs

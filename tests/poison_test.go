@@ -77,6 +77,33 @@ func TestPoisonBehindReplayedJobs(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(store, "poison.txt"))
 }
 
+// A poison job with high jobs queued behind it: each start, the writer
+// takes high jobs first, one at a time and each attempt counted, before
+// it tries the poison again. Their counts must not take the poison's.
+func TestPoisonBehindHighJobs(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	env := []string{"SCRIBE_CRASH_ON=poison.txt"}
+	d := startDaemonEnv(t, store, env)
+	release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock"))
+	r := scribe(t, "", "submit", "--store", store, "--route", "require", "--id", "poison", "put", "poison.txt", "x")
+	require.Equal(t, 0, r.code, r.stderr)
+	const high = 20
+	for i := range high {
+		r := scribe(t, "", "submit", "--store", store, "--route", "require", "--priority", "high", "--id", fmt.Sprintf("h%d", i), "append", "high.txt", "h\n")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	release()
+
+	restartUntil(t, d, store, env, 3, func() bool {
+		o, err := scribeNoT("status", "--store", store, "--json", "poison")
+		return err == nil && o.code == 0
+	})
+	o := outcomeOf(t, store, "poison")
+	assert.Equal(t, queue.ReasonInternal, o.Reason, o.Detail)
+	require.Eventually(t, func() bool { return readFile(t, filepath.Join(store, "high.txt")) == strings.Repeat("h\n", high) }, 30*time.Second, 20*time.Millisecond)
+}
+
 // An exec job whose command kills the daemon (its parent), marked
 // rerun_safe so that every restart runs it again: it is poison as a file
 // job is, rejected after 3 deaths, and the job queued behind it applies.
@@ -125,4 +152,42 @@ func TestExecStopsAreNotDeaths(t *testing.T) {
 	require.NoError(t, os.WriteFile(goFile, nil, 0o644))
 	o := outcomeOf(t, store, "slow-1")
 	assert.Equal(t, queue.StatusApplied, o.Status, "%s: %s", o.Reason, o.Detail)
+}
+
+// A job deferred (the command's own lock is held) has killed nothing: the
+// writer has let the store go, another process may hold it, and the
+// daemon stopped or SIGKILLed meanwhile, more often than a poison's
+// attempts, counts no attempt. Once the command's lock is free, it runs.
+func TestExecDeferredJobIsNoPoison(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	out := t.TempDir()
+	runs, tool := filepath.Join(out, "runs.log"), filepath.Join(out, "tool.lock")
+	require.NoError(t, os.WriteFile(tool, nil, 0o600))
+	writeConfig(t, store, fmt.Sprintf("[exec.gated]\nprogram = \"/bin/sh\"\nargs = [\"-c\", %s]\ntimeout = \"60s\"\nrerun_safe = true\nlock_file = %s\nenv = { RUNS = %s }\n",
+		tomlString(`echo run >> "$RUNS"`), tomlString(tool), tomlString(runs)), 0o600)
+	openTool := holdWithFlock(t, tool)
+	d := startDaemon(t, store)
+	r := scribe(t, "", "submit", "--store", store, "--id", "gated-1", "exec", "gated")
+	require.Equal(t, 0, r.code, r.stderr)
+	storeLock := filepath.Join(store, ".scribe", "lock")
+	for i := range 6 {
+		require.Eventually(t, func() bool {
+			rep, ok := report(t, store)
+			return ok && rep.Deferred != ""
+		}, 30*time.Second, 20*time.Millisecond, "the job is deferred")
+		release := holdWithFlock(t, storeLock) // the writer let go while deferred
+		if i%2 == 0 {
+			d.stop(t)
+		} else {
+			d.kill(t)
+		}
+		d = spawnDaemon(t, store, nil)
+		d.waitServing(t)
+		release()
+	}
+	openTool()
+	o := outcomeOf(t, store, "gated-1")
+	assert.Equal(t, queue.StatusApplied, o.Status, "%s: %s", o.Reason, o.Detail)
+	assert.Equal(t, "run\n", readFile(t, runs))
 }

@@ -245,23 +245,18 @@ func (w *Writer) guardPoison(e *writer.Entry) error {
 
 // unguard takes back the attempt guardPoison recorded for the job at seq
 // when the writer lets the job go alive (it stops, its context ends):
-// only deaths count. A writer whose claim on the store is lost leaves
-// the mark alone, to the store's writer now.
+// only deaths count. It needs no hold of the store, which another process
+// may have taken meanwhile. A writer whose claim on the store is lost
+// leaves the mark alone, to the store's writer now.
 func (w *Writer) unguard(seq uint64) {
 	if w.claimLost() != nil {
 		return
 	}
-	if w.session == nil {
-		if err := w.open(); err != nil {
-			w.log.Warn("the attempt of the job given up stays counted", "seq", seq, "err", err)
-			return
-		}
-		defer w.release()
-	}
-	j := w.session.Journal()
-	n, err := j.Attempts(seq)
-	if err == nil && n > 0 {
-		err = j.SetAttempts(seq, n-1)
+	var err error
+	if w.session != nil {
+		err = w.session.Journal().GiveBack(seq)
+	} else {
+		err = journal.GiveBackAttempt(w.store, seq)
 	}
 	if err != nil {
 		w.log.Warn("the attempt of the job given up stays counted", "seq", seq, "err", err)

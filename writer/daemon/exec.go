@@ -53,10 +53,19 @@ func (w *Writer) processExec(ctx context.Context, lead item) (done bool) {
 	defer w.setDeferred("")
 	var lastFaultLog, deferredSince, lastDeferLog time.Time
 	deferrals := 0
+	// The attempt counts from the guard to the run's end: a job deferred
+	// (its command did not start, or said it was busy) or given up alive
+	// has killed nothing, and gets it back.
 	guarded := false
-	defer func() {
-		if guarded && !done {
+	giveBack := func() {
+		if guarded {
 			w.unguard(lead.e.Seq)
+			guarded = false
+		}
+	}
+	defer func() {
+		if !done {
+			giveBack()
 		}
 	}()
 	for attempt := 0; ; {
@@ -102,6 +111,7 @@ func (w *Writer) processExec(ctx context.Context, lead item) (done bool) {
 		err = w.session.StartExec(plan)
 		var de *writer.DeferError
 		if errors.As(err, &de) {
+			giveBack()
 			if !w.deferExec(ctx, plan, msgs, de, &deferrals, &deferredSince, &lastDeferLog) {
 				return false
 			}
@@ -126,6 +136,7 @@ func (w *Writer) processExec(ctx context.Context, lead item) (done bool) {
 			}
 			results, err := w.session.FinishExec(plan, r)
 			if errors.As(err, &de) {
+				giveBack()
 				if !w.deferExec(ctx, plan, msgs, de, &deferrals, &deferredSince, &lastDeferLog) {
 					return false
 				}

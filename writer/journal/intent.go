@@ -167,7 +167,7 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 	if err == nil {
 		j.unsynced = false
 	}
-	return token, j.decided(err)
+	return token, j.decided(outs, dead, lastSeq, err)
 }
 
 // Settle records that the files of the intent of token t are on disk: its

@@ -1,12 +1,10 @@
 package journal
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -84,11 +82,9 @@ type Journal struct {
 	// fence is the claim this process's writer commits under, if its
 	// store's queue is shared by several daemons (SetFence).
 	fence atomic.Pointer[Fence]
-	// attempt is the attempt mark, open for writing once SetAttempts
-	// wrote it; attemptSet says that it names a job (decided clears it).
-	// Only the holder, under the store lock, uses them.
-	attempt    *os.File
-	attemptSet bool
+	// attempts is the attempt mark (attempt.go). Only the holder, under
+	// the store lock, uses it.
+	attempts attemptMark
 }
 
 // Fence is a daemon writer's claim on a store whose queue several daemons
@@ -241,8 +237,8 @@ func (j *Journal) Close() error {
 	if j.mark != nil {
 		_ = j.mark.Close()
 	}
-	if j.attempt != nil {
-		_ = j.attempt.Close()
+	if j.attempts.f != nil {
+		_ = j.attempts.f.Close()
 	}
 	return j.db.Close()
 }
@@ -322,7 +318,7 @@ func (j *Journal) Lookup(id string) (queue.Lookup, error) {
 // (SettleWritten) stays: until Settle it is all that makes them durable.
 // Outcomes already recorded are never overwritten.
 func (j *Journal) Commit(outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) error {
-	return j.decided(j.db.Update(func(tx *bolt.Tx) error {
+	return j.decided(outs, dead, lastSeq, j.db.Update(func(tx *bolt.Tx) error {
 		if err := j.checkFence(tx); err != nil {
 			return err
 		}
@@ -410,92 +406,6 @@ func recordOutcomes(tx *bolt.Tx, outs []*queue.Outcome, lastSeq uint64) error {
 		}
 	}
 	return m.Delete(keyAttempt)
-}
-
-// Attempts returns how often the job at seq has been tried without its
-// batch being committed: a daemon's writer applies its first jobs one at
-// a time, each attempt recorded (SetAttempts), and rejects one that
-// killed it too often.
-func (j *Journal) Attempts(seq uint64) (uint64, error) {
-	var n uint64
-	err := j.db.View(func(tx *bolt.Tx) error {
-		// An earlier version kept the attempt in the journal.
-		v := tx.Bucket(bucketMeta).Get(keyAttempt)
-		if len(v) == 16 && binary.BigEndian.Uint64(v) == seq {
-			n = binary.BigEndian.Uint64(v[8:])
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	return max(n, readAttempt(j.attemptPath(), seq)), nil
-}
-
-// SetAttempts records that the job at seq is being tried for the n-th
-// time, in the attempt mark (queue.Layout.Attempt): one pwrite, no sync.
-// The attempt must outlive the process, which the kernel's page cache
-// sees to; a power loss that takes it back only grants the job another
-// try.
-func (j *Journal) SetAttempts(seq, n uint64) error {
-	if j.attempt == nil {
-		f, err := queue.OpenPrivate(j.attemptPath(), os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return fmt.Errorf("open attempt mark: %w", err)
-		}
-		j.attempt = f
-	}
-	if _, err := j.attempt.WriteAt(attemptBytes(seq, n), 0); err != nil {
-		return fmt.Errorf("write attempt mark: %w", err)
-	}
-	j.attemptSet = true
-	return nil
-}
-
-// decided clears the attempt mark once a transaction that records
-// outcomes (err, if not nil, failed it) committed: the job tried is
-// decided, and a later stream may reuse its sequence. If this process
-// dies first, the mark names a job the journal has, which cannot kill
-// the writer again.
-func (j *Journal) decided(err error) error {
-	if err == nil && j.attemptSet {
-		if _, werr := j.attempt.WriteAt(make([]byte, attemptLen), 0); werr == nil {
-			j.attemptSet = false
-		}
-	}
-	return err
-}
-
-func (j *Journal) attemptPath() string {
-	return queue.Layout{Root: filepath.Dir(filepath.Dir(j.db.Path()))}.Attempt()
-}
-
-// attemptLen is the attempt mark's length.
-const attemptLen = 8 + 8 + 4
-
-// attemptBytes is the attempt mark's content: seq, n and their CRC-32C,
-// so that a torn mark reads as none.
-func attemptBytes(seq, n uint64) []byte {
-	b := binary.BigEndian.AppendUint64(putUint(seq), n)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
-}
-
-// readAttempt returns the attempts the mark at path records for the job
-// at seq: 0 if it records another job, or nothing whole.
-func readAttempt(path string, seq uint64) uint64 {
-	f, err := queue.OpenPrivate(path, os.O_RDONLY, 0)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	b := make([]byte, attemptLen)
-	if _, err := f.ReadAt(b, 0); err != nil || !bytes.Equal(attemptBytes(binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])), b) {
-		return 0
-	}
-	if binary.BigEndian.Uint64(b) != seq {
-		return 0
-	}
-	return binary.BigEndian.Uint64(b[8:])
 }
 
 func timeKey(t time.Time, id string) []byte {

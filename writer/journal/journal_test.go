@@ -50,10 +50,41 @@ func die(t testing.TB, j *Journal) {
 	if j.mark != nil {
 		require.NoError(t, j.mark.Close())
 	}
-	if j.attempt != nil {
-		require.NoError(t, j.attempt.Close())
+	if j.attempts.f != nil {
+		require.NoError(t, j.attempts.f.Close())
 	}
 	require.NoError(t, j.db.Close())
+}
+
+// Each job tried keeps its own count while others are tried and decided
+// (a high job goes before the one that killed the writer): deciding one
+// frees only its slot, and a full mark gives up the fewest attempts.
+func TestAttemptsKeptPerJob(t *testing.T) {
+	store := testStore(t)
+	j := openTest(t, store)
+	require.NoError(t, j.SetAttempts(7, 2))
+	require.NoError(t, j.SetAttempts(9, 1))
+	o := applied("h", time.Now())
+	o.Seq = 9
+	require.NoError(t, j.Commit([]*queue.Outcome{o}, nil, 9))
+	die(t, j)
+
+	j = openTest(t, store)
+	t.Cleanup(func() { _ = j.Close() })
+	for seq, want := range map[uint64]uint64{7: 2, 9: 0} {
+		n, err := j.Attempts(seq)
+		require.NoError(t, err)
+		assert.Equal(t, want, n, "job %d", seq)
+	}
+	for seq := uint64(100); seq < 100+attemptSlots; seq++ {
+		require.NoError(t, j.SetAttempts(seq, 1))
+	}
+	n, err := j.Attempts(7)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), n, "a full mark keeps the job tried most")
+	n, err = j.Attempts(100)
+	require.NoError(t, err)
+	assert.Zero(t, n, "and gives up one tried least")
 }
 
 // A job's attempts outlive the process that tried it, cost no sync (no

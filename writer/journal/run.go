@@ -59,7 +59,7 @@ func (j *Journal) Running() (*Run, error) {
 // run's outcomes (none when the run does not count: deferred, or to be
 // run again).
 func (j *Journal) EndRun(outs []*queue.Outcome, lastSeq uint64) error {
-	return j.decided(j.db.Update(func(tx *bolt.Tx) error {
+	return j.decided(outs, nil, lastSeq, j.db.Update(func(tx *bolt.Tx) error {
 		if len(outs) > 0 {
 			if err := j.checkFence(tx); err != nil {
 				return err

@@ -322,8 +322,10 @@ func TestJobsAfterRestartLeaveDecidedOut(t *testing.T) {
 	startDaemon(t, g.store)
 	require.Eventually(t, func() bool {
 		rep, ok := report(t, g.store)
-		return ok && rep.Deferred != ""
-	}, 20*time.Second, 20*time.Millisecond, "the gate job is deferred again")
+		return ok && rep.Deferred != "" && rep.Queued == 3
+	}, 20*time.Second, 20*time.Millisecond, "the gate job is deferred again, and the report counts 3 jobs queued before any listing")
+	r = scribe(t, "", "status", "--store", g.store, "gate-1")
+	assert.Contains(t, r.stdout+r.stderr, "of 3")
 
 	r = scribe(t, "", "jobs", "--store", g.store, "--json", "--state", "queued")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -264,6 +264,36 @@ func (w *Writer) scanUndecided(ctx context.Context, limit int) ([]queuedMsg, err
 	}
 }
 
+// sweepDecided marks decided, once at start, the jobs of the queue the
+// journal has outcomes for (undecided): after a crash the queue still
+// holds jobs decided before it and not yet purged, which the writer meets
+// again only in their turn. Until then Queued, and with it the status
+// report, the metrics and Close's stranded marker, would count them as
+// queued. It reads as far as a search does (scanLimit), only IDs kept.
+func (w *Writer) sweepDecided(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var msgs []queuedMsg
+	_, _, err := w.scan(ctx, scanLimit, func(m queuedMsg) bool {
+		if m.own {
+			m.data = nil
+			msgs = append(msgs, m)
+		}
+		return true
+	})
+	if err != nil {
+		w.log.Debug("sweep the queue for decided jobs", "err", err)
+	}
+	for len(msgs) > 0 && ctx.Err() == nil {
+		n := min(len(msgs), 512) // the journal is shared with the writer: a chunk at a time
+		if _, _, err := w.undecided(msgs[:n]); err != nil {
+			w.log.Debug("sweep the queue for decided jobs", "err", err)
+			return
+		}
+		msgs = msgs[n:]
+	}
+}
+
 // undecided returns msgs less the jobs the journal has outcomes for,
 // their positions renumbered, and how many it left out. After a restart
 // the queue still holds the jobs decided before it, until the writer

@@ -375,8 +375,12 @@ func (w *Writer) Start(ctx context.Context) error {
 	ctx, w.cancel = context.WithCancel(context.Background())
 	w.done = make(chan struct{})
 	w.startPump(ctx)
-	watched := make(chan struct{})
+	watched, swept := make(chan struct{}), make(chan struct{})
 	go w.watch(ctx, watched)
+	go func() {
+		defer close(swept)
+		w.sweepDecided(ctx)
+	}()
 	go func() {
 		defer close(w.done)
 		w.run(ctx)
@@ -386,6 +390,7 @@ func (w *Writer) Start(ctx context.Context) error {
 		w.stopPump()
 		<-w.pumped
 		<-watched
+		<-swept
 	}()
 	return nil
 }

@@ -20,10 +20,11 @@ import (
 //
 // A pid is 0 for a holder in a pid namespace this process does not see,
 // and -1 for an open file description lock. The kernel credits a flock to
-// the process that took it; where that one is gone, the lock is held by
-// the processes that inherited its descriptor (a daemon SIGKILLed while
-// its command runs), and those are listed instead, where this process
-// may read their descriptors.
+// the process that took it; where that one no longer has it (it is gone,
+// a zombie not yet reaped, its pid taken by another process, or it closed
+// its descriptor), the lock is held by the processes that inherited its
+// descriptor (a daemon SIGKILLed while its command runs), and those are
+// listed instead, where this process may read their descriptors.
 func LockHolders(path string) (pids []int, ok bool) {
 	locks, err := os.Open("/proc/locks")
 	if err != nil {
@@ -53,7 +54,7 @@ func LockHolders(path string) (pids []int, ok bool) {
 		if dev != k.statDev && m.holdsOther(pid, k) {
 			continue
 		}
-		if pid > 0 && errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+		if pid > 0 && !pidHolds(pid, fields[1:], k.ino) {
 			if heirs := inheritors(fields[1:], k.ino); len(heirs) > 0 {
 				for _, h := range heirs {
 					if !slices.Contains(pids, h) {
@@ -178,6 +179,24 @@ func (m *mounts) holdsOther(pid int, k lockKey) bool {
 		}
 	}
 	return other
+}
+
+// pidHolds reports whether process pid has a descriptor that holds lock
+// (as inheritors reads them), or may have: true where its descriptors
+// cannot be read and it is not gone.
+func pidHolds(pid int, lock []string, ino uint64) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	fds, err := readDirNames(dir + "fd")
+	if err != nil {
+		return !errors.Is(unix.Kill(pid, 0), unix.ESRCH)
+	}
+	for _, fd := range fds {
+		var st unix.Stat_t
+		if unix.Stat(dir+"fd/"+fd, &st) == nil && st.Ino == ino && fdinfoHolds(dir+"fdinfo/"+fd, lock) {
+			return true
+		}
+	}
+	return false
 }
 
 // inheritors lists the processes that hold the lock that /proc/locks

@@ -602,20 +602,24 @@ func (q *queued) deadLetters(ctx context.Context) (*queue.DeadLetters, error) {
 // while the request waits (it cut its submitters off, on its way out or
 // to refuse them) is redialled through discovery once more.
 func (q *queued) request(ctx context.Context, body []byte, v any) error {
-	return q.requestOn(ctx, queue.StatusSubject(q.storeID), body, v)
+	return q.requestOn(ctx, queue.StatusSubject(q.storeID), func() []byte { return body }, v)
 }
 
 // cancel asks the store's writer to cancel a queued job.
 func (q *queued) cancel(ctx context.Context, id string) (*queue.CancelAnswer, error) {
-	req := queue.CancelRequest{ID: id}
-	if deadline, ok := ctx.Deadline(); ok {
-		// The writer drops a request it cannot come to in time. It is
-		// told less than the time left, so that a cancellation it begins
-		// has a quarter of that (at most 2 s) to be recorded and answered.
-		left := time.Until(deadline)
-		req.TimeoutMS = max((left - min(left/4, 2*time.Second)).Milliseconds(), 1)
+	body := func() []byte { // for each send: a redial takes time
+		req := queue.CancelRequest{ID: id}
+		if deadline, ok := ctx.Deadline(); ok {
+			// The writer drops a request it cannot come to in time. It is
+			// told less than the time left, so that a cancellation it
+			// begins has a quarter of that (at most 2 s) to be recorded
+			// and answered.
+			left := time.Until(deadline)
+			req.TimeoutMS = max((left - min(left/4, 2*time.Second)).Milliseconds(), 1)
+		}
+		b, _ := json.Marshal(req)
+		return b
 	}
-	body, _ := json.Marshal(req)
 	var a queue.CancelAnswer
 	if err := q.requestOn(ctx, queue.CancelSubject(q.storeID), body, &a); err != nil {
 		if errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, ErrNoDaemon) {
@@ -628,8 +632,8 @@ func (q *queued) cancel(ctx context.Context, id string) (*queue.CancelAnswer, er
 	return &a, nil
 }
 
-// requestOn is request on subject.
-func (q *queued) requestOn(ctx context.Context, subject string, body []byte, v any) error {
+// requestOn is request on subject, its body made for each send.
+func (q *queued) requestOn(ctx context.Context, subject string, body func() []byte, v any) error {
 	label := "status request"
 	if subject == queue.CancelSubject(q.storeID) {
 		label = "cancel request"
@@ -637,7 +641,7 @@ func (q *queued) requestOn(ctx context.Context, subject string, body []byte, v a
 	q.redialIfLost(ctx)
 	nc, _ := q.conn()
 	wctx, unwatch := q.denied.watch(ctx, subject)
-	m, err := nc.RequestWithContext(wctx, subject, body)
+	m, err := nc.RequestWithContext(wctx, subject, body())
 	denied := denial(wctx)
 	unwatch()
 	if err != nil && denied == nil && q.remote == "" && errors.Is(err, nats.ErrConnectionClosed) && !q.isClosed() {

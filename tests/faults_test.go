@@ -381,20 +381,9 @@ func TestPoisonThatKillsTheWriter(t *testing.T) {
 		require.Equal(t, 0, r.code, r.stderr)
 	}
 	release()
-	deaths := 0
-	deadline := time.After(60 * time.Second)
-	for readFile(t, filepath.Join(store, "ok.txt")) != "before\nafter\n" {
-		select {
-		case <-deadline:
-			t.Fatalf("the jobs around the poison never applied (%d deaths)", deaths)
-		case <-d.exited:
-			deaths++
-			d.killed = true
-			require.LessOrEqual(t, deaths, 1+3, "the poison keeps killing the daemon")
-			d = spawnDaemon(t, store, env)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	deaths := restartUntil(t, d, store, env, 1+3, func() bool {
+		return readFile(t, filepath.Join(store, "ok.txt")) == "before\nafter\n"
+	})
 	assert.GreaterOrEqual(t, deaths, 1, "the poison did kill the daemon")
 	r := scribe(t, "", "status", "--store", store, "--json", "poison")
 	require.Equal(t, 0, r.code, r.stderr)

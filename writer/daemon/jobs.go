@@ -273,6 +273,9 @@ func (w *Writer) scanUndecided(ctx context.Context, limit int) ([]queuedMsg, err
 func (w *Writer) sweepDecided(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if !w.mayHoldDecided(ctx) {
+		return
+	}
 	var msgs []queuedMsg
 	_, _, err := w.scan(ctx, scanLimit, func(m queuedMsg) bool {
 		if m.own {
@@ -292,6 +295,27 @@ func (w *Writer) sweepDecided(ctx context.Context) {
 		}
 		msgs = msgs[n:]
 	}
+}
+
+// mayHoldDecided reports whether the store's own stream may hold jobs the
+// journal has decided: not if its oldest job comes after the last one
+// the journal decided, as after a clean stop, which purges them.
+func (w *Writer) mayHoldDecided(ctx context.Context) bool {
+	w.queueOps.RLock()
+	info, err := w.stream.Info(ctx)
+	w.queueOps.RUnlock()
+	if err != nil {
+		return true
+	}
+	var last uint64
+	err = w.withJournal(func(j *journal.Journal) error {
+		if j == nil {
+			return nil
+		}
+		_, last, err = j.Meta()
+		return err
+	})
+	return err != nil || info.State.FirstSeq <= last
 }
 
 // undecided returns msgs less the jobs the journal has outcomes for,

@@ -64,6 +64,7 @@ func (t *lineTransport) Connect(context.Context) (sdk.Connection, error) {
 		incoming: make(chan jsonrpc.Message),
 		closed:   make(chan struct{}),
 		done:     make(chan struct{}),
+		inflight: map[string]bool{},
 	}
 	go c.readLoop(&lineReader{br: bufio.NewReaderSize(t.Reader, readBuffer), max: limit})
 	return c, nil
@@ -81,6 +82,11 @@ type lineConn struct {
 
 	incoming  chan jsonrpc.Message // valid messages, from readLoop
 	closed    chan struct{}        // closed by Close
+
+	// inflight are the IDs of the requests handed to the SDK and not yet
+	// answered (see claim).
+	imu      sync.Mutex
+	inflight map[string]bool
 	closeOnce sync.Once
 	done      chan struct{} // closed when readLoop returns, after setting err
 	err       error         // why readLoop returned: io.EOF or a read or write error
@@ -112,8 +118,35 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}
+	if r, ok := msg.(*jsonrpc.Response); ok {
+		c.imu.Lock()
+		delete(c.inflight, idKey(r.ID))
+		c.imu.Unlock()
+	}
 	return c.writeLine(b)
 }
+
+// claim records the ID of a request from the host as in flight, and
+// reports false if it already was: JSON-RPC wants each ID once, and the
+// SDK drops such a request silently. It gets no answer either, since an
+// answer would carry an ID the host is still waiting on; it is logged.
+func (c *lineConn) claim(msg jsonrpc.Message) bool {
+	r, ok := msg.(*jsonrpc.Request)
+	if !ok || !r.ID.IsValid() {
+		return true
+	}
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	k := idKey(r.ID)
+	if c.inflight[k] {
+		return false
+	}
+	c.inflight[k] = true
+	return true
+}
+
+// idKey tells IDs apart by type and value: 7 and "7" are two.
+func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
 
 // writeLine writes b and a newline, whole, between any other messages.
 func (c *lineConn) writeLine(b []byte) error {
@@ -149,6 +182,8 @@ func (c *lineConn) readLoop(lr *lineReader) {
 			v = checkMessage(line)
 		}
 		switch {
+		case v.msg != nil && !c.claim(v.msg):
+			c.log.Warn("dropped a message", "error", "a request with this id is still in flight; answering it would answer the first", "id", v.msg.(*jsonrpc.Request).ID.Raw())
 		case v.msg != nil:
 			select {
 			case c.incoming <- v.msg:

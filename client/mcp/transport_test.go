@@ -7,13 +7,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,13 +41,19 @@ const answerWithin = DefaultWait
 // message (0: maxMessage).
 func startRawMCP(t testing.TB, max int) *rawMCP {
 	t.Helper()
-	srv, err := New(Config{Store: t.TempDir(), Route: client.RouteDirect})
+	return startRawMCPWith(t, max, Config{Store: t.TempDir(), Route: client.RouteDirect}, nil)
+}
+
+// startRawMCPWith is startRawMCP of cfg, the transport logging to log.
+func startRawMCPWith(t testing.TB, max int, cfg Config, log *slog.Logger) *rawMCP {
+	t.Helper()
+	srv, err := New(cfg)
 	require.NoError(t, err)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	s := &rawMCP{in: inW, out: newLineLog(outR), done: make(chan error, 1)}
 	go func() {
-		err := srv.sdk.Run(context.Background(), &lineTransport{Reader: inR, Writer: outW, MaxMessage: max})
+		err := srv.sdk.Run(context.Background(), &lineTransport{Reader: inR, Writer: outW, MaxMessage: max, Log: log})
 		_ = outW.Close()
 		s.done <- err
 	}()
@@ -262,6 +271,56 @@ func TestMCPTransportRefusesMalformed(t *testing.T) {
 			assert.NotEmpty(t, e.Message)
 		})
 	}
+}
+
+// A request whose id is still in flight is dropped and logged, with no
+// answer of its own: the SDK would drop it silently, and an answer would
+// carry the id the host still waits on. Once the first is answered, the
+// id may come again.
+func TestMCPTransportDropsAnIDInFlight(t *testing.T) {
+	store := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(store, ".scribe"), 0o700))
+	held := flock.New(filepath.Join(store, ".scribe", "lock"))
+	ok, err := held.TryLock()
+	require.NoError(t, err)
+	require.True(t, ok)
+	var log syncBuffer
+	s := startRawMCPWith(t, testMaxMessage, Config{Store: store, Route: client.RouteDirect, Wait: time.Minute}, slog.New(slog.NewTextHandler(&log, nil)))
+	put := func(data string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"put","arguments":{"path":"a.txt","data":"` + data + `"}}}`
+	}
+	s.send(t, put("first"), put("second")) // the first waits for the store
+	require.Eventually(t, func() bool { return strings.Contains(log.String(), "still in flight") }, answerWithin, 10*time.Millisecond)
+	require.NoError(t, held.Unlock())
+	answer, before := s.answer(t, "7")
+	assert.Empty(t, before)
+	assert.Contains(t, string(answer["result"]), `\"status\":\"applied\"`, "%v", answer)
+	assert.Empty(t, s.ping(t), "one answer to id 7")
+	b, err := os.ReadFile(filepath.Join(store, "a.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "first", string(b), "the second was not run")
+
+	s.send(t, put("again"))
+	answer, _ = s.answer(t, "7")
+	assert.Contains(t, string(answer["result"]), `\"status\":\"applied\"`, "the id may come again once answered: %v", answer)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // What the SDK answers rightly is left to it: the transport passes

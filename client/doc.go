@@ -44,9 +44,10 @@
 //
 // Direct writes take the same lock as the daemon and scribe lock, and are
 // re-entrant within a process. Inside a `scribe lock` command, a direct
-// write joins the parent's hold only while that hold stands; a prefer-route
-// Submit there still queues through a running daemon, which cannot apply
-// it before the command ends.
+// write joins the parent's hold only while that hold stands, and so does a
+// prefer-route one, even with a daemon running (queued, its job would
+// wait for the command, which may be waiting for it); RouteRequire queues,
+// and the daemon applies the job after the command ends.
 //
 // Exec jobs (queue.OpExec) run only in the daemon, which has the
 // allowlist of commands: without one, Submit and Apply refuse them with

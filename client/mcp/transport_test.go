@@ -543,3 +543,23 @@ func FuzzMCPScan(f *testing.F) {
 		require.Equal(t, string(want), string(v.id))
 	})
 }
+
+// A merge patch with a number no float64 holds is refused by the SDK's
+// reading of the arguments, as mcp.md says, and nothing is written.
+func TestMCPMergeRefusesANumberNoFloatHolds(t *testing.T) {
+	store := t.TempDir()
+	s := startRawMCPWith(t, testMaxMessage, Config{Store: store, Route: client.RouteDirect}, nil)
+	s.send(t, `{"jsonrpc":"2.0","id":"m","method":"tools/call","params":{"name":"merge","arguments":{"path":"a.json","patch":{"e":1e400}}}}`)
+	answer, _ := s.answer(t, `"m"`)
+	var res struct {
+		IsError bool `json:"isError"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	require.NoError(t, json.Unmarshal(answer["result"], &res), "%v", answer)
+	assert.True(t, res.IsError)
+	require.NotEmpty(t, res.Content)
+	assert.Contains(t, res.Content[0].Text, `validating "arguments"`)
+	assert.NoFileExists(t, filepath.Join(store, "a.json"))
+}

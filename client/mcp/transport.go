@@ -80,13 +80,13 @@ type lineConn struct {
 	wmu sync.Mutex // one message at a time on w: the SDK's and the refusals
 	log *slog.Logger
 
-	incoming  chan jsonrpc.Message // valid messages, from readLoop
-	closed    chan struct{}        // closed by Close
+	incoming chan jsonrpc.Message // valid messages, from readLoop
+	closed   chan struct{}        // closed by Close
 
 	// inflight are the IDs of the requests handed to the SDK and not yet
 	// answered (see claim).
-	imu      sync.Mutex
-	inflight map[string]bool
+	imu       sync.Mutex
+	inflight  map[string]bool
 	closeOnce sync.Once
 	done      chan struct{} // closed when readLoop returns, after setting err
 	err       error         // why readLoop returned: io.EOF or a read or write error

@@ -140,6 +140,13 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 			assert.Contains(t, r.stderr, tc.want, "%s %v", tc.name, args)
 		}
 	}
+	// The same values as flags.
+	for _, flag := range [][]string{{"--port", "70000"}, {"--metrics-addr", ":70000"}, {"--sync", "1ns"}} {
+		for _, check := range [][]string{{"--check-config"}, nil} {
+			r := scribe(t, "", append(append([]string{"serve", "--store", store}, flag...), check...)...)
+			assert.Equal(t, 2, r.code, "%v %v: %s", flag, check, r.stderr)
+		}
+	}
 	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery())
 	assert.NoDirExists(t, filepath.Join(store, "q"))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer/claim"
+	"github.com/scribehq/scribe/writer/daemon/metricsaddr"
 	"github.com/scribehq/scribe/writer/exec"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -183,6 +184,11 @@ func (c *Config) Check() error {
 		return badConfig("--host %q: not an IP address, nor a name this machine resolves", c.Queue.Host)
 	case c.Metrics.TokenFile != "" && c.Metrics.Addr == "":
 		return badConfig("--metrics-token-file needs --metrics-addr")
+	case c.Queue.Port < 0 || c.Queue.Port > 65535:
+		return badConfig("--port %d: want 0 to 65535", c.Queue.Port)
+	}
+	if err := metricsaddr.Check(c.Metrics.Addr); err != nil {
+		return badConfig("--metrics-addr: %v", err)
 	}
 	if err := c.Queue.Limits.Check(); err != nil {
 		return badConfig("--max-job-bytes: %v", err)

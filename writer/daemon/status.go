@@ -152,8 +152,19 @@ func (w *Writer) reply(v any) ([]byte, error) {
 }
 
 // Queued returns how many jobs wait in the store's stream and in the
-// streams of its former paths still to drain.
+// streams of its former paths still to drain. Right after start it waits
+// for the sweep of jobs decided before (sweepDecided), for a second at
+// most: until then the count may hold some.
 func (w *Writer) Queued(ctx context.Context) (uint64, error) {
+	if w.swept != nil {
+		t := time.NewTimer(time.Second)
+		select {
+		case <-w.swept:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	n, err := w.queuedOwn(ctx)
 	if err != nil {
 		return 0, err

@@ -175,6 +175,9 @@ type Writer struct {
 	// Start) touch them.
 	stopPump context.CancelFunc
 	pumped   chan struct{}
+	// swept is closed once the start-up sweep of decided jobs is over
+	// (sweepDecided): Queued waits for it a little.
+	swept chan struct{}
 	// cautious counts the jobs still to apply one at a time, attempts
 	// recorded, after start (see guardPoison). Only run touches it.
 	cautious int
@@ -353,6 +356,7 @@ func NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error) {
 // Start begins consuming: first the streams of the store's former paths,
 // if any (WriterConfig.OwnServer), then its own. Close stops it.
 func (w *Writer) Start(ctx context.Context) error {
+	w.swept = make(chan struct{}) // before the status service reads it
 	for _, c := range w.classes() {
 		if err := c.consumeFromStart(ctx, w.stream); err != nil {
 			return fmt.Errorf("create consumer: %w", err)
@@ -375,10 +379,10 @@ func (w *Writer) Start(ctx context.Context) error {
 	ctx, w.cancel = context.WithCancel(context.Background())
 	w.done = make(chan struct{})
 	w.startPump(ctx)
-	watched, swept := make(chan struct{}), make(chan struct{})
+	watched := make(chan struct{})
 	go w.watch(ctx, watched)
 	go func() {
-		defer close(swept)
+		defer close(w.swept)
 		w.sweepDecided(ctx)
 	}()
 	go func() {
@@ -390,7 +394,7 @@ func (w *Writer) Start(ctx context.Context) error {
 		w.stopPump()
 		<-w.pumped
 		<-watched
-		<-swept
+		<-w.swept
 	}()
 	return nil
 }

@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -70,7 +69,7 @@ func TestOutcomeAmidNoise(t *testing.T) {
 	srv := startDaemonVia(t, store, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	var logged syncBuffer
+	var logged testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, err := client.Open(ctx, store, client.WithRoute(client.RouteRequire), client.WithLogger(log))
 	require.NoError(t, err)
@@ -186,22 +185,4 @@ func waitQueued(t *testing.T, c *client.Client, id string) {
 		l, err := c.Locate(t.Context(), id)
 		return err == nil && (l.State == queue.StateQueued || l.State == queue.StateInHand)
 	}, 30*time.Second, 5*time.Millisecond, "job %s never queued", id)
-}
-
-// syncBuffer is a bytes.Buffer that goroutines may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

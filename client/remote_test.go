@@ -19,6 +19,7 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 	"github.com/scribehq/scribe/writer/daemon"
 )
 
@@ -262,7 +263,7 @@ func TestRemotePublishRetriedThroughRestart(t *testing.T) {
 	stopWriter := op.startWriter(store)
 	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
 	defer cancel()
-	var logged syncBuffer
+	var logged testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, err := client.OpenRemote(ctx, id, op.submitter(id), client.WithLogger(log))
 	require.NoError(t, err)
@@ -318,7 +319,7 @@ func TestRemoteRetriedUntilStreamAnswers(t *testing.T) {
 	op := startOperator(t, id)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	var logged syncBuffer
+	var logged testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, err := client.OpenRemote(ctx, id, op.submitter(id), client.WithLogger(log))
 	require.NoError(t, err)

@@ -219,7 +219,7 @@ func TestEdgeInterruptedWait(t *testing.T) {
 	release := holdStore(t, "--store", store, "--wait", "10s") // the daemon cannot apply anything
 	cmd := exec.Command(scribeBin, "submit", "--store", store, "--wait", "--id", "interrupted-1", "append", "f.txt", "x")
 	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=")
-	var stderr syncBuffer
+	var stderr testkit.SyncBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill() })

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scribehq/scribe/tests/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -40,7 +41,7 @@ func background(t *testing.T, env []string, name string, args ...string) *bgProc
 	require.NoError(t, err)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
-	var stderr syncBuffer
+	var stderr testkit.SyncBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	p := &bgProc{cmd: cmd, lines: bufio.NewScanner(stdout), stdin: stdin, exited: make(chan struct{})}

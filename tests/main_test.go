@@ -317,24 +317,6 @@ func (l *processLog) String() string {
 	return string(b)
 }
 
-// syncBuffer is a bytes.Buffer safe for a process's output and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // readFile returns a store file's content, "" if it does not exist.
 func readFile(t testing.TB, path string) string {
 	t.Helper()

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // mcpServer is a `scribe mcp` process and an MCP client session to it,
@@ -23,7 +24,7 @@ import (
 type mcpServer struct {
 	cs     *mcp.ClientSession
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testkit.SyncBuffer
 	closed bool
 }
 
@@ -38,7 +39,7 @@ func startMCP(t *testing.T, store string, extra ...string) *mcpServer {
 	t.Helper()
 	cmd := exec.Command(scribeBin, append([]string{"mcp", "--store", store, "--log-level", "debug"}, extra...)...)
 	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=", "SCRIBE_EXIT_IDLE=")
-	s := &mcpServer{cmd: cmd, stderr: &syncBuffer{}}
+	s := &mcpServer{cmd: cmd, stderr: &testkit.SyncBuffer{}}
 	cmd.Stderr = s.stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "scribe-tests", Version: "v0"}, nil).
 		Connect(t.Context(), &mcp.CommandTransport{Command: cmd, TerminateDuration: mcpTerminate}, nil)

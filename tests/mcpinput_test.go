@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // mcpLines is a `scribe mcp` process spoken to line by line on its stdin
@@ -26,7 +27,7 @@ type mcpLines struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	out    chan []byte // the lines of its stdout; closed at its end
-	stderr *syncBuffer
+	stderr *testkit.SyncBuffer
 	exited chan struct{}
 }
 
@@ -40,7 +41,7 @@ func startMCPLines(t *testing.T, store string) *mcpLines {
 	t.Helper()
 	cmd := exec.Command(scribeBin, "mcp", "--store", store, "--log-level", "debug", "--wait", mcpCallWait.String())
 	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=", "SCRIBE_EXIT_IDLE=")
-	s := &mcpLines{cmd: cmd, out: make(chan []byte, 64), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	s := &mcpLines{cmd: cmd, out: make(chan []byte, 64), stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/client"
+	"github.com/scribehq/scribe/tests/testkit"
 )
 
 // rawMCP is an MCP server of a fresh store on a lineTransport over pipes,
@@ -284,7 +285,7 @@ func TestMCPTransportDropsAnIDInFlight(t *testing.T) {
 	ok, err := held.TryLock()
 	require.NoError(t, err)
 	require.True(t, ok)
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	s := startRawMCPWith(t, testMaxMessage, Config{Store: store, Route: client.RouteDirect, Wait: time.Minute}, slog.New(slog.NewTextHandler(&log, nil)))
 	put := func(data string) string {
 		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"put","arguments":{"path":"a.txt","data":"` + data + `"}}}`
@@ -303,24 +304,6 @@ func TestMCPTransportDropsAnIDInFlight(t *testing.T) {
 	s.send(t, put("again"))
 	answer, _ = s.answer(t, "7")
 	assert.Contains(t, string(answer["result"]), `\"status\":\"applied\"`, "the id may come again once answered: %v", answer)
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // What the SDK answers rightly is left to it: the transport passes

@@ -259,3 +259,22 @@ func ephemeralLow() int {
 	}
 	return 32768
 }
+
+// SyncBuffer is a bytes.Buffer that a process's output (or a logger) and
+// a test's reads may use at once.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -159,7 +159,7 @@ func (w *Writer) Locate(ctx context.Context, id string) queue.Lookup {
 		return false
 	})
 	if pos > 0 {
-		if left, _, err := w.undecided(ahead); err == nil {
+		if left, err := w.undecided(ahead); err == nil {
 			pos = uint64(len(left)) + 1
 		}
 	}
@@ -242,26 +242,19 @@ func (w *Writer) Jobs(ctx context.Context, q queue.JobsQuery) queue.JobList {
 	return list
 }
 
-// scanUndecided reads up to limit queued messages, as scan does, leaving
-// out those whose jobs the journal has outcomes for (undecided). Each
-// pass that finds some marks them decided, which the next pass skips; it
-// tries again until one finds none, the queue was read whole, or ctx
-// ends (at most 4 passes: a long backlog of them is left to the writer).
+// scanUndecided reads up to limit queued messages, as scan does, less
+// those whose jobs the journal has outcomes for (undecided): the sweep at
+// start marks those it reaches, this the rest of a longer queue.
 func (w *Writer) scanUndecided(ctx context.Context, limit int) ([]queuedMsg, error) {
-	for pass := 1; ; pass++ {
-		var msgs []queuedMsg
-		_, complete, err := w.scan(ctx, limit, func(m queuedMsg) bool {
-			msgs = append(msgs, m)
-			return true
-		})
-		if err != nil {
-			return msgs, fmt.Errorf("read the queue: %w", err)
-		}
-		left, dropped, err := w.undecided(msgs)
-		if err != nil || dropped == 0 || complete || ctx.Err() != nil || pass == 4 {
-			return left, err
-		}
+	var msgs []queuedMsg
+	if _, _, err := w.scan(ctx, limit, func(m queuedMsg) bool {
+		msgs = append(msgs, m)
+		return true
+	}); err != nil {
+		return msgs, fmt.Errorf("read the queue: %w", err)
 	}
+	left, err := w.undecided(msgs)
+	return left, err
 }
 
 // sweepDecided marks decided, once at start, the jobs of the queue the
@@ -289,7 +282,7 @@ func (w *Writer) sweepDecided(ctx context.Context) {
 	}
 	for len(msgs) > 0 && ctx.Err() == nil {
 		n := min(len(msgs), 512) // the journal is shared with the writer: a chunk at a time
-		if _, _, err := w.undecided(msgs[:n]); err != nil {
+		if _, err := w.undecided(msgs[:n]); err != nil {
 			w.log.Debug("sweep the queue for decided jobs", "err", err)
 			return
 		}
@@ -319,12 +312,12 @@ func (w *Writer) mayHoldDecided(ctx context.Context) bool {
 }
 
 // undecided returns msgs less the jobs the journal has outcomes for,
-// their positions renumbered, and how many it left out. After a restart
+// their positions renumbered. After a restart
 // the queue still holds the jobs decided before it, until the writer
 // meets them again or a purge removes them: they are not queued. Those
 // of the store's own stream are marked decided now (decide), so that
 // Queued and scan leave them out too.
-func (w *Writer) undecided(msgs []queuedMsg) ([]queuedMsg, int, error) {
+func (w *Writer) undecided(msgs []queuedMsg) ([]queuedMsg, error) {
 	var done []bool
 	err := w.withJournal(func(j *journal.Journal) error {
 		if j == nil {
@@ -344,7 +337,7 @@ func (w *Writer) undecided(msgs []queuedMsg) ([]queuedMsg, int, error) {
 		return nil
 	})
 	if err != nil || done == nil {
-		return msgs, 0, err
+		return msgs, err
 	}
 	left := msgs[:0]
 	for i, m := range msgs {
@@ -357,7 +350,7 @@ func (w *Writer) undecided(msgs []queuedMsg) ([]queuedMsg, int, error) {
 		m.pos = uint64(len(left)) + 1
 		left = append(left, m)
 	}
-	return left, len(msgs) - len(left), nil
+	return left, nil
 }
 
 // describeQueued is a queued message as a JobList lists it.

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/writer/internal/fault"
 	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
@@ -264,6 +265,7 @@ func (w *Writer) scanUndecided(ctx context.Context, limit int) ([]queuedMsg, err
 // report, the metrics and Close's stranded marker, would count them as
 // queued. It reads as far as a search does (scanLimit), only IDs kept.
 func (w *Writer) sweepDecided(ctx context.Context) {
+	fault.Pause("sweep")
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if !w.mayHoldDecided(ctx) {

@@ -41,7 +41,8 @@ const (
 // refuses submitters and looks at its queues again), stopped (serve has
 // stopped its writers on its way out; its queue's server still runs),
 // journal (a holder taking a store has opened its journal, before its
-// session is ready).
+// session is ready), sweep (a starting writer, before it sweeps its queue
+// for jobs decided before the start).
 const envPauseAt = "SCRIBE_PAUSE_AT"
 
 var (

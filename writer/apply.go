@@ -29,6 +29,8 @@ type fileState struct {
 	origSize   int64
 	orig       *journal.Stamp // the original, if there was one
 	mode       fs.FileMode    // the original's permissions; 0 if there was none
+	owner      uint32         // the original's owner
+	replaceOK  bool           // checkReplace passed: the batch may replace or remove it
 
 	exists   bool
 	replaced bool   // content is the whole file; otherwise the file is the original plus tail
@@ -151,6 +153,11 @@ func (ov *overlay) applyOp(op queue.Op) error {
 	}
 	if err := ov.checkShape(op.Path); err != nil {
 		return err
+	}
+	if op.Kind != queue.OpAppend {
+		if err := ov.checkReplace(op.Path, st); err != nil {
+			return err
+		}
 	}
 	switch op.Kind {
 	case queue.OpPut:
@@ -293,7 +300,7 @@ func (ov *overlay) state(p string) (*fileState, error) {
 		// through two names in one batch would overwrite each other.
 		return nil, queue.Reject(queue.ReasonNotRegular, "%s has %d hard links; scribe writes only files with one name", p, e.nlink)
 	default:
-		st.origExists, st.exists, st.origSize, st.mode = true, true, e.size, e.mode.Perm()
+		st.origExists, st.exists, st.origSize, st.mode, st.owner = true, true, e.size, e.mode.Perm(), e.uid
 		st.orig = &journal.Stamp{Ino: e.key.ino, Size: e.size, Mtime: e.mtime}
 	}
 	if err := ov.checkWritable(p, st.origExists); err != nil {
@@ -390,6 +397,47 @@ func (ov *overlay) checkWritable(p string, exists bool) error {
 		}
 	}
 	return check(dir, unix.W_OK|unix.X_OK)
+}
+
+// checkReplace makes sure the batch can replace p, through its temporary
+// file beside it, or remove it (a put, a merge, a delete): nothing the
+// writer cannot remove stands at the temporary name (a folder, or another
+// user's file in a sticky folder), and in a folder with the sticky bit
+// (as /tmp has) p is the writer's, or the folder is. access(2), which
+// checkWritable asks, sees neither.
+func (ov *overlay) checkReplace(p string, st *fileState) error {
+	if st.replaceOK {
+		return nil
+	}
+	dir := path.Dir(p)
+	d, err := ov.tree.lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), err == nil && !d.mode.IsDir():
+		st.replaceOK = true // a folder the batch makes: nothing is in it
+		return nil
+	case err != nil:
+		return classify(dir, err)
+	}
+	euid := uint32(os.Geteuid())
+	mayRemove := func(owner uint32) bool {
+		return d.mode&fs.ModeSticky == 0 || euid == 0 || owner == euid || d.uid == euid
+	}
+	if st.origExists && !mayRemove(st.owner) {
+		return queue.Reject(queue.ReasonNotPermitted, "%s is another user's (uid %d) in %s, a folder with the sticky bit: the writer (uid %d) may not replace or remove it", p, st.owner, dir, euid)
+	}
+	tmp := path.Join(dir, tempName(path.Base(p)))
+	e, err := ov.tree.lstat(tmp)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return classify(tmp, err)
+	case e.mode.IsDir():
+		return queue.Reject(queue.ReasonNotRegular, "%s, the temporary name scribe writes %s through, is a folder", tmp, p)
+	case !mayRemove(e.uid):
+		return queue.Reject(queue.ReasonNotPermitted, "%s, the temporary name scribe writes %s through, is another user's (uid %d) in a folder with the sticky bit", tmp, p, e.uid)
+	}
+	st.replaceOK = true
+	return nil
 }
 
 // classify turns an error from resolving a path into a rejection when it is

@@ -135,11 +135,12 @@ func folderErr(err error) error {
 
 // entry is what lstat finds at a path.
 type entry struct {
-	mode  fs.FileMode
+	mode  fs.FileMode // with fs.ModeSticky for a folder with the sticky bit
 	size  int64
 	nlink uint64
 	key   fileKey
 	mtime int64 // nanoseconds
+	uid   uint32
 }
 
 // lstat describes p itself (a symlink is not followed) and fails with
@@ -173,7 +174,10 @@ func entryOf(st *unix.Stat_t) entry {
 	case unix.S_IFBLK:
 		m |= fs.ModeDevice
 	}
-	return entry{mode: m, size: st.Size, nlink: uint64(st.Nlink), key: fileKey{uint64(st.Dev), st.Ino}, mtime: st.Mtim.Nano()}
+	if st.Mode&unix.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return entry{mode: m, size: st.Size, nlink: uint64(st.Nlink), key: fileKey{uint64(st.Dev), st.Ino}, mtime: st.Mtim.Nano(), uid: st.Uid}
 }
 
 func fdKey(fd int) (fileKey, error) {

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 )
 
@@ -113,19 +114,36 @@ func CheckLockFile(path string) error {
 	if dir, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
 		real = filepath.Join(dir, filepath.Base(path))
 	}
-	refuse := func(what string) error {
-		return fmt.Errorf("lock file %s is %s: name a file of its own, or none for the store's own lock, .scribe/lock", path, what)
-	}
 	if r := role(real); r != "" && r != roles["lock"] {
-		return refuse("scribe's " + r)
+		return refuseLockFile(path, "scribe's "+r)
 	}
 	// Deeper in .scribe is the queue's own (jetstream/...).
 	for d := filepath.Dir(filepath.Dir(real)); d != filepath.Dir(d); d = filepath.Dir(d) {
 		if filepath.Base(d) == MetaDir {
-			return refuse("inside scribe's " + d)
+			return refuseLockFile(path, "inside scribe's "+d)
 		}
 	}
 	return nil
+}
+
+// CheckLockFileInfo refuses fi, the file at path, as the lock file of
+// l's store if it is one of the files of its .scribe folder other than
+// the store lock under another name (a hard link, or a bind mount), which
+// CheckLockFile, going by names, cannot tell.
+func (l Layout) CheckLockFileInfo(path string, fi os.FileInfo) error {
+	for _, e := range l.entries() {
+		if e.dir || e.path == l.Lock() {
+			continue
+		}
+		if own, err := os.Lstat(e.path); err == nil && os.SameFile(fi, own) {
+			return refuseLockFile(path, "scribe's "+role(e.path)+", "+e.path+", under another name")
+		}
+	}
+	return nil
+}
+
+func refuseLockFile(path, what string) error {
+	return fmt.Errorf("lock file %s is %s: name a file of its own, or none for the store's own lock, .scribe/lock", path, what)
 }
 
 // entries are the files of .scribe that scribe trusts (and the queue

@@ -389,3 +389,31 @@ func TestCallersTakeTheConfiguredLockFile(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "y", readFile(t, filepath.Join(store, "f.txt")))
 }
+
+// TestTheJournalUnderAnotherNameIsNoLockFile: a hard link of the journal
+// named as --lock-file is refused as its own name is (exit 2), before a
+// holder writes its identity over it: the journal kept the outcome, and a
+// retry of the job applies nothing again.
+func TestTheJournalUnderAnotherNameIsNoLockFile(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	r := scribe(t, "", "submit", "--store", store, "--id", "job-1", "append", "log.txt", "x\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	journal := filepath.Join(store, ".scribe", "journal.db")
+	before := readFile(t, journal)
+	link := filepath.Join(store, "tool.lock")
+	require.NoError(t, os.Link(journal, link))
+
+	for _, args := range [][]string{
+		{"lock", "--store", store, "--lock-file", link, "--", "true"},
+		{"submit", "--store", store, "--lock-file", link, "append", "log.txt", "y\n"},
+	} {
+		r := scribe(t, "", args...)
+		assert.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		assert.Contains(t, r.stderr, "is scribe's journal, "+journal+", under another name", args)
+	}
+	assert.True(t, before == readFile(t, journal), "the journal is as it was")
+	r = scribe(t, "", "submit", "--store", store, "--id", "job-1", "append", "log.txt", "x\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "x\n", readFile(t, filepath.Join(store, "log.txt")), "the retry applied nothing again")
+}

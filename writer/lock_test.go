@@ -337,13 +337,20 @@ func TestTryLockRefusesScribesOwnFiles(t *testing.T) {
 	require.NoError(t, err)
 	meta := queue.Layout{Root: real}.Meta()
 	require.NoError(t, os.MkdirAll(filepath.Join(meta, "jetstream", "s"), 0o700))
-	before := treeOf(t, meta)
 	link := filepath.Join(t.TempDir(), "meta")
 	require.NoError(t, os.Symlink(meta, link))
+	// The journal under other names: a hard link beside the store, one in
+	// it, as a tool's lock file would be named.
+	hardLinks := []string{filepath.Join(t.TempDir(), "tool.lock"), filepath.Join(store, "tool.lock")}
+	for _, h := range hardLinks {
+		require.NoError(t, os.Link(filepath.Join(meta, "journal.db"), h))
+	}
+	before := treeOf(t, meta)
 
 	for _, path := range []string{
 		filepath.Join(meta, "journal.db"),
 		filepath.Join(link, "journal.db"),
+		hardLinks[0], hardLinks[1],
 		filepath.Join(meta, "daemon.lock"),
 		filepath.Join(meta, "settled"),
 		filepath.Join(meta, "config.toml"),

@@ -179,6 +179,18 @@ func tryHold(real, path string, o Options) (_ *Hold, retry bool, err error) {
 		f.Close()
 		return nil, false, fmt.Errorf("lock %s: %w", path, err)
 	}
+	if path != DefaultPath(real) {
+		// Holding it writes over it: the journal, linked in as a tool's
+		// lock, would lose every outcome.
+		fi, err := f.Stat()
+		if err == nil {
+			err = queue.Layout{Root: real}.CheckLockFileInfo(path, fi)
+		}
+		if err != nil {
+			f.Close()
+			return nil, false, fmt.Errorf("%w: %w", err, ErrNotLockFile)
+		}
+	}
 	if h, ok := holds.m[key]; ok { // nested: share the hold
 		f.Close()
 		if h.inherited && o.Mode == queue.ModeDaemon {

@@ -8,6 +8,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // Exit codes: a contract with scripts (docs/cli.md).
@@ -66,7 +67,7 @@ func ExitCode(err error) int {
 		return ExitRejected
 	case errors.Is(err, client.ErrNoDaemon):
 		return ExitNoDaemon
-	case errors.Is(err, client.ErrOtherLockFile):
+	case errors.Is(err, client.ErrOtherLockFile), errors.Is(err, lock.ErrNotLockFile):
 		return ExitUsage // the flag (or its absence) is wrong; retrying will not help
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrQueueFull), errors.Is(err, ErrWaitTimeout),
 		errors.Is(err, client.ErrUnavailable), errors.Is(err, discovery.ErrRunning):

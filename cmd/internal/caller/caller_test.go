@@ -111,6 +111,8 @@ func TestJobFileProblem(t *testing.T) {
 func TestTooLargeFromStdin(t *testing.T) {
 	big := strings.Repeat("x", queue.MaxJobBytesLimit+(1<<20))
 	atLeast := fmt.Sprintf("at least %d bytes", queue.MaxJobBytesLimit+1)
+	onDisk := filepath.Join(t.TempDir(), "job.json")
+	require.NoError(t, os.WriteFile(onDisk, []byte(big), 0o600))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -118,14 +120,16 @@ func TestTooLargeFromStdin(t *testing.T) {
 		want string
 	}{
 		{"DATA", []string{"append", "f"}, "", fmt.Sprintf("rejected (too_large): DATA from stdin is %s; a job may be at most %d bytes encoded", atLeast, queue.MaxJobBytesLimit)},
-		{"DATA, -", []string{"put", "f", "-"}, "", "DATA from stdin is " + atLeast},
-		{"job file", nil, "-", "the job file from stdin is " + atLeast},
+		{"DATA, -", []string{"put", "f", "-"}, "", "rejected (too_large): DATA from stdin is " + atLeast},
+		{"job file", nil, "-", "rejected (too_large): the job file from stdin is " + atLeast},
+		{"job file on disk", nil, onDisk, "rejected (too_large): the job file " + onDisk + " is " + atLeast},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &submit{&cli.Main{Stdin: strings.NewReader(big)}}
 			_, err := c.buildJob(tc.args, jobFlags{file: tc.file})
 			require.ErrorIs(t, err, queue.ErrRejected)
-			assert.Contains(t, err.Error(), tc.want)
+			// As it begins: callers (the Python client) read the reason there.
+			assert.True(t, strings.HasPrefix(err.Error(), tc.want), err.Error())
 			assert.Equal(t, cli.ExitRejected, cli.ExitCode(err))
 		})
 	}

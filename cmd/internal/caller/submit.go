@@ -334,10 +334,10 @@ func (c *submit) readJobFile(args []string, f jobFlags) (*queue.Job, error) {
 	if f.file == "-" {
 		b, err = readLimited(c.Stdin, "the job file from stdin")
 	} else {
-		b, err = os.ReadFile(f.file)
+		b, err = readJobPath(f.file)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read job: %w", err)
+		return nil, err // a rejection (too_large) says so itself, as one decided would
 	}
 	var job queue.Job
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -352,6 +352,17 @@ func (c *submit) readJobFile(args []string, f jobFlags) (*queue.Job, error) {
 		return nil, queue.Reject(queue.ReasonBadInput, "job file is not a valid job: %v", err)
 	}
 	return &job, nil
+}
+
+// readJobPath reads the job file path, refusing one too large as
+// readLimited does, before it is all in memory.
+func readJobPath(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read job: %w", err)
+	}
+	defer f.Close()
+	return readLimited(f, "the job file "+path)
 }
 
 // readLimited reads what of r a job can hold. More than any job may be

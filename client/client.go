@@ -292,7 +292,7 @@ func (c *Client) StoreID() string { return c.storeID }
 func (c *Client) Close() error { return c.r.close() }
 
 // prepare gives the job an ID if it has none, binds it to the store,
-// trims a leading "./" from its paths (queue.TrimDotSlash) and encodes
+// trims the leading "./" from its paths (queue.TrimDotSlash) and encodes
 // it. A malformed job returns a *queue.RejectError.
 func (c *Client) prepare(job *queue.Job) ([]byte, error) {
 	if job.ID == "" {

@@ -29,13 +29,18 @@ const MaxNameLen = 255 - 1 - len(tmpSuffix)
 // "../x", "a//b").
 const relativeHint = "; use a path relative to the store, such as notes/today.md"
 
-// TrimDotSlash removes one leading "./" from a path given by a person
-// ("./notes.txt" is "notes.txt"), and nothing else: "a/./b" and "././x"
-// are left for CheckPath to refuse. The wire format stays strict (a job
-// carries clean paths); callers normalise before they build a job (the
-// client and the command line do).
+// TrimDotSlash removes the leading "./" from a path given by a person
+// ("./notes.txt" and "././notes.txt" are "notes.txt"), and nothing else:
+// "a/./b" is left for CheckPath to refuse. The wire format stays strict (a
+// job carries clean paths); callers normalise before they build a job (the
+// client and the command line do). Trimming twice is trimming once: a job
+// may pass through more than one caller (a Python client, then the
+// command line), and its digest must be of the path the daemon applies.
 func TrimDotSlash(p string) string {
-	return strings.TrimPrefix(p, "./")
+	for strings.HasPrefix(p, "./") {
+		p = p[2:]
+	}
+	return p
 }
 
 // CheckPath applies the lexical rules for an op path: relative,

@@ -86,9 +86,12 @@ def new_id() -> str:
 
 
 def _trim_dot_slash(path: str) -> str:
-    # One leading "./" is dropped, as the scribe command and the Go client
-    # do, so that the job (and its digest) is the one the daemon records.
-    return path[2:] if path.startswith("./") else path
+    # The leading "./" is dropped, every one, as the scribe command and the
+    # Go client do, so that the job (and its digest) is the one the daemon
+    # records, however many times it is trimmed on the way.
+    while path.startswith("./"):
+        path = path[2:]
+    return path
 
 
 def _as_bytes(data: Union[bytes, bytearray, memoryview, str, None]) -> bytes:
@@ -99,6 +102,9 @@ def _as_bytes(data: Union[bytes, bytearray, memoryview, str, None]) -> bytes:
             return data.encode("utf-8")
         except UnicodeEncodeError as e:
             raise ValueError(f"data is not text that UTF-8 can hold (give bytes instead): {e}") from e
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        # bytes(5) is five NULs, bytes([104, 105]) is b"hi": nobody meant those.
+        raise TypeError(f"data must be bytes or str, not {type(data).__name__}")
     return bytes(data)
 
 
@@ -183,11 +189,10 @@ class Op:
         0 or less is a ValueError naming it (``at`` is the op's place in
         the job), rather than a field silently left out."""
         _want(d, Mapping, at)
+        d = _fields(d, _OP_FIELDS, at)
         kind = _field(d, "op", str, at)
         fields = _EXEC_FIELDS if kind == "exec" else _FILE_FIELDS
         for k in d:
-            if k not in _OP_FIELDS:
-                raise ValueError(f"not a valid job: {at}: unknown field {k!r}")
             if k not in fields:
                 raise ValueError(f"not a valid job: {at}: {kind!r} ops have no {k!r}")
         if d.get("if_match") == "":
@@ -197,7 +202,9 @@ class Op:
         data: Optional[bytes] = None
         if d.get("data_b64") is not None:
             try:
-                data = base64.b64decode(_field(d, "data_b64", str, at), validate=True)
+                # Go's decoder skips line breaks, as MIME base64 has them.
+                b64 = _field(d, "data_b64", str, at).replace("\r", "").replace("\n", "")
+                data = base64.b64decode(b64, validate=True)
             except binascii.Error as e:
                 raise ValueError(f"not a valid job: {at}.data_b64: not base64: {e}") from e
         elif d.get("data") is not None:
@@ -208,6 +215,8 @@ class Op:
         timeout_ms = _field(d, "timeout_ms", int, at, 0)
         if d.get("timeout_ms") is not None and timeout_ms <= 0:
             raise ValueError(f"not a valid job: {at}.timeout_ms: {timeout_ms}, want more than 0")
+        if timeout_ms > _MAX_TIMEOUT_MS:
+            raise ValueError(f"not a valid job: {at}.timeout_ms: {timeout_ms}, more than a Go time.Duration holds ({_MAX_TIMEOUT_MS})")
         return cls(
             op=kind,
             path=_trim_dot_slash(_field(d, "path", str, at, "")),
@@ -238,6 +247,40 @@ _JOB_FIELDS = frozenset({"v", "id", "store", "ops", "meta", "coalesce", "priorit
 _FILE_FIELDS = frozenset({"op", "path", "data", "data_b64", "if_match"})
 _EXEC_FIELDS = frozenset({"op", "name", "args", "dir", "timeout_ms"})
 _OP_FIELDS = _FILE_FIELDS | _EXEC_FIELDS
+
+# The longest timeout_ms a daemon takes: what a Go time.Duration holds.
+_MAX_TIMEOUT_MS = (1 << 63) // 1_000_000
+
+
+def _fields(d: Mapping[str, Any], known: frozenset, at: str) -> Dict[str, Any]:
+    """d with its field names as the daemon's decoder (Go's encoding/json)
+    reads them: exactly, else case-insensitively ("ID" is id), a repeated
+    field taking its last value; any other name is a ValueError."""
+    folded = {k.casefold(): k for k in known}
+    out: Dict[str, Any] = {}
+    for k, v in d.items():
+        name = k if k in known else folded.get(k.casefold()) if isinstance(k, str) else None
+        if name is None:
+            raise ValueError(f"not a valid job: {at}: unknown field {k!r}")
+        out[name] = v
+    return out
+
+
+# RFC 3339, as Go reads a time.Time from JSON: "T" and "Z" upper case, a
+# fraction after "." or ",", an offset of at most 24:60.
+_RFC3339 = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:[.,][0-9]+)?(?:Z|[+-]([0-9]{2}):([0-9]{2}))\Z")
+
+
+def _check_time(s: str, at: str) -> None:
+    m = _RFC3339.match(s)
+    if m:
+        y, mo, d, h, mi, sec = (int(x) for x in m.groups()[:6])
+        leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+        days = [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        oh, om = int(m.group(7) or 0), int(m.group(8) or 0)
+        if 1 <= mo <= 12 and 1 <= d <= days[mo - 1] and h <= 23 and mi <= 59 and sec <= 59 and oh <= 24 and om <= 60:
+            return
+    raise ValueError(f"not a valid job: {at}: {s!r} is not an RFC 3339 time")
 
 
 def _json_type(v: Any) -> str:
@@ -369,12 +412,11 @@ class Job:
         drop a precondition); ``v``, if given, must be 1, and ``submitted``
         is informational and not kept."""
         _want(d, Mapping, "job")
-        for k in d:
-            if k not in _JOB_FIELDS:
-                raise ValueError(f"not a valid job: unknown field {k!r}")
+        d = _fields(d, _JOB_FIELDS, "job")
         if _field(d, "v", int, "job", 1) != 1:
             raise ValueError(f"not a valid job: v: {d['v']}; a job as a dict is version 1 (data or data_b64)")
-        _field(d, "submitted", str, "job", "")
+        if d.get("submitted") is not None:
+            _check_time(_field(d, "submitted", str, "job"), "job.submitted")
         meta = _field(d, "meta", Mapping, "job", {})
         for k, v in meta.items():
             _want(k, str, "job.meta key")

@@ -260,6 +260,7 @@ class JobTest(StoreCase):
         store = self.store(route="direct")
         jobs = [
             sc.Job([sc.Op.append("./n.txt", "hello")]),
+            sc.Job([sc.Op.append("././n2.txt", "hello")]),  # trimmed here as the command trims it again
             sc.Job([sc.Op.put("bin/x", b"\x00\xff\xfe"), sc.Op.merge("m.json", {"a": "<&>"})],
                    meta={"é": "v", "a": "\u2028", "B": "x"}),
             sc.Job([sc.Op.delete("n.txt", if_match="absent")]),  # rejected: recorded all the same
@@ -297,6 +298,10 @@ class JobTest(StoreCase):
             ({"ops": [dict(put, if_match=5)]}, "ops[0].if_match: want a string, not a number"),
             ({"ops": [put], "meta": {"by": 1}}, "meta"),
             ({"ops": [put], "v": 2}, "version 1"),
+            ({"ops": [put], "submitted": "yesterday"}, "job.submitted: 'yesterday' is not an RFC 3339 time"),
+            ({"ops": [put], "submitted": ""}, "job.submitted: '' is not an RFC 3339 time"),
+            ({"ops": [put], "submitted": "2023-02-29T00:00:00Z"}, "not an RFC 3339 time"),
+            ({"ops": [{"op": "exec", "name": "mine", "timeout_ms": 10**30}]}, "more than a Go time.Duration holds"),
             ({"ops": put}, "want an array"),
             ({"id": "x"}, "no 'ops'"),
         ]:
@@ -311,6 +316,20 @@ class JobTest(StoreCase):
         # null is absent, as it is to the daemon.
         j = sc.Job.from_wire({"v": 1, "id": "n-1", "ops": [dict(put, if_match=None, data_b64=None)], "meta": None})
         self.assertEqual(j, sc.Job([sc.Op.put("owner.txt", "bob\n")], id="n-1"))
+        # What the daemon takes, this takes: names in any case, line breaks
+        # in base64, Go's RFC 3339 (a fraction after a comma).
+        j = sc.Job.from_wire({"ID": "n-2", "Ops": [{"OP": "put", "Path": "owner.txt", "data_b64": "Ym9i\nCg=="}],
+                              "submitted": "2026-11-29T23:04:12,5+01:00"})
+        self.assertEqual(j, sc.Job([sc.Op.put("owner.txt", "bob\n")], id="n-2"))
+        store = self.store(route="direct")
+        out = store.apply({"Id": "n-3", "ops": [{"op": "put", "PATH": "case.txt", "data": "x"}]})
+        self.assertEqual((out.id, out.status, self.file("case.txt")), ("n-3", "applied", b"x"))
+
+    def test_a_builder_takes_bytes_or_str_only(self) -> None:
+        for data in (5, True, [104, 105], 1.5):
+            with self.assertRaisesRegex(TypeError, "data must be bytes or str"):
+                sc.Op.put("a", data)
+        self.assertEqual(sc.Op.put("a", bytearray(b"hi")).data, b"hi")
 
     def test_a_builder_refuses_an_empty_if_match(self) -> None:
         h = ""  # a hash read into a variable that stayed empty
@@ -544,6 +563,15 @@ class RejectedTest(StoreCase):
         self.assertEqual(again.exception.outcome.raw, e.outcome.raw)
         st = store.status(job)
         self.assertEqual((st.state, st.outcome.raw), ("rejected", e.outcome.raw))
+
+    def test_too_large_is_refused_before_it_is_sent(self) -> None:
+        store = self.store(route="direct")
+        for size in (2 << 20, 40 << 20):  # over the store's limit; over any job's
+            with self.assertRaises(sc.Rejected, msg=size) as cm:
+                store.apply(sc.Op.put("big", b"x" * size))
+            self.assertEqual(cm.exception.reason, "too_large", size)
+            self.assertIsNone(cm.exception.outcome, "refused before it was sent")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "big")))
 
     def test_path_escape(self) -> None:
         self.daemon()

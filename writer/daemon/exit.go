@@ -19,24 +19,25 @@ func (d *Daemon) shutdown() error {
 		d.cfg.Stopping()
 	}
 	d.log.Info("shutting down")
-	// No job may be queued once the writers have counted what they
-	// leave queued (the stranded mark): callers stop finding the daemon,
-	// and those connected are cut off.
+	// Callers stop finding the daemon; the writers stop, each marking
+	// what it leaves queued (the stranded mark); then those connected are
+	// cut off, and the queues counted again for a job queued meanwhile.
+	// The writers stop first because the server's reload that cuts
+	// clients off rewires, unlocked, the JetStream API import every
+	// writer's pulls go through (a data race in the server).
 	d.withdraw()
+	var errs []error
+	if err := d.closeWriters(); err != nil {
+		errs = append(errs, fmt.Errorf("stop writer: %w", err))
+	}
 	if d.srv != nil && !d.refused {
 		if err := d.srv.RefuseSubmitters(); err != nil {
 			d.log.Warn("refuse new jobs while stopping", "err", err)
 		}
 	}
-	var errs []error
-	if err := d.closeWriters(); err != nil {
-		errs = append(errs, fmt.Errorf("stop writer: %w", err))
-	}
 	fault.Pause("stopped")
 	d.withdraw()
-	if d.shared {
-		d.markStranded()
-	}
+	d.markStranded()
 	errs = append(errs, d.release())
 	return errors.Join(errs...)
 }
@@ -160,8 +161,9 @@ func (d *Daemon) reportUnserved() {
 	}
 }
 
-// markStranded says, in the stranded marker of each store whose jobs
-// stay queued at the stop, where they are: in the shared queue folder.
+// markStranded marks stranded each store whose jobs stay queued at the
+// stop, counted once no job can come any more (a writer counts when it
+// stops), saying where they are when that is the shared queue folder.
 func (d *Daemon) markStranded() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -176,8 +178,11 @@ func (d *Daemon) markStranded() {
 		if st.lk.Moved() != nil {
 			continue // the marker at the path is another store's
 		}
-		why := fmt.Sprintf("daemon pid %d stopped with %d jobs queued for this store in the shared queue folder %s; a daemon serving the store takes them over",
-			os.Getpid(), n, d.qd.Dir())
+		why := fmt.Sprintf("daemon pid %d stopped with %d jobs queued", os.Getpid(), n)
+		if d.shared {
+			why = fmt.Sprintf("daemon pid %d stopped with %d jobs queued for this store in the shared queue folder %s; a daemon serving the store takes them over",
+				os.Getpid(), n, d.qd.Dir())
+		}
 		if err := queue.MarkStranded(st.path, why); err != nil {
 			d.log.Warn("mark the store stranded", "store", st.path, "err", err)
 		}

@@ -184,6 +184,16 @@ func TestMCPServerUnknownOutcome(t *testing.T) {
 	assert.Contains(t, text, `outcome tool (id "mcp-held")`)
 	assert.Contains(t, text, "do not redo the write another way")
 
+	// A cancel cannot be recorded while the lock is held: busy, as the
+	// daemon answers, nothing changed.
+	res = s.call(t, "cancel", map[string]any{"id": "mcp-held"})
+	assert.True(t, res.IsError)
+	var ans queue.CancelAnswer
+	mcpStructured(t, res, &ans)
+	assert.Equal(t, queue.CancelBusy, ans.Result)
+	assert.Contains(t, mcpText(res), "job mcp-held not cancelled")
+	assert.Contains(t, mcpText(res), "nothing changed")
+
 	var l queue.Lookup
 	res = s.call(t, "outcome", map[string]any{"id": "mcp-held"})
 	require.False(t, res.IsError, mcpText(res))

@@ -41,6 +41,11 @@ func (m *tools) cancel(ctx context.Context, _ *sdk.CallToolRequest, in cancelArg
 		res := structuredResult(fmt.Sprintf("job %s: %v", in.ID, err), queue.CancelAnswer{Result: queue.CancelUnknown, State: queue.StateUnknown})
 		res.IsError = true
 		return res, nil, nil
+	case errors.Is(err, client.ErrBusy):
+		// The daemon's busy answer: nothing changed.
+		res := structuredResult(fmt.Sprintf("job %s not cancelled: %v; nothing changed: call again", in.ID, err), queue.CancelAnswer{Result: queue.CancelBusy, Detail: err.Error()})
+		res.IsError = true
+		return res, nil, nil
 	case errors.Is(err, client.ErrNoDaemon):
 		return errorResult(fmt.Sprintf("job %s not cancelled: %v; only the store's daemon holds a queue to cancel from", in.ID, err)), nil, nil
 	}

@@ -106,14 +106,14 @@ type Op struct {
 // length of its part after the JSON value.
 type wireOp struct {
 	Op        OpKind   `json:"op"`
-	Path      string   `json:"path,omitempty"`
+	Path      *string  `json:"path,omitempty"`
 	Data      *string  `json:"data,omitempty"`
 	DataB64   *string  `json:"data_b64,omitempty"`
 	DataLen   *int     `json:"data_len,omitempty"`
 	IfMatch   *string  `json:"if_match,omitempty"`
-	Name      string   `json:"name,omitempty"`
+	Name      *string  `json:"name,omitempty"`
 	Args      []string `json:"args,omitempty"`
-	Dir       string   `json:"dir,omitempty"`
+	Dir       *string  `json:"dir,omitempty"`
 	TimeoutMS *int64   `json:"timeout_ms,omitempty"`
 }
 
@@ -134,7 +134,7 @@ func (o Op) MarshalJSON() ([]byte, error) {
 
 // wire is the op's wire form without its data.
 func (o Op) wire() wireOp {
-	w := wireOp{Op: o.Kind, Path: o.Path, Name: o.Name, Args: o.Args, Dir: o.Dir}
+	w := wireOp{Op: o.Kind, Path: given(o.Path), Name: given(o.Name), Args: o.Args, Dir: given(o.Dir)}
 	if o.IfMatch != "" {
 		w.IfMatch = &o.IfMatch
 	}
@@ -173,9 +173,26 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 
 // op converts the wire form to an Op.
 func (w *wireOp) op() (Op, error) {
-	o := Op{Kind: w.Op, Path: w.Path, Name: w.Name, Args: w.Args, Dir: w.Dir}
-	if len(o.Args) == 0 {
-		o.Args = nil // "args": [] is no args
+	o := Op{Kind: w.Op, Args: w.Args}
+	// A field given empty is refused, not taken for one left out: the
+	// op cannot have it (a file op's name), or "" is no value of it.
+	for _, f := range []struct {
+		name string
+		v    *string
+		to   *string
+	}{{"path", w.Path, &o.Path}, {"name", w.Name, &o.Name}, {"dir", w.Dir, &o.Dir}} {
+		if f.v != nil {
+			if *f.v == "" {
+				return o, fmt.Errorf("op %s: empty: leave it out", f.name)
+			}
+			*f.to = *f.v
+		}
+	}
+	if w.Args != nil && len(w.Args) == 0 {
+		if w.Op != OpExec {
+			return o, fmt.Errorf("op args: only an exec op has args")
+		}
+		o.Args = nil // an exec op's "args": [] is no args
 	}
 	if w.IfMatch != nil {
 		// "" would read as no precondition: a hash left empty by its
@@ -224,9 +241,17 @@ type wireJob struct {
 	Store     string            `json:"store"`
 	Ops       []wireOp          `json:"ops"`
 	Meta      map[string]string `json:"meta,omitempty"`
-	Coalesce  string            `json:"coalesce,omitempty"`
+	Coalesce  *string           `json:"coalesce,omitempty"`
 	Submitted time.Time         `json:"submitted,omitzero"`
-	Priority  Priority          `json:"priority,omitempty"`
+	Priority  *Priority         `json:"priority,omitempty"`
+}
+
+// given is s as an optional wire field: nil (left out) when empty.
+func given[T ~string](s T) *T {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Job is a unit of work for one store: its ops are applied in order, all or
@@ -488,7 +513,7 @@ func DecodeLimit(b []byte, limit int) (*Job, error) {
 // encodeRaw writes j as VersionRaw: its JSON value with each op's data
 // length, a newline, and the data.
 func encodeRaw(j *Job) ([]byte, error) {
-	w := wireJob{V: VersionRaw, ID: j.ID, Store: j.Store, Meta: j.Meta, Coalesce: j.Coalesce, Submitted: j.Submitted, Priority: j.Priority, Ops: make([]wireOp, len(j.Ops))}
+	w := wireJob{V: VersionRaw, ID: j.ID, Store: j.Store, Meta: j.Meta, Coalesce: given(j.Coalesce), Submitted: j.Submitted, Priority: given(j.Priority), Ops: make([]wireOp, len(j.Ops))}
 	size := 0
 	for i, op := range j.Ops {
 		w.Ops[i] = op.wire()
@@ -533,7 +558,19 @@ func decodeJob(b []byte) (*Job, error) {
 	} else if len(bytes.TrimLeft(rest, " \t\r\n")) > 0 {
 		return nil, fmt.Errorf("data after the JSON value")
 	}
-	j := &Job{V: w.V, ID: w.ID, Store: w.Store, Meta: w.Meta, Coalesce: w.Coalesce, Submitted: w.Submitted, Priority: w.Priority}
+	j := &Job{V: w.V, ID: w.ID, Store: w.Store, Meta: w.Meta, Submitted: w.Submitted}
+	if w.Coalesce != nil {
+		if *w.Coalesce == "" {
+			return nil, fmt.Errorf("coalesce: empty: leave it out")
+		}
+		j.Coalesce = *w.Coalesce
+	}
+	if w.Priority != nil {
+		if *w.Priority == "" {
+			return nil, fmt.Errorf("priority: empty: leave it out for a normal job")
+		}
+		j.Priority = *w.Priority
+	}
 	j.Ops = make([]Op, len(w.Ops)) // non-nil even without ops: the job decoded (see Decode)
 	for i := range w.Ops {
 		n := w.Ops[i].DataLen

@@ -613,3 +613,37 @@ func TestIDProblem(t *testing.T) {
 		assert.Less(t, len(p), 200, "a long ID is cut short")
 	}
 }
+
+// TestDecodeRefusesFieldsGivenEmpty: a field given empty is not taken for
+// one left out. A file op with "name": "" or "args": [] has a field a file
+// op cannot have; "priority": "" and "coalesce": "" are no values of
+// theirs. Each is bad_input, as any other field the job cannot have.
+func TestDecodeRefusesFieldsGivenEmpty(t *testing.T) {
+	put := `{"op":"put","path":"a","data":"x"`
+	exec := `{"op":"exec","name":"mine"`
+	for _, tc := range []struct{ name, ops, top, want string }{
+		{"priority", put + `}`, `,"priority":""`, "priority: empty"},
+		{"coalesce on file ops", put + `}`, `,"coalesce":""`, "coalesce: empty"},
+		{"coalesce on exec", exec + `}`, `,"coalesce":""`, "coalesce: empty"},
+		{"file op name", put + `,"name":""}`, ``, "op name: empty"},
+		{"file op dir", put + `,"dir":""}`, ``, "op dir: empty"},
+		{"file op args", put + `,"args":[]}`, ``, "only an exec op has args"},
+		{"exec op path", exec + `,"path":""}`, ``, "op path: empty"},
+		{"exec op dir", exec + `,"dir":""}`, ``, "op dir: empty"},
+		{"exec op name", `{"op":"exec","name":""}`, ``, "op name: empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := []byte(`{"v":1,"id":"j1","store":"s","ops":[` + tc.ops + `]` + tc.top + `}`)
+			j, err := queue.Decode(b)
+			var rej *queue.RejectError
+			require.ErrorAs(t, err, &rej, "%s", b)
+			assert.Equal(t, queue.ReasonBadInput, rej.Reason)
+			assert.Contains(t, rej.Detail, tc.want)
+			assert.Equal(t, "j1", j.ID, "recorded under its ID")
+		})
+	}
+	// An exec op's "args": [] is no args, as before.
+	j, err := queue.Decode([]byte(`{"v":1,"id":"j1","store":"s","ops":[{"op":"exec","name":"mine","args":[]}]}`))
+	require.NoError(t, err)
+	assert.Nil(t, j.Ops[0].Args)
+}

@@ -190,6 +190,7 @@ class Op:
         the job), rather than a field silently left out."""
         _want(d, Mapping, at)
         d = _fields(d, _OP_FIELDS, at)
+        _given_empty(d, ("path", "name", "dir"), at)
         kind = _field(d, "op", str, at)
         fields = _EXEC_FIELDS if kind == "exec" else _FILE_FIELDS
         for k in d:
@@ -264,6 +265,14 @@ def _fields(d: Mapping[str, Any], known: frozenset, at: str) -> Dict[str, Any]:
             raise ValueError(f"not a valid job: {at}: unknown field {k!r}")
         out[name] = v
     return out
+
+
+def _given_empty(d: Mapping[str, Any], keys: Sequence[str], at: str) -> None:
+    # A field given empty is refused, as the daemon refuses it, not taken
+    # for one left out.
+    for k in keys:
+        if d.get(k) == "":
+            raise ValueError(f"not a valid job: {at}.{k}: empty: leave it out")
 
 
 # RFC 3339, as Go reads a time.Time from JSON: "T" and "Z" upper case, a
@@ -413,6 +422,7 @@ class Job:
         is informational and not kept."""
         _want(d, Mapping, "job")
         d = _fields(d, _JOB_FIELDS, "job")
+        _given_empty(d, ("coalesce", "priority"), "job")
         if _field(d, "v", int, "job", 1) != 1:
             raise ValueError(f"not a valid job: v: {d['v']}; a job as a dict is version 1 (data or data_b64)")
         if d.get("submitted") is not None:

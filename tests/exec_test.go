@@ -2,9 +2,7 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -940,16 +938,8 @@ func TestExecDocsWorkedExample(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command("sh", "-ec", docsBlock(t, "sh", "The hook runs:"))
 		cmd.Env = env
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		r := result{stdout: out.String(), stderr: errb.String()}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			r.code = ee.ExitCode()
-		} else {
-			require.NoError(t, err)
-		}
+		r, err := runCmd(cmd)
+		require.NoError(t, err)
 		return r
 	}
 	mined := filepath.Join(store, "palace", "mined.log")

@@ -169,6 +169,12 @@ func runProcess(bin string, env []string, stdin io.Reader, args ...string) (resu
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), append([]string{"SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_CRASH_AT="}, env...)...)
 	cmd.Stdin = stdin
+	return runCmd(cmd)
+}
+
+// runCmd runs a prepared command to completion, its output captured; the
+// error says it could not be run at all.
+func runCmd(cmd *exec.Cmd) (result, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()

@@ -1,8 +1,6 @@
 package tests
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,14 +64,7 @@ func TestStickyFolderOfTheStore(t *testing.T) {
 		cmd := exec.Command(scribeBin, append([]string{"submit", "--store", store}, args...)...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/"}
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		r := result{stdout: out.String(), stderr: errb.String()}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			r.code, err = ee.ExitCode(), nil
-		}
+		r, err := runCmd(cmd)
 		require.NoError(t, err)
 		return r
 	}

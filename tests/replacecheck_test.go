@@ -11,8 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestAFolderAtTheTemporaryNameRejectsThePut: a put (or merge) writes its
-// file through a temporary name beside it. A folder standing there, which
+// TestAFolderAtTheTemporaryNameRejectsThePut: a put (or merge, or an
+// append after a delete) writes its file whole through a temporary name
+// beside it. A folder standing there, which
 // the writer cannot remove, rejects that job when it is decided; found only
 // when the batch is carried out, it stopped the store for every write.
 func TestAFolderAtTheTemporaryNameRejectsThePut(t *testing.T) {
@@ -32,6 +33,14 @@ func TestAFolderAtTheTemporaryNameRejectsThePut(t *testing.T) {
 	require.Equal(t, 0, r.code, "the store still takes writes: %s", r.stderr)
 	assert.Equal(t, "line\n", readFile(t, filepath.Join(store, "a.txt")))
 	assert.Equal(t, "b\n", readFile(t, filepath.Join(store, "b.txt")))
+	// A delete then an append in one job writes the file whole, through
+	// that name: rejected. A delete alone only unlinks the file: applied.
+	r = scribe(t, `{"ops":[{"op":"delete","path":"a.txt"},{"op":"append","path":"a.txt","data":"again\n"}]}`, "submit", "--store", store, "--job", "-")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "is a folder")
+	r = scribe(t, "", "submit", "--store", store, "delete", "a.txt")
+	require.Equal(t, 0, r.code, "a delete goes through no temporary name: %s", r.stderr)
+	assert.NoFileExists(t, filepath.Join(store, "a.txt"))
 	fi, err := os.Stat(filepath.Join(store, ".a.txt.scribe-tmp"))
 	require.NoError(t, err)
 	assert.True(t, fi.IsDir(), "the folder is left as it was")

@@ -30,7 +30,8 @@ type fileState struct {
 	orig       *journal.Stamp // the original, if there was one
 	mode       fs.FileMode    // the original's permissions; 0 if there was none
 	owner      uint32         // the original's owner
-	replaceOK  bool           // checkReplace passed: the batch may replace or remove it
+	removeOK   bool           // checkReplace found the original removable
+	tempOK     bool           // checkReplace found its temporary name free to write through
 
 	exists   bool
 	replaced bool   // content is the whole file; otherwise the file is the original plus tail
@@ -154,10 +155,8 @@ func (ov *overlay) applyOp(op queue.Op) error {
 	if err := ov.checkShape(op.Path); err != nil {
 		return err
 	}
-	if op.Kind != queue.OpAppend {
-		if err := ov.checkReplace(op.Path, st); err != nil {
-			return err
-		}
+	if err := ov.checkReplace(op, st); err != nil {
+		return err
 	}
 	switch op.Kind {
 	case queue.OpPut:
@@ -399,21 +398,26 @@ func (ov *overlay) checkWritable(p string, exists bool) error {
 	return check(dir, unix.W_OK|unix.X_OK)
 }
 
-// checkReplace makes sure the batch can replace p, through its temporary
-// file beside it, or remove it (a put, a merge, a delete): nothing the
-// writer cannot remove stands at the temporary name (a folder, or another
-// user's file in a sticky folder), and in a folder with the sticky bit
-// (as /tmp has) p is the writer's, or the folder is. access(2), which
-// checkWritable asks, sees neither.
-func (ov *overlay) checkReplace(p string, st *fileState) error {
-	if st.replaceOK {
+// checkReplace makes sure the batch can carry op out on its file: remove
+// or replace the file itself (a put, a merge, a delete), which in a folder
+// with the sticky bit (as /tmp has) the kernel lets only the file's owner
+// or the folder's do; and write it whole through its temporary name beside
+// it (a put, a merge, an append to a file the batch replaced), where
+// nothing the writer cannot remove may stand (a folder; another user's
+// file, in a sticky folder). access(2), which checkWritable asks, sees
+// none of this.
+func (ov *overlay) checkReplace(op queue.Op, st *fileState) error {
+	remove := op.Kind != queue.OpAppend && st.origExists && !st.removeOK
+	whole := (op.Kind == queue.OpPut || op.Kind == queue.OpMerge || op.Kind == queue.OpAppend && st.replaced) && !st.tempOK
+	if !remove && !whole {
 		return nil
 	}
+	p := op.Path
 	dir := path.Dir(p)
 	d, err := ov.tree.lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist), err == nil && !d.mode.IsDir():
-		st.replaceOK = true // a folder the batch makes: nothing is in it
+		st.removeOK, st.tempOK = true, true // a folder the batch makes: nothing is in it
 		return nil
 	case err != nil:
 		return classify(dir, err)
@@ -422,21 +426,26 @@ func (ov *overlay) checkReplace(p string, st *fileState) error {
 	mayRemove := func(owner uint32) bool {
 		return d.mode&fs.ModeSticky == 0 || euid == 0 || owner == euid || d.uid == euid
 	}
-	if st.origExists && !mayRemove(st.owner) {
-		return queue.Reject(queue.ReasonNotPermitted, "%s is another user's (uid %d) in %s, a folder with the sticky bit: the writer (uid %d) may not replace or remove it", p, st.owner, dir, euid)
+	if remove {
+		if !mayRemove(st.owner) {
+			return queue.Reject(queue.ReasonNotPermitted, "%s is another user's (uid %d) in %s, a folder with the sticky bit: the writer (uid %d) may not replace or remove it", p, st.owner, dir, euid)
+		}
+		st.removeOK = true
 	}
-	tmp := path.Join(dir, tempName(path.Base(p)))
-	e, err := ov.tree.lstat(tmp)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return classify(tmp, err)
-	case e.mode.IsDir():
-		return queue.Reject(queue.ReasonNotRegular, "%s, the temporary name scribe writes %s through, is a folder", tmp, p)
-	case !mayRemove(e.uid):
-		return queue.Reject(queue.ReasonNotPermitted, "%s, the temporary name scribe writes %s through, is another user's (uid %d) in a folder with the sticky bit", tmp, p, e.uid)
+	if whole {
+		tmp := path.Join(dir, tempName(path.Base(p)))
+		e, err := ov.tree.lstat(tmp)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return classify(tmp, err)
+		case e.mode.IsDir():
+			return queue.Reject(queue.ReasonNotRegular, "%s, the temporary name scribe writes %s through, is a folder", tmp, p)
+		case !mayRemove(e.uid):
+			return queue.Reject(queue.ReasonNotPermitted, "%s, the temporary name scribe writes %s through, is another user's (uid %d) in a folder with the sticky bit", tmp, p, e.uid)
+		}
+		st.tempOK = true
 	}
-	st.replaceOK = true
 	return nil
 }
 

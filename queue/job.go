@@ -174,13 +174,20 @@ func (o *Op) UnmarshalJSON(b []byte) error {
 // op converts the wire form to an Op.
 func (w *wireOp) op() (Op, error) {
 	o := Op{Kind: w.Op, Args: w.Args}
+	if w.Path != nil {
+		// A file op's empty path is CheckPath's to refuse (path_escapes).
+		if *w.Path == "" && w.Op == OpExec {
+			return o, fmt.Errorf("op path: an exec op has none; leave it out")
+		}
+		o.Path = *w.Path
+	}
 	// A field given empty is refused, not taken for one left out: the
 	// op cannot have it (a file op's name), or "" is no value of it.
 	for _, f := range []struct {
 		name string
 		v    *string
 		to   *string
-	}{{"path", w.Path, &o.Path}, {"name", w.Name, &o.Name}, {"dir", w.Dir, &o.Dir}} {
+	}{{"name", w.Name, &o.Name}, {"dir", w.Dir, &o.Dir}} {
 		if f.v != nil {
 			if *f.v == "" {
 				return o, fmt.Errorf("op %s: empty: leave it out", f.name)
@@ -244,6 +251,33 @@ type wireJob struct {
 	Coalesce  *string           `json:"coalesce,omitempty"`
 	Submitted time.Time         `json:"submitted,omitzero"`
 	Priority  *Priority         `json:"priority,omitempty"`
+}
+
+// givenEmpty refuses a job's coalesce or priority given empty: "" is no
+// value of either, and a job must not read as one left out.
+func givenEmpty(coalesce *string, priority *Priority) error {
+	switch {
+	case coalesce != nil && *coalesce == "":
+		return fmt.Errorf("coalesce: empty: leave it out")
+	case priority != nil && *priority == "":
+		return fmt.Errorf("priority: empty: leave it out for a normal job")
+	}
+	return nil
+}
+
+// CheckGivenEmpty applies Decode's rule on job fields given empty
+// (coalesce, priority) to a job's JSON b, for a caller that decodes b into
+// a Job itself (a job file), where "" and a field left out look the same.
+// The ops' fields are the ops' own decoding's.
+func CheckGivenEmpty(b []byte) error {
+	var w struct {
+		Coalesce *string   `json:"coalesce"`
+		Priority *Priority `json:"priority"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil // not a job's JSON: its decoder says so
+	}
+	return givenEmpty(w.Coalesce, w.Priority)
 }
 
 // given is s as an optional wire field: nil (left out) when empty.
@@ -558,17 +592,14 @@ func decodeJob(b []byte) (*Job, error) {
 	} else if len(bytes.TrimLeft(rest, " \t\r\n")) > 0 {
 		return nil, fmt.Errorf("data after the JSON value")
 	}
+	if err := givenEmpty(w.Coalesce, w.Priority); err != nil {
+		return nil, err
+	}
 	j := &Job{V: w.V, ID: w.ID, Store: w.Store, Meta: w.Meta, Submitted: w.Submitted}
 	if w.Coalesce != nil {
-		if *w.Coalesce == "" {
-			return nil, fmt.Errorf("coalesce: empty: leave it out")
-		}
 		j.Coalesce = *w.Coalesce
 	}
 	if w.Priority != nil {
-		if *w.Priority == "" {
-			return nil, fmt.Errorf("priority: empty: leave it out for a normal job")
-		}
 		j.Priority = *w.Priority
 	}
 	j.Ops = make([]Op, len(w.Ops)) // non-nil even without ops: the job decoded (see Decode)

@@ -628,7 +628,7 @@ func TestDecodeRefusesFieldsGivenEmpty(t *testing.T) {
 		{"file op name", put + `,"name":""}`, ``, "op name: empty"},
 		{"file op dir", put + `,"dir":""}`, ``, "op dir: empty"},
 		{"file op args", put + `,"args":[]}`, ``, "only an exec op has args"},
-		{"exec op path", exec + `,"path":""}`, ``, "op path: empty"},
+		{"exec op path", exec + `,"path":""}`, ``, "op path: an exec op has none"},
 		{"exec op dir", exec + `,"dir":""}`, ``, "op dir: empty"},
 		{"exec op name", `{"op":"exec","name":""}`, ``, "op name: empty"},
 	} {
@@ -642,6 +642,16 @@ func TestDecodeRefusesFieldsGivenEmpty(t *testing.T) {
 			assert.Equal(t, "j1", j.ID, "recorded under its ID")
 		})
 	}
+	// A file op's empty path is an empty path, as one left out.
+	_, err := queue.Decode([]byte(`{"v":1,"id":"j1","store":"s","ops":[{"op":"put","path":"","data":"x"}]}`))
+	var rej *queue.RejectError
+	require.ErrorAs(t, err, &rej)
+	assert.Equal(t, queue.ReasonPathEscapes, rej.Reason)
+	assert.Contains(t, rej.Detail, "empty path")
+	// A job file decoded into a Job is held to the same rule.
+	assert.ErrorContains(t, queue.CheckGivenEmpty([]byte(`{"ops":[],"priority":""}`)), "priority: empty")
+	assert.ErrorContains(t, queue.CheckGivenEmpty([]byte(`{"ops":[],"Coalesce":""}`)), "coalesce: empty")
+	assert.NoError(t, queue.CheckGivenEmpty([]byte(`{"ops":[],"priority":"high","coalesce":null}`)))
 	// An exec op's "args": [] is no args, as before.
 	j, err := queue.Decode([]byte(`{"v":1,"id":"j1","store":"s","ops":[{"op":"exec","name":"mine","args":[]}]}`))
 	require.NoError(t, err)

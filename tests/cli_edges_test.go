@@ -316,6 +316,12 @@ func TestEdgeJobFileErrors(t *testing.T) {
 	r = scribe(t, "", "submit", "--store", store, "--if-match", "", "put", "a", "x")
 	assert.Equal(t, 2, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "--if-match is empty")
+	// Nor is a job file's empty priority a normal job, as the daemon's
+	// decoder holds.
+	require.NoError(t, os.WriteFile(job, []byte(`{"ops":[{"op":"put","path":"a","data":"x"}],"priority":""}`), 0o600))
+	r = scribe(t, "", "submit", "--store", store, "--job", job)
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "rejected (bad_input): job file is not a valid job: priority: empty")
 	r = scribe(t, "", "submit", "--store", store, "--id", "", "put", "a", "x")
 	assert.Equal(t, 2, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "--id is empty")

@@ -190,11 +190,11 @@ class Op:
         the job), rather than a field silently left out."""
         _want(d, Mapping, at)
         d = _fields(d, _OP_FIELDS, at)
-        _given_empty(d, ("path", "name", "dir"), at)
+        _given_empty(d, ("name", "dir"), at)
         kind = _field(d, "op", str, at)
         fields = _EXEC_FIELDS if kind == "exec" else _FILE_FIELDS
         for k in d:
-            if k not in fields:
+            if k not in fields and d[k] is not None:  # null is left out
                 raise ValueError(f"not a valid job: {at}: {kind!r} ops have no {k!r}")
         if d.get("if_match") == "":
             _if_match("", at)
@@ -253,14 +253,20 @@ _OP_FIELDS = _FILE_FIELDS | _EXEC_FIELDS
 _MAX_TIMEOUT_MS = (1 << 63) // 1_000_000
 
 
+def _fold(s: str) -> str:
+    # Go matches names by simple case folding, one character for one
+    # ("ſ" is s, "K" is k), never full folding ("ﬆ" is not "st").
+    return "".join(f if len(f := c.casefold()) == 1 else c for c in s)
+
+
 def _fields(d: Mapping[str, Any], known: frozenset, at: str) -> Dict[str, Any]:
     """d with its field names as the daemon's decoder (Go's encoding/json)
     reads them: exactly, else case-insensitively ("ID" is id), a repeated
     field taking its last value; any other name is a ValueError."""
-    folded = {k.casefold(): k for k in known}
+    folded = {_fold(k): k for k in known}
     out: Dict[str, Any] = {}
     for k, v in d.items():
-        name = k if k in known else folded.get(k.casefold()) if isinstance(k, str) else None
+        name = k if k in known else folded.get(_fold(k)) if isinstance(k, str) else None
         if name is None:
             raise ValueError(f"not a valid job: {at}: unknown field {k!r}")
         out[name] = v

@@ -348,6 +348,9 @@ func (c *submit) readJobFile(args []string, f jobFlags) (*queue.Job, error) {
 	if dec.More() {
 		return nil, queue.Reject(queue.ReasonBadInput, "job file has more after the job")
 	}
+	if err := queue.CheckGivenEmpty(b); err != nil {
+		return nil, queue.Reject(queue.ReasonBadInput, "job file is not a valid job: %v", err)
+	}
 	if err := queue.CheckText(b[:dec.InputOffset()]); err != nil {
 		return nil, queue.Reject(queue.ReasonBadInput, "job file is not a valid job: %v", err)
 	}

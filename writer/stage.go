@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -21,27 +22,51 @@ import (
 const stageBytes = 64 << 10
 
 // stage writes the data of each change in changes that writes a file whole
-// with at least stageBytes to the file's temp file, syncs it and the
-// folders its name is in, and turns the change, in place, into a
-// journal.ChangeStaged that names the temp file by size and checksum:
-// carrying it out is then a rename (renameStaged). It runs before the
-// batch's intent is recorded, so that no intent names a temp file a power
-// loss could take back. A failed batch records nothing; what it staged is
-// overwritten by the next write of the file.
+// with at least stageBytes to the file's temp file, syncs the temp files
+// (together, so that the disk takes their data at once, as it does that of
+// processes that each sync their own file) and the folders their names
+// are in, and turns each change, in place, into a journal.ChangeStaged
+// that names the temp file by size and checksum: carrying it out is then a
+// rename (renameStaged). It runs before the batch's intent is recorded, so
+// that no intent names a temp file a power loss could take back. A failed
+// batch records nothing; what it staged is overwritten by the next write
+// of the file.
 func stage(t *tree, changes []journal.Change) error {
 	var staged []journal.Change
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	for i := range changes {
 		c := &changes[i]
 		if c.Kind != journal.ChangeWrite || len(c.Data) < stageBytes {
 			continue
 		}
-		dfd, _, err := t.writeTemp(c.Path, c.Data, c.Mode, true)
+		dfd, tmp, err := t.writeTemp(c.Path, c.Data, c.Mode, false)
 		if err != nil {
 			return fmt.Errorf("stage %s: %w", c.Path, err)
 		}
+		fd, err := openat(dfd, tmp, unix.O_RDONLY, 0)
 		unix.Close(dfd)
+		if err != nil {
+			return fmt.Errorf("stage %s: %w", c.Path, err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), tmp))
 		c.Kind, c.Size, c.Sum, c.Data = journal.ChangeStaged, int64(len(c.Data)), crc32.Checksum(c.Data, castagnoli()), nil
 		staged = append(staged, *c)
+	}
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Go(func() { errs[i] = f.Sync() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("stage %s: %w", staged[i].Path, err)
+		}
 	}
 	return syncDirs(t, staged)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 )
 
 // The floor under scribe's throughput: what the messaging of a job costs
@@ -80,7 +81,11 @@ func BenchmarkFloor(b *testing.B) {
 // do, as processes one after another through a JetStream stream synced at
 // every job (the bench's hooks go through `scribe serve --sync always`),
 // each paired with a flock(1) + dd writer as `scribe bench` runs them: the
-// floor under a hook's wall time and CPU on this machine.
+// floor under a hook's wall time and CPU on this machine. Each pair also
+// runs it through a second such stream whose consumer, before it acks the
+// job and sends its outcome, does what an applied outcome says was done
+// under --sync always: the job recorded in a bbolt journal (one
+// transaction) and its data appended to a file and fsynced.
 //
 //	go test -run '^$' -bench FloorHook -benchtime 1x ./client/bench/
 //
@@ -98,8 +103,10 @@ func BenchmarkFloorHook(b *testing.B) {
 	out, err := build.CombinedOutput()
 	require.NoError(b, err, "%s", out)
 	dir := b.TempDir()
-	url, cert, _, stop := floorServer(b, "jetstream-always", dir)
+	url, cert, _, stop := floorServer(b, "jetstream-always", filepath.Join(dir, "q"))
 	defer stop()
+	jurl, jcert, _, jstop := floorServer(b, "jetstream-always-journal", filepath.Join(dir, "qj"))
+	defer jstop()
 	line := filepath.Join(dir, "line")
 	require.NoError(b, os.WriteFile(line, []byte("a line\n"), 0o644))
 	n := envInt("SCRIBE_FLOOR_HOOKS", 20)
@@ -110,26 +117,34 @@ func BenchmarkFloorHook(b *testing.B) {
 		wall = float64(time.Since(t0).Microseconds()) / 1000
 		return wall, float64((cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Microseconds()) / 1000
 	}
+	hook := func(url, cert string) *exec.Cmd {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), "SCRIBE_FLOOR_URL="+url, "SCRIBE_FLOOR_CERT="+cert)
+		return cmd
+	}
 	for b.Loop() {
-		var hookWall, hookCPU, flockWall, flockCPU, ratio []float64
+		var hookWall, hookCPU, journalWall, flockWall, flockCPU, ratio, journalRatio []float64
 		var server time.Duration
 		for range n {
-			hook := exec.Command(bin)
-			hook.Env = append(os.Environ(), "SCRIBE_FLOOR_URL="+url, "SCRIBE_FLOOR_CERT="+cert)
 			cpu0 := selfCPU(b)
-			hw, hc := run(hook)
+			hw, hc := run(hook(url, cert))
 			server += selfCPU(b) - cpu0
+			jw, _ := run(hook(jurl, jcert))
 			fw, fc := run(exec.Command(flockBin, filepath.Join(dir, "lock"), dd, "if="+line, "of="+filepath.Join(dir, "log.txt"),
 				"oflag=append", "conv=notrunc,fsync", "status=none"))
 			hookWall, hookCPU, flockWall, flockCPU = append(hookWall, hw), append(hookCPU, hc), append(flockWall, fw), append(flockCPU, fc)
-			ratio = append(ratio, hw/fw)
+			journalWall = append(journalWall, jw)
+			ratio, journalRatio = append(ratio, hw/fw), append(journalRatio, jw/fw)
 		}
 		serverMS := float64(server.Microseconds()) / 1000 / float64(n)
 		b.Logf("floorhook: wall p50 %.2f ms, CPU %.2f ms (+ server %.2f ms); flock(1) + dd: wall p50 %.2f ms, CPU %.2f ms; wall ratio %.2fx (median of %d pairs)",
 			median(hookWall), median(hookCPU), serverMS, median(flockWall), median(flockCPU), median(ratio), n)
+		b.Logf("floorhook, journal and file synced before the outcome: wall p50 %.2f ms; wall ratio %.2fx flock(1) + dd",
+			median(journalWall), median(journalRatio))
 		b.ReportMetric(median(hookWall), "hook-wall-ms")
 		b.ReportMetric(median(hookCPU), "hook-cpu-ms")
 		b.ReportMetric(median(ratio), "wall-vs-flock")
+		b.ReportMetric(median(journalRatio), "journal-wall-vs-flock")
 	}
 }
 
@@ -204,9 +219,36 @@ func selfCPU(b *testing.B) time.Duration {
 // floorServer starts a NATS server (with JetStream, its store in dir, but
 // for nats) that takes TLS first with a certificate of its own, and the
 // responder or the consumer that answers the producers' jobs in process;
-// taken counts the jobs the consumer took (acked).
+// taken counts the jobs the consumer took (acked). The consumer of
+// jetstream-always-journal records each job in a bbolt journal and appends
+// its data to a file, fsynced, before it acks it.
 func floorServer(b *testing.B, kind, dir string) (url, certPEM string, taken *takenCount, stop func()) {
 	js := kind != "nats"
+	var record func(m jetstream.Msg) error
+	if kind == "jetstream-always-journal" {
+		require.NoError(b, os.MkdirAll(dir, 0o755))
+		db, err := bolt.Open(filepath.Join(dir, "journal.db"), 0o600, nil)
+		require.NoError(b, err)
+		b.Cleanup(func() { db.Close() })
+		f, err := os.OpenFile(filepath.Join(dir, "log.txt"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		require.NoError(b, err)
+		b.Cleanup(func() { f.Close() })
+		record = func(m jetstream.Msg) error {
+			if err := db.Update(func(tx *bolt.Tx) error {
+				bk, err := tx.CreateBucketIfNotExists([]byte("outcomes"))
+				if err != nil {
+					return err
+				}
+				return bk.Put([]byte(m.Headers().Get("Nats-Msg-Id")), []byte("applied"))
+			}); err != nil {
+				return err
+			}
+			if _, err := f.Write(m.Data()); err != nil {
+				return err
+			}
+			return f.Sync()
+		}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(b, err)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "floor"}, NotBefore: time.Now().Add(-time.Hour),
@@ -216,7 +258,7 @@ func floorServer(b *testing.B, kind, dir string) (url, certPEM string, taken *ta
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, TLS: true, TLSHandshakeFirst: true, MaxPayload: 8 << 20,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS13}}
 	if js {
-		opts.JetStream, opts.StoreDir, opts.SyncInterval, opts.SyncAlways = true, dir, time.Second, kind == "jetstream-always"
+		opts.JetStream, opts.StoreDir, opts.SyncInterval, opts.SyncAlways = true, dir, time.Second, strings.HasPrefix(kind, "jetstream-always")
 	}
 	ns, err := server.NewServer(opts)
 	require.NoError(b, err)
@@ -241,6 +283,11 @@ func floorServer(b *testing.B, kind, dir string) (url, certPEM string, taken *ta
 				m, err := it.Next()
 				if err != nil {
 					return // stopped
+				}
+				if record != nil {
+					if err := record(m); err != nil {
+						panic(err) // a floor that cannot do its work measures nothing
+					}
 				}
 				_ = m.Ack()
 				taken.add()

@@ -44,16 +44,12 @@ func stage(t *tree, changes []journal.Change) error {
 		if c.Kind != journal.ChangeWrite || len(c.Data) < stageBytes {
 			continue
 		}
-		dfd, tmp, err := t.writeTemp(c.Path, c.Data, c.Mode, false)
+		dfd, _, f, err := t.createTemp(c.Path, c.Data, c.Mode, false)
 		if err != nil {
 			return fmt.Errorf("stage %s: %w", c.Path, err)
 		}
-		fd, err := openat(dfd, tmp, unix.O_RDONLY, 0)
 		unix.Close(dfd)
-		if err != nil {
-			return fmt.Errorf("stage %s: %w", c.Path, err)
-		}
-		files = append(files, os.NewFile(uintptr(fd), tmp))
+		files = append(files, f)
 		c.Kind, c.Size, c.Sum, c.Data = journal.ChangeStaged, int64(len(c.Data)), crc32.Checksum(c.Data, castagnoli()), nil
 		staged = append(staged, *c)
 	}

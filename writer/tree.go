@@ -299,16 +299,32 @@ func tempName(name string) string { return "." + name + tmpSuffix }
 // returns the folder's descriptor, which the caller closes, and the temp
 // file's name in it. A temp file that fails is removed.
 func (t *tree) writeTemp(p string, data []byte, mode fs.FileMode, sync bool) (dfd int, tmp string, err error) {
-	dfd, err = t.openDir(path.Dir(p), true)
+	dfd, tmp, f, err := t.createTemp(p, data, mode, sync)
 	if err != nil {
 		return -1, "", err
+	}
+	if err := f.Close(); err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		unix.Close(dfd)
+		return -1, "", &pathError{p, err}
+	}
+	return dfd, tmp, nil
+}
+
+// createTemp is writeTemp, the temp file left open for the caller to sync
+// and close: never opened again by name, where another program may have
+// put something else (a FIFO, whose open would block) meanwhile.
+func (t *tree) createTemp(p string, data []byte, mode fs.FileMode, sync bool) (dfd int, tmp string, f *os.File, err error) {
+	dfd, err = t.openDir(path.Dir(p), true)
+	if err != nil {
+		return -1, "", nil, err
 	}
 	tmp = tempName(path.Base(p))
 	// Remove what a crashed attempt (or anyone) left at the temp name and
 	// create it afresh with O_EXCL: never write through what is there.
 	if err := unix.Unlinkat(dfd, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		unix.Close(dfd)
-		return -1, "", &pathError{path.Join(path.Dir(p), tmp), err}
+		return -1, "", nil, &pathError{path.Join(path.Dir(p), tmp), err}
 	}
 	perm := mode
 	if perm == 0 {
@@ -317,9 +333,9 @@ func (t *tree) writeTemp(p string, data []byte, mode fs.FileMode, sync bool) (df
 	fd, err := openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, perm)
 	if err != nil {
 		unix.Close(dfd)
-		return -1, "", &pathError{path.Join(path.Dir(p), tmp), err}
+		return -1, "", nil, &pathError{path.Join(path.Dir(p), tmp), err}
 	}
-	f := os.NewFile(uintptr(fd), tmp)
+	f = os.NewFile(uintptr(fd), tmp)
 	if mode != 0 { // keep a replaced file's mode exactly, whatever the umask
 		err = f.Chmod(mode)
 	}
@@ -329,15 +345,13 @@ func (t *tree) writeTemp(p string, data []byte, mode fs.FileMode, sync bool) (df
 	if err == nil && sync {
 		err = f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
+		f.Close()
 		_ = unix.Unlinkat(dfd, tmp, 0)
 		unix.Close(dfd)
-		return -1, "", &pathError{p, err}
+		return -1, "", nil, &pathError{p, err}
 	}
-	return dfd, tmp, nil
+	return dfd, tmp, f, nil
 }
 
 // syncDir fsyncs the folder dir, so that names created, renamed or removed

@@ -44,7 +44,7 @@ func stage(t *tree, changes []journal.Change) error {
 		if c.Kind != journal.ChangeWrite || len(c.Data) < stageBytes {
 			continue
 		}
-		dfd, _, f, err := t.createTemp(c.Path, c.Data, c.Mode, false)
+		dfd, _, f, err := t.createTemp(c.Path, c.Data, c.Mode)
 		if err != nil {
 			return fmt.Errorf("stage %s: %w", c.Path, err)
 		}

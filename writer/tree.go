@@ -299,11 +299,17 @@ func tempName(name string) string { return "." + name + tmpSuffix }
 // returns the folder's descriptor, which the caller closes, and the temp
 // file's name in it. A temp file that fails is removed.
 func (t *tree) writeTemp(p string, data []byte, mode fs.FileMode, sync bool) (dfd int, tmp string, err error) {
-	dfd, tmp, f, err := t.createTemp(p, data, mode, sync)
+	dfd, tmp, f, err := t.createTemp(p, data, mode)
 	if err != nil {
 		return -1, "", err
 	}
-	if err := f.Close(); err != nil {
+	if sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		_ = unix.Unlinkat(dfd, tmp, 0)
 		unix.Close(dfd)
 		return -1, "", &pathError{p, err}
@@ -311,10 +317,11 @@ func (t *tree) writeTemp(p string, data []byte, mode fs.FileMode, sync bool) (df
 	return dfd, tmp, nil
 }
 
-// createTemp is writeTemp, the temp file left open for the caller to sync
-// and close: never opened again by name, where another program may have
-// put something else (a FIFO, whose open would block) meanwhile.
-func (t *tree) createTemp(p string, data []byte, mode fs.FileMode, sync bool) (dfd int, tmp string, f *os.File, err error) {
+// createTemp is writeTemp without its sync, the temp file left open for
+// the caller to sync and close: never opened again by name, where another
+// program may have put something else (a FIFO, whose open would block)
+// meanwhile.
+func (t *tree) createTemp(p string, data []byte, mode fs.FileMode) (dfd int, tmp string, f *os.File, err error) {
 	dfd, err = t.openDir(path.Dir(p), true)
 	if err != nil {
 		return -1, "", nil, err
@@ -341,9 +348,6 @@ func (t *tree) createTemp(p string, data []byte, mode fs.FileMode, sync bool) (d
 	}
 	if err == nil {
 		_, err = f.Write(data)
-	}
-	if err == nil && sync {
-		err = f.Sync()
 	}
 	if err != nil {
 		f.Close()

@@ -48,6 +48,10 @@ func TestConfigCheckReportsFile(t *testing.T) {
 	v, from = setting(t, r.stdout, "batch")
 	assert.Equal(t, "256", v)
 	assert.Equal(t, "default", from)
+	// An empty path the daemon works out from the store says what it is.
+	v, from = setting(t, r.stdout, "lock_file")
+	assert.Equal(t, `""`, v)
+	assert.Equal(t, "default: <store>/.scribe/lock", from)
 	assert.NoFileExists(t, queue.Layout{Root: store}.Discovery(), "--check-config must not start a daemon")
 }
 

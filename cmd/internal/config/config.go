@@ -81,6 +81,9 @@ type configKey struct {
 	flag string
 	set  func(c *File, v any, dir string) error // v as decoded; dir is the file's folder
 	get  func(c *File) (string, bool)           // the flag's text, if set
+	// unset says what an empty value stands for, where that is worked
+	// out later (from the store) rather than being the flag's default.
+	unset string
 }
 
 // configKeys is the schema, in the order --check-config prints it.
@@ -88,7 +91,7 @@ var configKeys = []configKey{
 	stringKey("host", "host", func(c *File) **string { return &c.Host }, nil),
 	intKey("port", "port", func(c *File) **int64 { return &c.Port }, 0, 65535),
 	stringKey("sync", "sync", func(c *File) **string { return &c.Sync }, checkSync),
-	{name: "lock_file", flag: "lock-file", set: setLockFile, get: func(c *File) (string, bool) { return deref(c.LockFile) }},
+	{name: "lock_file", flag: "lock-file", set: setLockFile, get: func(c *File) (string, bool) { return deref(c.LockFile) }, unset: "<store>/.scribe/lock"},
 	intKey("batch", "batch", func(c *File) **int64 { return &c.Batch }, 1, math.MaxInt32),
 	durationKey("idle_release", "idle-release", func(c *File) **time.Duration { return &c.IdleRelease }, false),
 	durationKey("hand_off_grace", "hand-off-grace", func(c *File) **time.Duration { return &c.HandOffGrace }, false),
@@ -102,7 +105,8 @@ var configKeys = []configKey{
 	stringKey("log_format", "log-format", func(c *File) **string { return &c.LogFormat }, checkLogFormat),
 	{name: "metrics_addr", flag: "metrics-addr", set: setMetricsAddr, get: func(c *File) (string, bool) { return deref(c.MetricsAddr) }},
 	pathKey("metrics_token_file", "metrics-token-file", func(c *File) **string { return &c.MetricsToken }),
-	{name: "queue_dir", flag: "queue-dir", set: setQueueDir, get: func(c *File) (string, bool) { return deref(c.QueueDir) }},
+	{name: "queue_dir", flag: "queue-dir", set: setQueueDir, get: func(c *File) (string, bool) { return deref(c.QueueDir) },
+		unset: "one store: <store>/.scribe/jetstream; several: $XDG_STATE_HOME/scribe/queue or ~/.local/state/scribe/queue"},
 	// A queue on a NATS cluster (docs/cluster.md). No user, password or
 	// token: a daemon's credentials are a creds file, or come from the
 	// environment ($SCRIBE_NATS_USER, $SCRIBE_NATS_PASSWORD) or flags.
@@ -454,6 +458,9 @@ func Print(w io.Writer, fset *flag.FlagSet, cfg *File, sources map[string]Source
 			from = fmt.Sprintf("file %s:%d", cfg.Path, src.line)
 		case "flag":
 			from = "flag --" + k.flag
+		}
+		if k.unset != "" && f.Value.String() == "" {
+			from += ": " + k.unset
 		}
 		fmt.Fprintf(w, "%-40s # %s\n", k.name+" = "+value, from)
 	}

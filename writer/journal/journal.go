@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -148,14 +149,25 @@ func Open(path string) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketOutcomes, bucketMeta, bucketIntent, bucketPending, bucketDead, bucketByTime} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
+	buckets := [][]byte{bucketOutcomes, bucketMeta, bucketIntent, bucketPending, bucketDead, bucketByTime}
+	complete := false
+	err = db.View(func(tx *bolt.Tx) error {
+		complete = !slices.ContainsFunc(buckets, func(b []byte) bool { return tx.Bucket(b) == nil })
 		return nil
 	})
+	if err == nil && !complete {
+		// Only then: a commit that changes nothing still writes bbolt's
+		// freelist and meta page, two fdatasyncs that each holder's start
+		// (a direct write, a daemon's first job after idle) would pay.
+		err = db.Update(func(tx *bolt.Tx) error {
+			for _, b := range buckets {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	if err == nil && errors.Is(statErr, fs.ErrNotExist) {
 		// A new journal's entry in .scribe must survive a power cut as
 		// its first batch's outcomes do: bbolt syncs the file only.

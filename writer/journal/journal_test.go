@@ -372,3 +372,29 @@ func TestOutcomePagesFillUp(t *testing.T) {
 		return nil
 	}))
 }
+
+// Opening a journal that has its buckets commits nothing (a commit costs
+// two fdatasyncs, each time a holder takes the store); a new journal, or
+// one that lacks a bucket, gets them.
+func TestOpenWritesOnlyWhatIsMissing(t *testing.T) {
+	store := testStore(t)
+	txid := func(j *Journal) (id int) {
+		require.NoError(t, j.db.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil }))
+		return id
+	}
+	j := openTest(t, store)
+	made := txid(j)
+	require.NoError(t, j.Close())
+
+	j = openTest(t, store)
+	assert.Equal(t, made, txid(j), "opening a complete journal committed a transaction")
+	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDead) }))
+	require.NoError(t, j.Close())
+
+	j = openTest(t, store)
+	defer j.Close()
+	require.NoError(t, j.db.View(func(tx *bolt.Tx) error {
+		assert.NotNil(t, tx.Bucket(bucketDead), "a missing bucket was not made again")
+		return nil
+	}))
+}

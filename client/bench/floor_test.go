@@ -85,7 +85,11 @@ func BenchmarkFloor(b *testing.B) {
 // runs it through a second such stream whose consumer, before it acks the
 // job and sends its outcome, does what an applied outcome says was done
 // under --sync always: the job recorded in a bbolt journal (one
-// transaction) and its data appended to a file and fsynced.
+// transaction) and its data appended to a file and fsynced. Then the same
+// floorhook through a real `scribe serve --sync always` (scribe's daemon,
+// the least client), and `scribe submit --wait` itself: what scribe's
+// daemon adds is the third against the second, what its client adds is
+// the fourth against the third.
 //
 //	go test -run '^$' -bench FloorHook -benchtime 1x ./client/bench/
 //
@@ -97,16 +101,22 @@ func BenchmarkFloorHook(b *testing.B) {
 	}
 	dd, err := exec.LookPath("dd")
 	require.NoError(b, err)
-	bin := filepath.Join(b.TempDir(), "floorhook")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/floorhook")
+	bins := b.TempDir()
+	build := exec.Command("go", "build", "-o", bins+"/", "./testdata/floorhook", "github.com/scribehq/scribe/cmd/scribe", "github.com/scribehq/scribe/cmd/scribed")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds scribe
 	out, err := build.CombinedOutput()
 	require.NoError(b, err, "%s", out)
+	bin := filepath.Join(bins, "floorhook")
 	dir := b.TempDir()
 	url, cert, _, stop := floorServer(b, "jetstream-always", filepath.Join(dir, "q"))
 	defer stop()
 	jurl, jcert, _, jstop := floorServer(b, "jetstream-always-journal", filepath.Join(dir, "qj"))
 	defer jstop()
+	store := filepath.Join(dir, "store")
+	require.NoError(b, os.Mkdir(store, 0o755))
+	d, err := startBenchDaemon(context.Background(), filepath.Join(bins, "scribed"), "", dir, store, "always")
+	require.NoError(b, err)
+	defer func() { require.NoError(b, d.stop()) }()
 	line := filepath.Join(dir, "line")
 	require.NoError(b, os.WriteFile(line, []byte("a line\n"), 0o644))
 	n := envInt("SCRIBE_FLOOR_HOOKS", 20)
@@ -117,34 +127,61 @@ func BenchmarkFloorHook(b *testing.B) {
 		wall = float64(time.Since(t0).Microseconds()) / 1000
 		return wall, float64((cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Microseconds()) / 1000
 	}
-	hook := func(url, cert string) *exec.Cmd {
+	hook := func(env ...string) *exec.Cmd {
 		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(), "SCRIBE_FLOOR_URL="+url, "SCRIBE_FLOOR_CERT="+cert)
+		cmd.Env = append(os.Environ(), env...)
 		return cmd
 	}
+	// The contenders of each pair, in the order each pair runs them.
+	kinds := []struct{ name, what string }{
+		{"floor", "floorhook"},
+		{"journal", "floorhook, journal and file synced before the outcome"},
+		{"daemon", "floorhook through scribe serve --sync always"},
+		{"scribe", "scribe submit --wait through the same daemon"},
+		{"flock", "flock(1) + dd"},
+	}
+	cmds := map[string]func(i int) *exec.Cmd{
+		"floor":   func(int) *exec.Cmd { return hook("SCRIBE_FLOOR_URL="+url, "SCRIBE_FLOOR_CERT="+cert) },
+		"journal": func(int) *exec.Cmd { return hook("SCRIBE_FLOOR_URL="+jurl, "SCRIBE_FLOOR_CERT="+jcert) },
+		"daemon":  func(int) *exec.Cmd { return hook("SCRIBE_FLOOR_STORE=" + store) },
+		"scribe": func(i int) *exec.Cmd {
+			return exec.Command(filepath.Join(bins, "scribe"), "submit", "--store", store, "--route", "require", "--wait",
+				"append", "log.txt", fmt.Sprintf("line %d\n", i))
+		},
+		"flock": func(int) *exec.Cmd {
+			return exec.Command(flockBin, filepath.Join(dir, "lock"), dd, "if="+line, "of="+filepath.Join(dir, "log.txt"),
+				"oflag=append", "conv=notrunc,fsync", "status=none")
+		},
+	}
 	for b.Loop() {
-		var hookWall, hookCPU, journalWall, flockWall, flockCPU, ratio, journalRatio []float64
+		wall, cpu, ratio := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 		var server time.Duration
-		for range n {
-			cpu0 := selfCPU(b)
-			hw, hc := run(hook(url, cert))
-			server += selfCPU(b) - cpu0
-			jw, _ := run(hook(jurl, jcert))
-			fw, fc := run(exec.Command(flockBin, filepath.Join(dir, "lock"), dd, "if="+line, "of="+filepath.Join(dir, "log.txt"),
-				"oflag=append", "conv=notrunc,fsync", "status=none"))
-			hookWall, hookCPU, flockWall, flockCPU = append(hookWall, hw), append(hookCPU, hc), append(flockWall, fw), append(flockCPU, fc)
-			journalWall = append(journalWall, jw)
-			ratio, journalRatio = append(ratio, hw/fw), append(journalRatio, jw/fw)
+		for i := range n {
+			got := map[string]float64{}
+			for _, k := range kinds {
+				cpu0 := selfCPU(b)
+				w, c := run(cmds[k.name](i))
+				if k.name == "floor" {
+					server += selfCPU(b) - cpu0
+				}
+				got[k.name] = w
+				wall[k.name], cpu[k.name] = append(wall[k.name], w), append(cpu[k.name], c)
+			}
+			for _, k := range kinds {
+				ratio[k.name] = append(ratio[k.name], got[k.name]/got["flock"])
+			}
 		}
-		serverMS := float64(server.Microseconds()) / 1000 / float64(n)
-		b.Logf("floorhook: wall p50 %.2f ms, CPU %.2f ms (+ server %.2f ms); flock(1) + dd: wall p50 %.2f ms, CPU %.2f ms; wall ratio %.2fx (median of %d pairs)",
-			median(hookWall), median(hookCPU), serverMS, median(flockWall), median(flockCPU), median(ratio), n)
-		b.Logf("floorhook, journal and file synced before the outcome: wall p50 %.2f ms; wall ratio %.2fx flock(1) + dd",
-			median(journalWall), median(journalRatio))
-		b.ReportMetric(median(hookWall), "hook-wall-ms")
-		b.ReportMetric(median(hookCPU), "hook-cpu-ms")
-		b.ReportMetric(median(ratio), "wall-vs-flock")
-		b.ReportMetric(median(journalRatio), "journal-wall-vs-flock")
+		b.Logf("floorhook's server: CPU %.2f ms per hook (this process's, with its spawning of each)", float64(server.Microseconds())/1000/float64(n))
+		for _, k := range kinds {
+			b.Logf("%-58s wall p50 %5.2f ms, CPU %4.2f ms, wall %.2fx flock(1) + dd (median of %d pairs)",
+				k.what+":", median(wall[k.name]), median(cpu[k.name]), median(ratio[k.name]), n)
+		}
+		b.ReportMetric(median(wall["floor"]), "hook-wall-ms")
+		b.ReportMetric(median(cpu["floor"]), "hook-cpu-ms")
+		b.ReportMetric(median(ratio["floor"]), "wall-vs-flock")
+		b.ReportMetric(median(ratio["journal"]), "journal-wall-vs-flock")
+		b.ReportMetric(median(ratio["daemon"]), "daemon-wall-vs-flock")
+		b.ReportMetric(median(ratio["scribe"]), "scribe-wall-vs-flock")
 	}
 }
 

@@ -244,9 +244,18 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.r = &direct{
+	d := &direct{
 		store: real, lockPath: lockPath, wait: o.wait, command: o.command, log: o.log,
 		fallback: o.route == RoutePrefer && !inherited,
+	}
+	c.r = d
+	if inherited {
+		// Look-ups still ask a live daemon: only it knows the queue. None
+		// is started for them.
+		o.autostart = nil
+		c.r = &held{direct: d, find: func(ctx context.Context) (*queued, error) {
+			return openQueued(ctx, real, c.storeID, o)
+		}}
 	}
 	return c, nil
 }
@@ -308,9 +317,11 @@ func (c *Client) prepare(job *queue.Job) ([]byte, error) {
 		job.Submitted = time.Now().UTC()
 	}
 	limit := queue.MaxJobBytes // a direct write's; a daemon says its own
-	if d := c.r.daemon(); d != nil && d.MaxJobBytes > 0 {
+	if !c.Queued() {
+		// As written directly (under a hold, too, whose look-ups ask a daemon).
+	} else if d := c.r.daemon(); d != nil && d.MaxJobBytes > 0 {
 		limit = d.MaxJobBytes
-	} else if d == nil && c.Queued() && c.maxJobBytes > 0 {
+	} else if d == nil && c.maxJobBytes > 0 {
 		limit = c.maxJobBytes // a remote queue's, as the caller says
 	}
 	return queue.EncodeLimit(job, limit)

@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -153,4 +156,50 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "24/24 writes present exactly once; lost 0, doubled 0, out of order 0")
 	assert.Contains(t, r.stdout, "fail-fast locking lost")
+}
+
+// Under `scribe lock -- CMD`, CMD's own jobs are applied directly, under
+// the hold; its look-ups still ask the store's daemon, which knows the
+// queue: a job queued meanwhile is listed queued, the status names the
+// live daemon (never as one that did not shut down cleanly), and a job
+// applied under the hold is found.
+func TestLookupsUnderHoldAskTheDaemon(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	d := startDaemon(t, store)
+	script := `set -e
+"$SCRIBE" submit --store "$S" --route require --id queued-under-hold append q.txt "q
+"
+"$SCRIBE" submit --store "$S" --wait --id direct-under-hold append d.txt "d
+"
+"$SCRIBE" status --store "$S" --json > "$D/status.json"
+"$SCRIBE" status --store "$S" queued-under-hold > "$D/queued.txt" 2>&1 || true # not decided yet: exit 1
+"$SCRIBE" status --store "$S" direct-under-hold > "$D/direct.txt"
+"$SCRIBE" jobs --store "$S" --state queued > "$D/jobs.txt"
+`
+	dir := t.TempDir()
+	cmd := exec.Command(scribeBin, "lock", "--store", store, "--", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "S="+store, "D="+dir, "SCRIBE="+scribeBin)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	var st struct {
+		Daemon *struct {
+			PID int `json:"pid"`
+		} `json:"daemon"`
+		Stranded any `json:"stranded"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "status.json"))), &st))
+	require.NotNil(t, st.Daemon, "status under the hold did not find the daemon")
+	assert.Equal(t, d.cmd.Process.Pid, st.Daemon.PID)
+	assert.Nil(t, st.Stranded, "a live daemon is not one that left jobs stranded")
+	assert.Contains(t, readFile(t, filepath.Join(dir, "queued.txt")), "queued")
+	assert.Contains(t, readFile(t, filepath.Join(dir, "direct.txt")), "applied")
+	assert.Contains(t, readFile(t, filepath.Join(dir, "jobs.txt")), "queued-under-hold")
+	assert.Equal(t, "d\n", readFile(t, filepath.Join(store, "d.txt")), "the job under the hold was applied at once")
+
+	// Once the hold ends, the daemon applies the job queued under it.
+	r := scribe(t, "", "wait", "--store", store, "--timeout", "30s", "queued-under-hold")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "q\n", readFile(t, filepath.Join(store, "q.txt")))
 }

@@ -110,7 +110,7 @@ func (c *jobs) run(ctx context.Context, t cli.Target, q queue.JobsQuery, locks [
 		out.Outcomes = nil
 	}
 	switch d := cl.Daemon(); {
-	case cl.Queued(): // a local daemon's queue, or a remote one (whose daemon's pid is another host's)
+	case cl.Queued() || d != nil: // a daemon answered: a remote queue's (its pid is another host's), or a local one, which answers under a hold too
 		if d != nil {
 			out.DaemonPID = &d.PID
 		}

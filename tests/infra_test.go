@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +116,40 @@ func TestStoreFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A writer that cannot take the store for a reason other than another
+// holder (here a full disk refuses its holder identity) shows the fault
+// as one, as it does a fault while applying, not as a wait for a holder;
+// once space is back it takes the store and the fault clears.
+func TestFullDiskWhileTakingTheStoreIsAFault(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	mountTmpfs(t, store, "16m")
+	startDaemon(t, store, "--max-bytes", strconv.Itoa(4<<20))
+	release := holdWithFlock(t, filepath.Join(store, ".scribe", "lock"))
+	r := scribe(t, "", "submit", "--store", store, "--route", "require", "--id", "j1", "append", "log.txt", "j1\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Eventually(t, func() bool {
+		st := scribe(t, "", "status", "--store", store)
+		return strings.Contains(st.stdout, "writer waiting")
+	}, 20*time.Second, 20*time.Millisecond, "the writer waits for the outside holder")
+
+	ballast := filepath.Join(store, "ballast")
+	_ = exec.Command("dd", "if=/dev/zero", "of="+ballast, "bs=64k").Run() // stops with "No space left on device"
+	release()
+	var fault string
+	require.Eventually(t, func() bool {
+		fault = daemonFault(t, store)
+		return strings.Contains(fault, "holder")
+	}, 20*time.Second, 20*time.Millisecond, "status shows the failure to take the store as a fault: %q", fault)
+	assert.Contains(t, strings.ToLower(fault), "no space left on device")
+	st := scribe(t, "", "status", "--store", store)
+	assert.Contains(t, st.stdout, "writer failing, retrying")
+	assert.NotContains(t, st.stdout, "writer waiting")
+
+	require.NoError(t, os.Remove(ballast))
+	require.Eventually(t, func() bool { return readFile(t, filepath.Join(store, "log.txt")) == "j1\n" },
+		30*time.Second, 20*time.Millisecond, "the job applies once space is back")
+	require.Eventually(t, func() bool { return daemonFault(t, store) == "" }, 10*time.Second, 20*time.Millisecond)
 }

@@ -80,17 +80,30 @@ func (w *Writer) acquire(ctx context.Context, batch []jetstream.Msg) error {
 	}
 	var lastLog time.Time
 	start := time.Now()
+	faulted := false
 	for attempt := 0; ; attempt++ {
 		if err := w.claimLost(); err != nil {
 			return err
 		}
 		err := w.open()
 		if err == nil {
+			if faulted {
+				w.setFault("")
+			}
 			w.observeAcquired(start)
 			return nil
 		}
+		// Another holder is a wait; anything else (a full disk refuses the
+		// holder identity, say) is a fault, reported as apply's are.
 		w.mu.Lock()
-		w.waiting = err.Error()
+		if !errors.Is(err, lock.ErrLocked) {
+			w.fault, w.waiting, faulted = err.Error(), "", true
+		} else {
+			if faulted {
+				w.fault = ""
+			}
+			w.waiting, faulted = err.Error(), false
+		}
 		w.mu.Unlock()
 		// Waiting is a deferral, not a fault: the jobs stay queued. Say so
 		// once per WaitLog, and warn once the holder has kept the store

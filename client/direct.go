@@ -92,7 +92,7 @@ func (d *direct) cancel(context.Context, string) (*queue.CancelAnswer, error) {
 }
 
 func (d *direct) deadLetters(context.Context) (*queue.DeadLetters, error) {
-	return nil, ErrNoDaemon
+	return nil, fmt.Errorf("%s: dead letters are the daemon's: %w", d.store, ErrNoDaemon)
 }
 
 func (d *direct) daemon() *queue.Discovery { return nil }

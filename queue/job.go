@@ -508,7 +508,7 @@ func EncodeLimit(j *Job, limit int) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > limit {
-		return nil, Reject(ReasonTooLarge, "job is %d bytes encoded, limit %d (the daemon's --max-job-bytes, 1 MiB unless it says more)", len(b), limit)
+		return nil, Reject(ReasonTooLarge, "job is %d bytes encoded, limit %d (1 MiB, unless the store's daemon takes more: serve --max-job-bytes)", len(b), limit)
 	}
 	return b, nil
 }

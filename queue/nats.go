@@ -309,7 +309,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, storeID, subject, jobI
 		// 10077 is JSStreamStoreFailed; with DiscardNew it carries
 		// "maximum messages exceeded" or "maximum bytes exceeded".
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == 10077 && strings.Contains(apiErr.Description, "maximum") {
-			return false, fmt.Errorf("%w: %v", ErrQueueFull, err)
+			return false, fmt.Errorf("%w: %s", ErrQueueFull, apiErr.Description)
 		}
 		return false, fmt.Errorf("publish job %s: %w", jobID, err)
 	}

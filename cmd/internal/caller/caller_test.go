@@ -119,7 +119,7 @@ func TestTooLargeFromStdin(t *testing.T) {
 		file string
 		want string
 	}{
-		{"DATA", []string{"append", "f"}, "", fmt.Sprintf("rejected (too_large): DATA from stdin is %s; a job may be at most %d bytes encoded", atLeast, queue.MaxJobBytesLimit)},
+		{"DATA", []string{"append", "f"}, "", fmt.Sprintf("rejected (too_large): DATA from stdin is %s, more than any job may hold (%d bytes encoded, the most a daemon can take)", atLeast, queue.MaxJobBytesLimit)},
 		{"DATA, -", []string{"put", "f", "-"}, "", "rejected (too_large): DATA from stdin is " + atLeast},
 		{"job file", nil, "-", "rejected (too_large): the job file from stdin is " + atLeast},
 		{"job file on disk", nil, onDisk, "rejected (too_large): the job file " + onDisk + " is " + atLeast},

@@ -379,7 +379,7 @@ func readLimited(r io.Reader, what string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	if len(b) > queue.MaxJobBytesLimit {
-		return nil, queue.Reject(queue.ReasonTooLarge, "%s is at least %d bytes; a job may be at most %d bytes encoded", what, len(b), queue.MaxJobBytesLimit)
+		return nil, queue.Reject(queue.ReasonTooLarge, "%s is at least %d bytes, more than any job may hold (%d bytes encoded, the most a daemon can take)", what, len(b), queue.MaxJobBytesLimit)
 	}
 	return b, nil
 }

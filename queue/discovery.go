@@ -166,6 +166,13 @@ func ReadDiscovery(store string) (*Discovery, error) {
 	if err := l.Check(); err != nil {
 		return nil, err
 	}
+	return l.ReadDiscovery()
+}
+
+// ReadDiscovery is ReadDiscovery(l.Root) for a caller that has just
+// checked the layout (Check): the file itself is held to the rules of
+// .scribe again as it is opened (ReadPrivate).
+func (l Layout) ReadDiscovery() (*Discovery, error) {
 	path := l.Discovery()
 	b, err := ReadPrivate(path, maxMetaFile)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync"
 )
 
 // A store's .scribe folder holds what every scribe process trusts: the
@@ -143,6 +144,10 @@ func CheckPrivate(path string, fi fs.FileInfo, dir bool) error {
 	return err
 }
 
+// euid is this process's effective user, asked once: scribe never
+// changes it, and a look at .scribe checks a dozen files.
+var euid = sync.OnceValue(os.Geteuid)
+
 func checkPrivate(path string, fi fs.FileInfo, dir bool) error {
 	mode := fi.Mode()
 	kind, fix := "regular file", "chmod 600 "+path
@@ -155,10 +160,10 @@ func checkPrivate(path string, fi fs.FileInfo, dir bool) error {
 	case dir && !mode.IsDir(), !dir && !mode.IsRegular():
 		return &InsecureError{Path: path, Problem: fmt.Sprintf("is not a %s but %s (mode %s)", kind, describeKind(mode), mode), Fix: "remove it"}
 	}
-	if uid, ok := fileOwner(fi); ok && int(uid) != os.Geteuid() {
+	if uid, ok := fileOwner(fi); ok && int(uid) != euid() {
 		return &InsecureError{
 			Path:    path,
-			Problem: fmt.Sprintf("is owned by uid %d, not by this process's user (uid %d)", uid, os.Geteuid()),
+			Problem: fmt.Sprintf("is owned by uid %d, not by this process's user (uid %d)", uid, euid()),
 			Fix:     "run scribe as its owner, or remove it",
 		}
 	}

@@ -31,7 +31,7 @@ func Find(store string) (*queue.Discovery, error) {
 	if err != nil || !held {
 		return nil, err
 	}
-	d, err := queue.ReadDiscovery(store)
+	d, err := l.ReadDiscovery()
 	switch {
 	case errors.Is(err, ErrInsecure):
 		return nil, err

@@ -316,13 +316,13 @@ func (c *Client) prepare(job *queue.Job) ([]byte, error) {
 	if job.Submitted.IsZero() {
 		job.Submitted = time.Now().UTC()
 	}
-	limit := queue.MaxJobBytes // a direct write's; a daemon says its own
-	if !c.Queued() {
-		// As written directly (under a hold, too, whose look-ups ask a daemon).
-	} else if d := c.r.daemon(); d != nil && d.MaxJobBytes > 0 {
-		limit = d.MaxJobBytes
-	} else if d == nil && c.maxJobBytes > 0 {
-		limit = c.maxJobBytes // a remote queue's, as the caller says
+	limit := queue.MaxJobBytes // a direct write's (under a hold, too); a daemon says its own
+	if c.Queued() {
+		if d := c.r.daemon(); d != nil && d.MaxJobBytes > 0 {
+			limit = d.MaxJobBytes
+		} else if d == nil && c.maxJobBytes > 0 {
+			limit = c.maxJobBytes // a remote queue's, as the caller says
+		}
 	}
 	return queue.EncodeLimit(job, limit)
 }

@@ -47,7 +47,8 @@
 // write joins the parent's hold only while that hold stands, and so does a
 // prefer-route one, even with a daemon running (queued, its job would
 // wait for the command, which may be waiting for it); RouteRequire queues,
-// and the daemon applies the job after the command ends.
+// and the daemon applies the job after the command ends. Such a client's
+// look-ups, cancels and status still ask a running daemon.
 //
 // Exec jobs (queue.OpExec) run only in the daemon, which has the
 // allowlist of commands: without one, Submit and Apply refuse them with

@@ -17,61 +17,99 @@ import (
 // use.
 type held struct {
 	*direct
-	find func(ctx context.Context) (*queued, error) // the daemon's route; nil, nil for none
+	// find connects to the store's daemon: nil, nil when none is alive;
+	// ErrUnavailable when one is that does not answer.
+	find func(ctx context.Context) (*queued, error)
 
 	mu     sync.Mutex
 	looked bool
-	q      *queued // nil: no daemon, or none reachable; look-ups read the journal
+	q      *queued // nil: no daemon; look-ups read the journal
 }
 
-// lookups is the route of look-ups: the daemon's, else direct's.
-func (h *held) lookups(ctx context.Context) route {
+// lookups is the route of look-ups: the daemon's, else direct's. A daemon
+// that does not answer is an error, as it is to a client that is not
+// under a hold (and it is looked for again at the next look-up).
+func (h *held) lookups(ctx context.Context) (route, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.looked {
-		h.looked = true
-		if q, err := h.find(ctx); err == nil && q != nil {
-			h.q = q
+		q, err := h.find(ctx)
+		if err != nil {
+			return nil, err
 		}
+		h.q, h.looked = q, true
 	}
 	if h.q != nil {
-		return h.q
+		return h.q, nil
 	}
-	return h.direct
+	return h.direct, nil
 }
 
 func (h *held) lookup(ctx context.Context, id string) (*queue.Lookup, error) {
-	return h.lookups(ctx).lookup(ctx, id)
+	r, err := h.lookups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.lookup(ctx, id)
 }
 
 func (h *held) report(ctx context.Context) (*queue.StatusReport, error) {
-	return h.lookups(ctx).report(ctx)
+	r, err := h.lookups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.report(ctx)
 }
 
 func (h *held) cancel(ctx context.Context, id string) (*queue.CancelAnswer, error) {
-	return h.lookups(ctx).cancel(ctx, id)
+	r, err := h.lookups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.cancel(ctx, id)
 }
 
 func (h *held) deadLetters(ctx context.Context) (*queue.DeadLetters, error) {
-	return h.lookups(ctx).deadLetters(ctx)
+	r, err := h.lookups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.deadLetters(ctx)
 }
 
 func (h *held) locate(ctx context.Context, id string) (*queue.Lookup, error) {
-	return h.lookups(ctx).locate(ctx, id)
+	r, err := h.lookups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.locate(ctx, id)
 }
 
 func (h *held) waitFor(ctx context.Context, id string) (*queue.Lookup, error) {
-	return h.lookups(ctx).waitFor(ctx, id)
+	r, err := h.lookups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.waitFor(ctx, id)
 }
 
 func (h *held) jobs(ctx context.Context, q queue.JobsQuery) (*queue.JobList, error) {
-	return h.lookups(ctx).jobs(ctx, q)
+	r, err := h.lookups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.jobs(ctx, q)
 }
 
-// daemon is the discovery of the daemon that answers the look-ups, nil for
-// none (finding it is bounded by the connect timeout).
+// daemon is the discovery of the daemon that answers the look-ups, nil
+// for none, or for one that does not answer (finding it is bounded by the
+// connect timeout).
 func (h *held) daemon() *queue.Discovery {
-	return h.lookups(context.Background()).daemon()
+	r, err := h.lookups(context.Background())
+	if err != nil {
+		return nil
+	}
+	return r.daemon()
 }
 
 func (h *held) close() error {

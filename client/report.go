@@ -121,6 +121,13 @@ func Report(ctx context.Context, store string, opts ...Option) (*StoreStatus, er
 // may be on another host).
 func (c *Client) StoreStatus(ctx context.Context) (*StoreStatus, error) {
 	st := &StoreStatus{Store: c.store, StoreID: c.storeID}
+	if h, ok := c.r.(*held); ok {
+		// Under a hold the daemon is looked for now: one that does not
+		// answer is an error here too, not a store without a daemon.
+		if _, err := h.lookups(ctx); err != nil {
+			return nil, err
+		}
+	}
 	lockFile := c.lockFile
 	switch {
 	case c.Queued() && c.Daemon() == nil: // a remote queue's daemon, wherever it runs

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,4 +203,30 @@ func TestLookupsUnderHoldAskTheDaemon(t *testing.T) {
 	r := scribe(t, "", "wait", "--store", store, "--timeout", "30s", "queued-under-hold")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "q\n", readFile(t, filepath.Join(store, "q.txt")))
+}
+
+// Under a hold, a daemon that holds its lock but does not answer (stopped
+// here) is an error for look-ups, exit 75 as outside the hold, never "no
+// daemon"; the process's own writes, which go directly under the hold,
+// do not wait for it.
+func TestLookupsUnderHoldWithADaemonThatDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	d := startDaemon(t, store)
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) })
+	dir := t.TempDir()
+	script := `"$SCRIBE" submit --store "$S" --wait append d.txt "d
+" || exit 9
+"$SCRIBE" status --store "$S" > "$D/status.out" 2> "$D/status.err"
+echo $? > "$D/status.code"
+`
+	cmd := exec.Command(scribeBin, "lock", "--store", store, "--", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "S="+store, "D="+dir, "SCRIBE="+scribeBin)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "d\n", readFile(t, filepath.Join(store, "d.txt")), "the write under the hold did not wait for the daemon")
+	assert.Equal(t, "75\n", readFile(t, filepath.Join(dir, "status.code")), "status: %s", readFile(t, filepath.Join(dir, "status.out")))
+	assert.Contains(t, readFile(t, filepath.Join(dir, "status.err")), "does not answer")
+	assert.NotContains(t, readFile(t, filepath.Join(dir, "status.out")), "no daemon")
 }

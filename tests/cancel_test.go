@@ -271,10 +271,11 @@ func TestCancelOnCluster(t *testing.T) {
 	assert.Equal(t, "keep-1", lines[2])
 }
 
-// A cancel whose caller gave up (exit 75, "not known") while an exec
-// job's command ran, when the writer answers no cancel request, is not
-// carried out once the command ends: the job it named applies.
-func TestCancelGivenUpIsNotCarriedOutLater(t *testing.T) {
+// While an exec job's command runs, nothing can be recorded: a cancel is
+// answered at once, busy (exit 75) for a queued job, too late (exit 1)
+// for the running one, and nothing of it is carried out once the command
+// ends: the job it named applies.
+func TestCancelDuringARunIsAnsweredAtOnce(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	out := t.TempDir()
@@ -289,15 +290,20 @@ func TestCancelGivenUpIsNotCarriedOutLater(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 20*time.Second, 10*time.Millisecond, "the command runs")
 
-	r = scribe(t, "", "cancel", "--store", store, "--timeout", "1s", "q")
+	r = scribe(t, "", "cancel", "--store", store, "q")
 	require.Equal(t, 75, r.code, "%s%s", r.stdout, r.stderr)
-	assert.Contains(t, r.stderr, "not known")
+	assert.Contains(t, r.stderr, "the store's turn is a command's (job hold-1: command hold")
+	assert.Less(t, r.duration, 10*time.Second, "answered at once, not at cancel's 30 s timeout")
+	a, r := cancelJSON(t, store, "hold-1")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Equal(t, queue.CancelTooLate, a.Result)
+	assert.Equal(t, queue.StateInHand, a.State)
 	require.NoError(t, os.WriteFile(goFile, nil, 0o644))
 
 	o := decided(t, store, "q")
 	assert.Equal(t, queue.StatusApplied, o.Status, "%s: %s", o.Reason, o.Detail)
 	assert.Equal(t, "q\n", readFile(t, filepath.Join(store, "log.txt")))
-	a, r := cancelJSON(t, store, "q")
+	a, r = cancelJSON(t, store, "q")
 	assert.Equal(t, 1, r.code, r.stderr)
 	assert.Equal(t, queue.CancelTooLate, a.Result)
 }
@@ -344,4 +350,31 @@ func TestJobsAfterRestartLeaveDecidedOut(t *testing.T) {
 	assert.Equal(t, uint64(3), list.QueuedTotal)
 	r = scribe(t, "", "status", "--store", g.store, "q3")
 	assert.Contains(t, r.stdout+r.stderr, "queued (position 3 of 3)")
+}
+
+// An exec job's command that cancels its own job, or one queued behind
+// it, hears at once (too late; busy) rather than waiting for the run it
+// is part of to end: it finishes, and its job is applied.
+func TestCancelFromTheRunningCommand(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	out := t.TempDir()
+	script := `"$SCRIBE" cancel --store "$SCRIBE_STORE" "$SCRIBE_JOB_ID" > "$OUT/own.out" 2>&1; echo $? > "$OUT/own.code"
+"$SCRIBE" cancel --store "$SCRIBE_STORE" behind > "$OUT/behind.out" 2>&1; echo $? > "$OUT/behind.code"`
+	writeConfig(t, store, "[exec.self]\nprogram = \"/bin/sh\"\nargs = [\"-c\", "+tomlString(script)+"]\ntimeout = \"60s\"\nenv = { SCRIBE = "+
+		tomlString(scribeBin)+", OUT = "+tomlString(out)+" }\n", 0o600)
+	startDaemon(t, store)
+	r := scribe(t, "", "submit", "--store", store, "--id", "self-1", "exec", "self")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = scribe(t, "", "submit", "--store", store, "--id", "behind", "append", "log.txt", "behind\n")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	o := decided(t, store, "self-1")
+	assert.Equal(t, queue.StatusApplied, o.Status, "%s: %s", o.Reason, o.Detail)
+	assert.Equal(t, "1\n", readFile(t, filepath.Join(out, "own.code")), readFile(t, filepath.Join(out, "own.out")))
+	assert.Contains(t, readFile(t, filepath.Join(out, "own.out")), "too late")
+	assert.Equal(t, "75\n", readFile(t, filepath.Join(out, "behind.code")), readFile(t, filepath.Join(out, "behind.out")))
+	require.NotNil(t, o.Exec)
+	assert.Less(t, o.Exec.DurationMS, int64(20000), "the command did not wait for its cancels")
+	assert.Equal(t, queue.StatusApplied, decided(t, store, "behind").Status)
 }

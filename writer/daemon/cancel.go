@@ -81,6 +81,32 @@ func (w *Writer) sleepServing(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// refuseCancelDuringRun answers a cancel request while an exec job's
+// command runs: too late for the jobs of its run, busy for any other.
+func (w *Writer) refuseCancelDuringRun(r cancelRequest) {
+	var req queue.CancelRequest
+	if err := json.Unmarshal(r.m.Data, &req); err != nil {
+		w.respondCancel(r.m, queue.CancelAnswer{Error: fmt.Sprintf("cancel request: %v", err)})
+		return
+	}
+	if p := queue.IDProblem(req.ID); p != "" {
+		w.respondCancel(r.m, queue.CancelAnswer{Error: p})
+		return
+	}
+	if in, _, detail := w.handState(req.ID); in {
+		w.respondCancel(r.m, queue.CancelAnswer{Result: queue.CancelTooLate, State: queue.StateInHand, Detail: "the writer has it in hand: " + detail})
+		return
+	}
+	what := "an exec job's command"
+	w.mu.Lock()
+	if w.running != nil {
+		what = w.running.String()
+	}
+	w.mu.Unlock()
+	w.respondCancel(r.m, queue.CancelAnswer{Result: queue.CancelBusy,
+		Detail: "the store's turn is a command's (" + what + "): nothing can be recorded until it ends; cancel again then"})
+}
+
 func (w *Writer) handleCancel(ctx context.Context, r cancelRequest) {
 	m := r.m
 	var req queue.CancelRequest

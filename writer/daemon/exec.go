@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -272,9 +273,14 @@ func (w *Writer) runHeld(ctx context.Context, plan *writer.ExecPlan, msgs []jets
 	defer hold.Unlock()
 	w.releaseKeeping()
 	since := time.Now()
+	// Meanwhile the jobs in hand keep their place in the queue, and cancel
+	// requests are answered at once: nothing can be recorded while the
+	// command has the store (the command itself may be the one asking).
 	done := make(chan struct{})
-	defer close(done)
-	go func() {
+	var meanwhile sync.WaitGroup
+	stop := sync.OnceFunc(func() { close(done); meanwhile.Wait() })
+	defer stop()
+	meanwhile.Go(func() {
 		t := time.NewTicker(queue.AckWait / 3)
 		defer t.Stop()
 		for {
@@ -285,9 +291,11 @@ func (w *Writer) runHeld(ctx context.Context, plan *writer.ExecPlan, msgs []jets
 				for _, m := range msgs {
 					_ = m.InProgress()
 				}
+			case r := <-w.cancels:
+				w.refuseCancelDuringRun(r)
 			}
 		}
-	}()
+	})
 	w.log.Debug("running command", "id", plan.Job().ID, "command", plan.Command().Name, "jobs", len(plan.Jobs()))
 	env := []string{"SCRIBE_STORE=" + w.store, "SCRIBE_JOB_ID=" + plan.Job().ID}
 	r := plan.Run().Exec(ctx.Done(), hold, env, func(pid int) {
@@ -295,6 +303,7 @@ func (w *Writer) runHeld(ctx context.Context, plan *writer.ExecPlan, msgs []jets
 		w.running = &running{plan: plan, pid: pid, since: since}
 		w.mu.Unlock()
 	})
+	stop() // run reads the cancel requests again
 	w.mu.Lock()
 	w.running = nil
 	w.mu.Unlock()

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"time"
 
@@ -214,8 +213,8 @@ func readJournal(path string) (JournalStatus, *queue.Interrupted, error) {
 	if errors.Is(err, queue.ErrInsecure) {
 		return jj, nil, err // not this user's journal: nothing of it is shown
 	}
-	if err != nil {
-		jj.Error = ptr(fmt.Sprintf("journal busy (a writer has it open): %v", err))
+	if err != nil { // busy (journal.ErrBusy), damaged (journal.ErrDamaged), unreadable
+		jj.Error = ptr(err.Error())
 		return jj, nil, nil
 	}
 	defer j.Close()

@@ -153,3 +153,38 @@ func TestFullDiskWhileTakingTheStoreIsAFault(t *testing.T) {
 		30*time.Second, 20*time.Millisecond, "the job applies once space is back")
 	require.Eventually(t, func() bool { return daemonFault(t, store) == "" }, 10*time.Second, 20*time.Millisecond)
 }
+
+// A journal cut short (an outside `truncate`, a disk that lost its tail)
+// is refused with a clear error by every command, never a crash (bbolt
+// maps the file and trusts its meta page: the page past the end was a
+// SIGBUS), and nothing is written: not the files, not the journal.
+func TestJournalCutShortIsRefused(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	for i := range 6 {
+		r := scribe(t, "", "submit", "--store", store, "--route", "direct", "--wait", "append", "log.txt", fmt.Sprintf("%d\n", i))
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	jpath := filepath.Join(store, ".scribe", "journal.db")
+	const cut = 4 * 4096 // its meta pages and two more: the journal's pages run past that
+	require.NoError(t, os.Truncate(jpath, cut))
+	log := readFile(t, filepath.Join(store, "log.txt"))
+
+	st := scribe(t, "", "status", "--store", store)
+	assert.Equal(t, 0, st.code, st.stderr)
+	assert.Contains(t, st.stdout, "the journal is damaged")
+	for _, args := range [][]string{
+		{"submit", "--store", store, "--route", "direct", "--wait", "append", "log.txt", "late\n"},
+		{"lock", "--store", store, "--", "true"},
+		{"recover", "--store", store},
+	} {
+		r := scribe(t, "", args...)
+		assert.Equal(t, 1, r.code, "%v: %s", args, r.stderr)
+		assert.Contains(t, r.stderr, "the journal is damaged", "%v", args)
+		assert.NotContains(t, r.stderr, "SIGBUS", "%v", args)
+	}
+	assert.Equal(t, log, readFile(t, filepath.Join(store, "log.txt")))
+	after, err := os.Stat(jpath)
+	require.NoError(t, err)
+	assert.Equal(t, int64(cut), after.Size(), "the damaged journal is left as it is")
+}

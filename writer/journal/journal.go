@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -142,8 +144,8 @@ func (j *Journal) checkFence(tx *bolt.Tx) error {
 // .scribe (queue.OpenPrivate). Callers must hold the store lock.
 func Open(path string) (*Journal, error) {
 	_, statErr := os.Lstat(path)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: journalTimeout, OpenFile: queue.OpenPrivate})
-	if errors.Is(err, queue.ErrInsecure) {
+	db, err := openBolt(path, &bolt.Options{Timeout: journalTimeout, OpenFile: queue.OpenPrivate})
+	if errors.Is(err, queue.ErrInsecure) || errors.Is(err, ErrDamaged) {
 		return nil, err
 	}
 	if err != nil {
@@ -182,6 +184,112 @@ func Open(path string) (*Journal, error) {
 	return j, nil
 }
 
+// ErrBusy means OpenReadOnly gave up waiting for a writer that has the
+// journal open.
+var ErrBusy = errors.New("journal busy (a writer has it open)")
+
+// ErrDamaged means the journal file is not what bbolt wrote: cut short,
+// or pages that are not what its meta page says. Nothing in it is read,
+// nothing is written to it; an operator restores it (recovery.md).
+var ErrDamaged = errors.New("the journal is damaged")
+
+// openBolt opens the journal with bbolt, refusing a damaged one with an
+// error instead of a crash: bbolt maps the file and trusts its meta page,
+// so a page past the end of a file cut short is a SIGBUS, and a page that
+// is not what it should be fails one of its assertions.
+func openBolt(path string, o *bolt.Options) (db *bolt.DB, err error) {
+	// The file bbolt opens, to close if it fails half way: its flock
+	// would otherwise outlive the failure, and every later open of the
+	// journal in this process wait for it.
+	var file *os.File
+	opts := *o
+	opts.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := o.OpenFile(name, flag, perm)
+		file = f
+		return f, err
+	}
+	if err := cutShort(path); err != nil {
+		return nil, err
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if file != nil {
+				_ = file.Close()
+			}
+			db, err = nil, fmt.Errorf("%w: %s: %v", ErrDamaged, path, r)
+		}
+	}()
+	if db, err = bolt.Open(path, 0o600, &opts); err != nil {
+		return nil, err
+	}
+	var want int64
+	err = db.View(func(tx *bolt.Tx) error {
+		want = tx.Size()
+		_ = tx.Bucket(bucketMeta) // the root page, read once under the guard
+		return nil
+	})
+	fi, serr := os.Stat(db.Path())
+	switch {
+	case err == nil && serr != nil:
+		err = serr
+	case err == nil && fi.Size() < want:
+		err = fmt.Errorf("%w: %s is %d bytes, and its meta page says its pages take %d (was it cut short?)", ErrDamaged, path, fi.Size(), want)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// cutShort refuses a journal file shorter than its meta page says its
+// pages take, before bbolt maps it: a page past the end of the file would
+// be a SIGBUS, and a mapping bbolt made cannot be undone but by closing
+// the journal, which a failed open never returns. It reads bbolt's
+// on-disk meta pages (pages 0 and 1): a 16-byte page header, then magic,
+// version, page size, flags, the root bucket (16 bytes), the freelist's
+// page, the high-water page id, the txid and an FNV-64a checksum of what
+// comes before it. A file whose meta pages are both invalid is left to
+// bbolt, which refuses it.
+func cutShort(path string) error {
+	f, err := queue.OpenPrivate(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil // bbolt's own open says why
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return nil
+	}
+	const header, metaSize = 16, 64
+	read := func(off int64) (pageSize uint32, pages, txid uint64, ok bool) {
+		b := make([]byte, metaSize)
+		if _, err := f.ReadAt(b, off+header); err != nil {
+			return 0, 0, 0, false
+		}
+		e := binary.NativeEndian
+		h := fnv.New64a()
+		h.Write(b[:56])
+		if e.Uint32(b[0:]) != 0xED0CDAED || e.Uint32(b[4:]) != 2 || e.Uint64(b[56:]) != h.Sum64() {
+			return 0, 0, 0, false
+		}
+		return e.Uint32(b[8:]), e.Uint64(b[40:]), e.Uint64(b[48:]), true
+	}
+	size, pages, txid, ok := read(0)
+	second := int64(os.Getpagesize())
+	if ok {
+		second = int64(size)
+	}
+	if s1, p1, t1, ok1 := read(second); ok1 && (!ok || t1 > txid) {
+		size, pages, ok = s1, p1, true
+	}
+	if ok && uint64(fi.Size()) < pages*uint64(size) {
+		return fmt.Errorf("%w: %s is %d bytes, and its meta page says its pages take %d (was it cut short?)", ErrDamaged, path, fi.Size(), pages*uint64(size))
+	}
+	return nil
+}
+
 // loadMark opens the settled mark (for writing, too, if write) and takes
 // the intent it names as carried out. Called once the journal is open,
 // so that no writer can change the mark meanwhile.
@@ -216,9 +324,12 @@ func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	if check != nil {
 		return nil, check
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: true, OpenFile: queue.OpenPrivate})
-	if errors.Is(err, queue.ErrInsecure) {
+	db, err := openBolt(path, &bolt.Options{Timeout: timeout, ReadOnly: true, OpenFile: queue.OpenPrivate})
+	if errors.Is(err, queue.ErrInsecure) || errors.Is(err, ErrDamaged) {
 		return nil, err
+	}
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBusy, path, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -397,4 +398,40 @@ func TestOpenWritesOnlyWhatIsMissing(t *testing.T) {
 		assert.NotNil(t, tx.Bucket(bucketDead), "a missing bucket was not made again")
 		return nil
 	}))
+}
+
+// A journal cut short is refused, by Open and OpenReadOnly alike, with
+// ErrDamaged naming the sizes: bbolt trusts its meta page, and reading a
+// page past the end of the file is a SIGBUS that ended every command.
+// Nothing is written to it.
+func TestJournalCutShortIsDamaged(t *testing.T) {
+	store := testStore(t)
+	j := openTest(t, store)
+	for range 50 {
+		var outs []*queue.Outcome
+		for range 20 {
+			outs = append(outs, applied(queue.NewID(), time.Now().UTC()))
+		}
+		require.NoError(t, j.Commit(outs, nil, 0))
+	}
+	require.NoError(t, j.Close())
+	path := Path(store)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Greater(t, fi.Size(), int64(64<<10), "a journal of many pages")
+	for _, size := range []int64{fi.Size() / 2, 3 * 4096} {
+		t.Run(strconv.FormatInt(size, 10), func(t *testing.T) {
+			require.NoError(t, os.Truncate(path, size))
+			before, err := os.ReadFile(path)
+			require.NoError(t, err)
+			_, err = Open(path)
+			require.ErrorIs(t, err, ErrDamaged)
+			assert.Contains(t, err.Error(), "cut short")
+			_, err = OpenReadOnly(path, time.Second)
+			require.ErrorIs(t, err, ErrDamaged)
+			after, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, before, after, "a damaged journal is left as it is")
+		})
+	}
 }

@@ -195,32 +195,23 @@ var ErrDamaged = errors.New("the journal is damaged")
 
 // openBolt opens the journal with bbolt, refusing a damaged one with an
 // error instead of a crash: bbolt maps the file and trusts its meta page,
-// so a page past the end of a file cut short is a SIGBUS, and a page that
-// is not what it should be fails one of its assertions.
+// so a page past the end of a file cut short is a SIGBUS (cutShort finds
+// those first), and a page that is not what it should be fails one of its
+// assertions, a panic turned into ErrDamaged here. bbolt's mapping of the
+// file, and with it the file's flock, then stays until the process exits:
+// a later open of the journal in the same process waits for it and times
+// out.
 func openBolt(path string, o *bolt.Options) (db *bolt.DB, err error) {
-	// The file bbolt opens, to close if it fails half way: its flock
-	// would otherwise outlive the failure, and every later open of the
-	// journal in this process wait for it.
-	var file *os.File
-	opts := *o
-	opts.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		f, err := o.OpenFile(name, flag, perm)
-		file = f
-		return f, err
-	}
 	if err := cutShort(path); err != nil {
 		return nil, err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			if file != nil {
-				_ = file.Close()
-			}
 			db, err = nil, fmt.Errorf("%w: %s: %v", ErrDamaged, path, r)
 		}
 	}()
-	if db, err = bolt.Open(path, 0o600, &opts); err != nil {
+	if db, err = bolt.Open(path, 0o600, o); err != nil {
 		return nil, err
 	}
 	var want int64

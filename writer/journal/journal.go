@@ -143,7 +143,16 @@ func (j *Journal) checkFence(tx *bolt.Tx) error {
 // Open opens (creating) a journal for writing, held to the rules of
 // .scribe (queue.OpenPrivate). Callers must hold the store lock.
 func Open(path string) (*Journal, error) {
-	_, statErr := os.Lstat(path)
+	fi, statErr := os.Lstat(path)
+	if statErr == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+		// bbolt takes an empty file for a new journal. A store whose
+		// settled mark was written has recorded batches in it: emptied
+		// since, a new journal would forget every ID it recorded, and
+		// apply them again.
+		if m, err := os.Lstat(markPath(path)); err == nil && m.Size() > 0 {
+			return nil, fmt.Errorf("%w: %s is empty, though the settled mark beside it says batches were recorded in it (was it cut short?)", ErrDamaged, path)
+		}
+	}
 	db, err := openBolt(path, &bolt.Options{Timeout: journalTimeout, OpenFile: queue.OpenPrivate})
 	if errors.Is(err, queue.ErrInsecure) || errors.Is(err, ErrDamaged) {
 		return nil, err

@@ -435,3 +435,28 @@ func TestJournalCutShortIsDamaged(t *testing.T) {
 		})
 	}
 }
+
+// A journal emptied after batches were recorded in it (its settled mark
+// says so) is damaged, not a new journal: one made anew would forget
+// every ID it recorded, and a job submitted again under one would apply
+// again. An empty journal with no mark beside it, which a holder killed
+// while it made the journal leaves, is made as a new one.
+func TestEmptiedJournalIsDamaged(t *testing.T) {
+	store := testStore(t)
+	path := Path(store)
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	j, err := Open(path)
+	require.NoError(t, err, "an empty journal and no mark: a new journal")
+	token, err := j.Record(&Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n")}}},
+		[]*queue.Outcome{applied("first", time.Now().UTC())}, nil, 0)
+	require.NoError(t, err)
+	require.NoError(t, j.Settle(token))
+	require.NoError(t, j.Close())
+
+	require.NoError(t, os.Truncate(path, 0))
+	_, err = Open(path)
+	require.ErrorIs(t, err, ErrDamaged)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Zero(t, fi.Size(), "the emptied journal is left as it is")
+}

@@ -361,3 +361,22 @@ func TestWaitInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// `status JOB` names a job's queue sequence only when it was queued: a
+// direct write's job never was (its --json leaves seq out too).
+func TestStatusOfADirectJobHasNoSeq(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	r := scribe(t, "", "submit", "--store", store, "--route", "direct", "--wait", "--id", "d1", "append", "log.txt", "d\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = scribe(t, "", "status", "--store", store, "d1")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `by direct, epoch \d+, at `, r.stdout)
+	assert.NotContains(t, r.stdout, "seq")
+	startDaemon(t, store)
+	r = scribe(t, "", "submit", "--store", store, "--wait", "--id", "q1", "append", "log.txt", "q\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = scribe(t, "", "status", "--store", store, "q1")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `by daemon, epoch \d+, seq 1, at `, r.stdout)
+}

@@ -116,7 +116,11 @@ func printOutcome(w io.Writer, out *queue.Outcome) {
 	if !out.Applied() {
 		fmt.Fprintf(w, " (%s): %s", out.Reason, out.Detail)
 	}
-	fmt.Fprintf(w, "\n  by %s, epoch %d, seq %d, at %s\n", out.Mode, out.Epoch, out.Seq, out.At.Format(time.RFC3339Nano))
+	seq := ""
+	if out.Seq > 0 { // a direct write's job never was in the queue
+		seq = fmt.Sprintf(", seq %d", out.Seq)
+	}
+	fmt.Fprintf(w, "\n  by %s, epoch %d%s, at %s\n", out.Mode, out.Epoch, seq, out.At.Format(time.RFC3339Nano))
 	if out.CoalescedInto != "" {
 		fmt.Fprintf(w, "  joined the run of job %s\n", out.CoalescedInto)
 	}

@@ -223,19 +223,10 @@ func openBolt(path string, o *bolt.Options) (db *bolt.DB, err error) {
 	if db, err = bolt.Open(path, 0o600, o); err != nil {
 		return nil, err
 	}
-	var want int64
 	err = db.View(func(tx *bolt.Tx) error {
-		want = tx.Size()
 		_ = tx.Bucket(bucketMeta) // the root page, read once under the guard
 		return nil
 	})
-	fi, serr := os.Stat(db.Path())
-	switch {
-	case err == nil && serr != nil:
-		err = serr
-	case err == nil && fi.Size() < want:
-		err = fmt.Errorf("%w: %s is %d bytes, and its meta page says its pages take %d (was it cut short?)", ErrDamaged, path, fi.Size(), want)
-	}
 	if err != nil {
 		_ = db.Close()
 		return nil, err

@@ -45,60 +45,42 @@ func (h *held) lookups(ctx context.Context) (route, error) {
 	return h.direct, nil
 }
 
-func (h *held) lookup(ctx context.Context, id string) (*queue.Lookup, error) {
+// ask runs a look-up on the route of look-ups.
+func ask[T any](h *held, ctx context.Context, f func(route) (T, error)) (T, error) {
 	r, err := h.lookups(ctx)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	return r.lookup(ctx, id)
+	return f(r)
+}
+
+func (h *held) lookup(ctx context.Context, id string) (*queue.Lookup, error) {
+	return ask(h, ctx, func(r route) (*queue.Lookup, error) { return r.lookup(ctx, id) })
 }
 
 func (h *held) report(ctx context.Context) (*queue.StatusReport, error) {
-	r, err := h.lookups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return r.report(ctx)
+	return ask(h, ctx, func(r route) (*queue.StatusReport, error) { return r.report(ctx) })
 }
 
 func (h *held) cancel(ctx context.Context, id string) (*queue.CancelAnswer, error) {
-	r, err := h.lookups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return r.cancel(ctx, id)
+	return ask(h, ctx, func(r route) (*queue.CancelAnswer, error) { return r.cancel(ctx, id) })
 }
 
 func (h *held) deadLetters(ctx context.Context) (*queue.DeadLetters, error) {
-	r, err := h.lookups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return r.deadLetters(ctx)
+	return ask(h, ctx, func(r route) (*queue.DeadLetters, error) { return r.deadLetters(ctx) })
 }
 
 func (h *held) locate(ctx context.Context, id string) (*queue.Lookup, error) {
-	r, err := h.lookups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return r.locate(ctx, id)
+	return ask(h, ctx, func(r route) (*queue.Lookup, error) { return r.locate(ctx, id) })
 }
 
 func (h *held) waitFor(ctx context.Context, id string) (*queue.Lookup, error) {
-	r, err := h.lookups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return r.waitFor(ctx, id)
+	return ask(h, ctx, func(r route) (*queue.Lookup, error) { return r.waitFor(ctx, id) })
 }
 
 func (h *held) jobs(ctx context.Context, q queue.JobsQuery) (*queue.JobList, error) {
-	r, err := h.lookups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return r.jobs(ctx, q)
+	return ask(h, ctx, func(r route) (*queue.JobList, error) { return r.jobs(ctx, q) })
 }
 
 // daemon is the discovery of the daemon that answers the look-ups, nil

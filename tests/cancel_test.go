@@ -280,9 +280,7 @@ func TestCancelDuringARunIsAnsweredAtOnce(t *testing.T) {
 	store := newStore(t)
 	out := t.TempDir()
 	started, goFile := filepath.Join(out, "started"), filepath.Join(out, "go")
-	writeConfig(t, store, "[exec.hold]\nprogram = \"/bin/sh\"\nargs = [\"-c\", "+
-		tomlString(`: > "$STARTED"; while [ ! -e "$GO" ]; do sleep 0.01; done`)+"]\ntimeout = \"60s\"\nenv = { STARTED = "+
-		tomlString(started)+", GO = "+tomlString(goFile)+" }\n", 0o600)
+	writeConfig(t, store, shCommand("hold", `: > "$STARTED"; while [ ! -e "$GO" ]; do sleep 0.01; done`, "STARTED", started, "GO", goFile), 0o600)
 	startDaemon(t, store)
 	r := scribe(t, "", "submit", "--store", store, "--id", "hold-1", "exec", "hold")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -361,8 +359,7 @@ func TestCancelFromTheRunningCommand(t *testing.T) {
 	out := t.TempDir()
 	script := `"$SCRIBE" cancel --store "$SCRIBE_STORE" "$SCRIBE_JOB_ID" > "$OUT/own.out" 2>&1; echo $? > "$OUT/own.code"
 "$SCRIBE" cancel --store "$SCRIBE_STORE" behind > "$OUT/behind.out" 2>&1; echo $? > "$OUT/behind.code"`
-	writeConfig(t, store, "[exec.self]\nprogram = \"/bin/sh\"\nargs = [\"-c\", "+tomlString(script)+"]\ntimeout = \"60s\"\nenv = { SCRIBE = "+
-		tomlString(scribeBin)+", OUT = "+tomlString(out)+" }\n", 0o600)
+	writeConfig(t, store, shCommand("self", script, "SCRIBE", scribeBin, "OUT", out), 0o600)
 	startDaemon(t, store)
 	r := scribe(t, "", "submit", "--store", store, "--id", "self-1", "exec", "self")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -377,4 +374,14 @@ func TestCancelFromTheRunningCommand(t *testing.T) {
 	require.NotNil(t, o.Exec)
 	assert.Less(t, o.Exec.DurationMS, int64(20000), "the command did not wait for its cancels")
 	assert.Equal(t, queue.StatusApplied, decided(t, store, "behind").Status)
+}
+
+// shCommand is an [exec.NAME] table that runs script with sh -c, for at
+// most 60 s, with the environment of env's name and value pairs.
+func shCommand(name, script string, env ...string) string {
+	vars := make([]string, 0, len(env)/2)
+	for i := 0; i+1 < len(env); i += 2 {
+		vars = append(vars, env[i]+" = "+tomlString(env[i+1]))
+	}
+	return fmt.Sprintf("[exec.%s]\nprogram = \"/bin/sh\"\nargs = [\"-c\", %s]\ntimeout = \"60s\"\nenv = { %s }\n", name, tomlString(script), strings.Join(vars, ", "))
 }

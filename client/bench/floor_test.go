@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -40,12 +41,19 @@ import (
 // Nats-Msg-Id, synced every second) that a pull consumer takes, acking
 // each job and publishing its outcome, as scribe's writer does without the
 // journal or the files; "jetstream-always" syncs the stream at every job,
-// as `scribe serve --sync always` does. "jetstream-submit" is the skeleton
-// of a Submit: the job published to the stream synced every second, the
-// PubAck awaited, no outcome; timed, as `scribe bench` times Submit-only
-// runs, until the consumer has taken every job. Producers are processes on
-// one processor, over pinned TLS first with X25519, as scribe's are on
-// loopback.
+// as `scribe serve --sync always` does. "jetstream-journal" is that
+// stream synced every second with the least a writer must do before an
+// applied outcome under `--sync 1s`: each batch the consumer has taken
+// recorded in a bbolt journal in one transaction (each job's ID and data,
+// so that the file can be redone from it), then each job's data appended
+// to a file, unsynced. "daemon" sends the same producers' jobs to a real
+// `scribe serve --sync 1s` (the least client in front of scribe's daemon),
+// as the protocol's docs tell any NATS client to. "jetstream-submit" is
+// the skeleton of a Submit: the job published to the stream synced every
+// second, the PubAck awaited, no outcome; timed, as `scribe bench` times
+// Submit-only runs, until the consumer has taken every job. Producers are
+// processes on one processor, over pinned TLS first with X25519, as
+// scribe's are on loopback.
 //
 //	go test -run '^$' -bench 'Floor$' -benchtime 1x ./client/bench/
 //
@@ -55,12 +63,13 @@ import (
 func BenchmarkFloor(b *testing.B) {
 	producers, rounds, seconds := envInt("SCRIBE_FLOOR_PRODUCERS", 32), envInt("SCRIBE_FLOOR_ROUNDS", 3), envInt("SCRIBE_FLOOR_SECONDS", 2)
 	w := floorWorkload(b)
-	kinds := []string{"flock", "nats", "jetstream", "jetstream-always", "jetstream-submit"}
+	kinds := []string{"flock", "nats", "jetstream", "jetstream-journal", "daemon", "jetstream-always", "jetstream-submit"}
+	scribed := buildScribed(b)
 	for b.Loop() {
 		figs := map[string][]floorFigures{}
 		for range rounds {
 			for _, k := range kinds {
-				figs[k] = append(figs[k], runFloor(b, k, producers, time.Duration(seconds)*time.Second))
+				figs[k] = append(figs[k], runFloor(b, k, scribed, producers, time.Duration(seconds)*time.Second))
 			}
 		}
 		for _, k := range kinds {
@@ -69,7 +78,7 @@ func BenchmarkFloor(b *testing.B) {
 				jobs, client, srv = append(jobs, f.jobsPerSec), append(client, f.clientUS), append(srv, f.serverUS)
 				vs = append(vs, f.jobsPerSec/figs["flock"][i].jobsPerSec)
 			}
-			b.Logf("%-16s %s, %d producers: %6.0f jobs/s (%.2fx flock), CPU µs/job %4.0f (producers %4.0f + server %3.0f); medians of %d rounds",
+			b.Logf("%-17s %s, %d producers: %6.0f jobs/s (%.2fx flock), CPU µs/job %4.0f (producers %4.0f + server %3.0f); medians of %d rounds",
 				k, w.Name, producers, median(jobs), median(vs), median(client)+median(srv), median(client), median(srv), rounds)
 			b.ReportMetric(median(jobs), k+"-jobs/s")
 			b.ReportMetric(median(client)+median(srv), k+"-cpu-µs/job")
@@ -101,11 +110,7 @@ func BenchmarkFloorHook(b *testing.B) {
 	}
 	dd, err := exec.LookPath("dd")
 	require.NoError(b, err)
-	bins := b.TempDir()
-	build := exec.Command("go", "build", "-o", bins+"/", "./testdata/floorhook", "github.com/scribehq/scribe/cmd/scribe", "github.com/scribehq/scribe/cmd/scribed")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds scribe
-	out, err := build.CombinedOutput()
-	require.NoError(b, err, "%s", out)
+	bins := buildFloorBins(b, "./testdata/floorhook", "github.com/scribehq/scribe/cmd/scribe", "github.com/scribehq/scribe/cmd/scribed")
 	bin := filepath.Join(bins, "floorhook")
 	dir := b.TempDir()
 	url, cert, _, stop := floorServer(b, "jetstream-always", filepath.Join(dir, "q"))
@@ -185,11 +190,28 @@ func BenchmarkFloorHook(b *testing.B) {
 	}
 }
 
+// buildFloorBins builds the packages into a temporary folder, as the
+// README builds scribe.
+func buildFloorBins(b *testing.B, pkgs ...string) string {
+	bins := b.TempDir()
+	build := exec.Command("go", append([]string{"build", "-o", bins + "/"}, pkgs...)...)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(b, err, "%s", out)
+	return bins
+}
+
+// buildScribed is the path of a fresh build of scribe's daemon.
+func buildScribed(b *testing.B) string {
+	return filepath.Join(buildFloorBins(b, "github.com/scribehq/scribe/cmd/scribed"), "scribed")
+}
+
 type floorFigures struct{ jobsPerSec, clientUS, serverUS float64 }
 
-// runFloor runs one round of kind: a server for nats and jetstream, then
-// the producer processes, each this test binary re-run (TestMain).
-func runFloor(b *testing.B, kind string, producers int, d time.Duration) floorFigures {
+// runFloor runs one round of kind: a server (scribed's daemon for
+// "daemon"), then the producer processes, each this test binary re-run
+// (TestMain).
+func runFloor(b *testing.B, kind, scribed string, producers int, d time.Duration) floorFigures {
 	b.Helper()
 	dir := b.TempDir()
 	env := []string{floorModeEnv + "=" + kind, "SCRIBE_FLOOR_DIR=" + dir, "SCRIBE_FLOOR_DURATION=" + d.String(), "GOMAXPROCS=1"}
@@ -197,14 +219,29 @@ func runFloor(b *testing.B, kind string, producers int, d time.Duration) floorFi
 		env = append(env, "SCRIBE_FLOOR_WORKLOAD="+w)
 	}
 	var taken *takenCount
-	if kind != "flock" {
+	serverCPU := func() time.Duration { return selfCPU(b) }
+	switch kind {
+	case "flock":
+	case "daemon":
+		store := filepath.Join(dir, "store")
+		require.NoError(b, os.Mkdir(store, 0o755))
+		dm, err := startBenchDaemon(context.Background(), scribed, "", dir, store, "1s")
+		require.NoError(b, err)
+		defer func() { require.NoError(b, dm.stop()) }()
+		serverCPU = func() time.Duration {
+			t, ok := procCPU(dm.pid)
+			require.True(b, ok, "the daemon's CPU time")
+			return t
+		}
+		env = append(env, "SCRIBE_FLOOR_STORE="+store)
+	default:
 		var url, cert string
 		var stop func()
 		url, cert, taken, stop = floorServer(b, kind, dir)
 		defer stop()
 		env = append(env, "SCRIBE_FLOOR_URL="+url, "SCRIBE_FLOOR_CERT="+cert)
 	}
-	cpu0 := selfCPU(b)
+	cpu0 := serverCPU()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	jobs, cpu := 0, time.Duration(0)
@@ -234,7 +271,7 @@ func runFloor(b *testing.B, kind string, producers int, d time.Duration) floorFi
 		}
 		d += time.Since(t0)
 	}
-	srv := selfCPU(b) - cpu0
+	srv := serverCPU() - cpu0
 	if jobs == 0 {
 		b.Fatalf("%s: no job done", kind)
 	}
@@ -258,18 +295,40 @@ func selfCPU(b *testing.B) time.Duration {
 // responder or the consumer that answers the producers' jobs in process;
 // taken counts the jobs the consumer took (acked). The consumer of
 // jetstream-always-journal records each job in a bbolt journal and appends
-// its data to a file, fsynced, before it acks it.
+// its data to a file, fsynced, before it acks it; that of
+// jetstream-journal records each batch in one transaction, then appends
+// its jobs' data unsynced.
 func floorServer(b *testing.B, kind, dir string) (url, certPEM string, taken *takenCount, stop func()) {
 	js := kind != "nats"
 	var record func(m jetstream.Msg) error
-	if kind == "jetstream-always-journal" {
-		require.NoError(b, os.MkdirAll(dir, 0o755))
-		db, err := bolt.Open(filepath.Join(dir, "journal.db"), 0o600, nil)
-		require.NoError(b, err)
-		b.Cleanup(func() { db.Close() })
-		f, err := os.OpenFile(filepath.Join(dir, "log.txt"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		require.NoError(b, err)
-		b.Cleanup(func() { f.Close() })
+	var recordBatch func(ms []jetstream.Msg) error
+	switch kind {
+	case "jetstream-journal":
+		db, f := floorJournal(b, dir)
+		recordBatch = func(ms []jetstream.Msg) error {
+			if err := db.Update(func(tx *bolt.Tx) error {
+				bk, err := tx.CreateBucketIfNotExists([]byte("outcomes"))
+				if err != nil {
+					return err
+				}
+				for _, m := range ms {
+					if err := bk.Put([]byte(m.Headers().Get("Nats-Msg-Id")), m.Data()); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			for _, m := range ms {
+				if _, err := f.Write(m.Data()); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	case "jetstream-always-journal":
+		db, f := floorJournal(b, dir)
 		record = func(m jetstream.Msg) error {
 			if err := db.Update(func(tx *bolt.Tx) error {
 				bk, err := tx.CreateBucketIfNotExists([]byte("outcomes"))
@@ -315,20 +374,48 @@ func floorServer(b *testing.B, kind, dir string) (url, certPEM string, taken *ta
 		require.NoError(b, err)
 		it, err := cons.Messages(jetstream.PullMaxMessages(256))
 		require.NoError(b, err)
+		// A batch is what the consumer has taken by the time the last one
+		// is done, as scribe's writer batches.
+		taking := make(chan jetstream.Msg, 256)
 		go func() {
+			defer close(taking)
 			for {
 				m, err := it.Next()
 				if err != nil {
 					return // stopped
 				}
-				if record != nil {
-					if err := record(m); err != nil {
-						panic(err) // a floor that cannot do its work measures nothing
+				taking <- m
+			}
+		}()
+		go func() {
+			for m := range taking {
+				batch := []jetstream.Msg{m}
+				for more := true; more && len(batch) < cap(taking); {
+					select {
+					case m, ok := <-taking:
+						if more = ok; ok {
+							batch = append(batch, m)
+						}
+					default:
+						more = false
 					}
 				}
-				_ = m.Ack()
-				taken.add()
-				_ = rc.Publish("outcomes."+strings.TrimPrefix(m.Subject(), "jobs."), outcome)
+				// A floor that cannot do its work measures nothing.
+				if recordBatch != nil {
+					if err := recordBatch(batch); err != nil {
+						panic(err)
+					}
+				}
+				for _, m := range batch {
+					if record != nil {
+						if err := record(m); err != nil {
+							panic(err)
+						}
+					}
+					_ = m.Ack()
+					taken.add()
+					_ = rc.Publish("outcomes."+strings.TrimPrefix(m.Subject(), "jobs."), outcome)
+				}
 			}
 		}()
 		stop = func() { it.Stop(); rc.Close(); ns.Shutdown() }
@@ -341,6 +428,18 @@ func floorServer(b *testing.B, kind, dir string) (url, certPEM string, taken *ta
 	}
 	require.NoError(b, rc.Flush())
 	return "tls://" + ns.Addr().String(), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), taken, stop
+}
+
+// floorJournal opens a floor's bbolt journal and the file it appends to.
+func floorJournal(b *testing.B, dir string) (*bolt.DB, *os.File) {
+	require.NoError(b, os.MkdirAll(dir, 0o755))
+	db, err := bolt.Open(filepath.Join(dir, "journal.db"), 0o600, nil)
+	require.NoError(b, err)
+	b.Cleanup(func() { db.Close() })
+	f, err := os.OpenFile(filepath.Join(dir, "log.txt"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	require.NoError(b, err)
+	b.Cleanup(func() { f.Close() })
+	return db, f
 }
 
 // takenCount counts the jobs a floor server's consumer took.
@@ -414,15 +513,23 @@ func floorProduce(kind string) (int, error) {
 		}
 		return n, nil
 	}
+	t, err := floorTargetOf(kind)
+	if err != nil {
+		return 0, err
+	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM([]byte(os.Getenv("SCRIBE_FLOOR_CERT")))
-	nc, err := nats.Connect(os.Getenv("SCRIBE_FLOOR_URL"), nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, CurvePreferences: []tls.CurveID{tls.X25519}}),
-		nats.TLSHandshakeFirst(), nats.SyncQueueLen(4), nats.NoReconnect())
+	pool.AppendCertsFromPEM([]byte(t.cert))
+	opts := []nats.Option{nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, CurvePreferences: []tls.CurveID{tls.X25519}}),
+		nats.TLSHandshakeFirst(), nats.SyncQueueLen(4), nats.NoReconnect()}
+	if t.user != "" {
+		opts = append(opts, nats.UserInfo(t.user, t.password))
+	}
+	nc, err := nats.Connect(t.url, opts...)
 	if err != nil {
 		return 0, err
 	}
 	defer nc.Close()
-	_, _, job := benchJob(w, p, 1)
+	op, path, job := benchJob(w, p, 1)
 	n := 0
 	if kind == "jetstream-submit" {
 		js, err := jetstream.New(nc)
@@ -443,22 +550,66 @@ func floorProduce(kind string) (int, error) {
 	}
 	for ; time.Now().Before(until); n++ {
 		id := fmt.Sprintf("p%d-%d", p, n)
-		sub, err := nc.SubscribeSync("outcomes." + id)
+		sub, err := nc.SubscribeSync(t.outcomes + id)
 		if err != nil {
 			return n, err
 		}
 		m := nats.NewMsg("jobs." + id)
 		m.Data = job
+		if t.store != "" {
+			// A version 2 job: its JSON value, a newline, its data.
+			m.Subject = t.jobs
+			m.Data = append(fmt.Appendf(nil, `{"v":2,"id":%q,"store":%q,"ops":[{"op":%q,"path":%q,"data_len":%d}]}`+"\n", id, t.store, op, path, len(job)), job...)
+		}
 		m.Header.Set("Nats-Msg-Id", id)
 		if err := nc.PublishMsg(m); err != nil {
 			return n, fmt.Errorf("job %s: %w", id, err)
 		}
-		if _, err := sub.NextMsg(10 * time.Second); err != nil {
+		o, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
 			return n, fmt.Errorf("outcome %s: %w", id, err)
+		}
+		if t.store != "" {
+			var out struct{ Status, Detail string }
+			if err := json.Unmarshal(o.Data, &out); err != nil {
+				return n, err
+			}
+			if out.Status != "applied" {
+				return n, fmt.Errorf("job %s %s: %s", id, out.Status, out.Detail)
+			}
 		}
 		_ = sub.Unsubscribe()
 	}
 	return n, nil
+}
+
+// floorTarget is where a floor producer's jobs go: the floor server's
+// subjects, or, for "daemon", the store's daemon found as the protocol's
+// docs tell any NATS client to (its daemon.json).
+type floorTarget struct {
+	url, cert, user, password string
+	jobs, outcomes, store     string
+}
+
+func floorTargetOf(kind string) (floorTarget, error) {
+	if kind != "daemon" {
+		return floorTarget{url: os.Getenv("SCRIBE_FLOOR_URL"), cert: os.Getenv("SCRIBE_FLOOR_CERT"), outcomes: "outcomes."}, nil
+	}
+	b, err := os.ReadFile(filepath.Join(os.Getenv("SCRIBE_FLOOR_STORE"), ".scribe", "daemon.json"))
+	if err != nil {
+		return floorTarget{}, err
+	}
+	var d struct {
+		URL, User, Password string
+		StoreID             string `json:"store_id"`
+		TLSCert             string `json:"tls_cert"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return floorTarget{}, err
+	}
+	prefix := "scribe." + d.StoreID
+	return floorTarget{url: d.URL, cert: d.TLSCert, user: d.User, password: d.Password,
+		jobs: prefix + ".jobs", outcomes: prefix + ".outcomes.", store: d.StoreID}, nil
 }
 
 // floorWorkload is SCRIBE_FLOOR_WORKLOAD's workload.

@@ -120,16 +120,22 @@ type wireOp struct {
 // MarshalJSON encodes the op in its wire form, data included.
 func (o Op) MarshalJSON() ([]byte, error) {
 	w := o.wire()
-	if o.Data != nil {
-		if utf8.Valid(o.Data) {
-			s := string(o.Data)
-			w.Data = &s
-		} else {
-			s := base64.StdEncoding.EncodeToString(o.Data)
-			w.DataB64 = &s
-		}
+	w.setData(o.Data)
+	return w.appendJSON(nil), nil
+}
+
+// setData puts data in the op's wire form: as text if it is UTF-8, else
+// in base64.
+func (w *wireOp) setData(data []byte) {
+	switch {
+	case data == nil:
+	case utf8.Valid(data):
+		s := string(data)
+		w.Data = &s
+	default:
+		s := base64.StdEncoding.EncodeToString(data)
+		w.DataB64 = &s
 	}
-	return json.Marshal(w)
 }
 
 // wire is the op's wire form without its data.
@@ -502,7 +508,8 @@ func EncodeLimit(j *Job, limit int) ([]byte, error) {
 	if j.V == VersionRaw {
 		b, err = encodeRaw(j)
 	} else {
-		b, err = json.Marshal(j)
+		w := j.wire(false)
+		b, err = w.appendJSON(nil)
 	}
 	if err != nil {
 		return nil, err
@@ -544,25 +551,37 @@ func DecodeLimit(b []byte, limit int) (*Job, error) {
 	return j, nil
 }
 
+// wire is the job's wire form, with its ops' data in it, or, raw, only
+// their lengths (VersionRaw).
+func (j *Job) wire(raw bool) wireJob {
+	w := wireJob{V: j.V, ID: j.ID, Store: j.Store, Meta: j.Meta, Coalesce: given(j.Coalesce), Submitted: j.Submitted, Priority: given(j.Priority)}
+	if j.Ops != nil {
+		w.Ops = make([]wireOp, len(j.Ops))
+	}
+	for i, op := range j.Ops {
+		w.Ops[i] = op.wire()
+		if raw && op.Data != nil {
+			n := len(op.Data)
+			w.Ops[i].DataLen = &n
+		} else if !raw {
+			w.Ops[i].setData(op.Data)
+		}
+	}
+	return w
+}
+
 // encodeRaw writes j as VersionRaw: its JSON value with each op's data
 // length, a newline, and the data.
 func encodeRaw(j *Job) ([]byte, error) {
-	w := wireJob{V: VersionRaw, ID: j.ID, Store: j.Store, Meta: j.Meta, Coalesce: given(j.Coalesce), Submitted: j.Submitted, Priority: given(j.Priority), Ops: make([]wireOp, len(j.Ops))}
+	w := j.wire(true)
 	size := 0
-	for i, op := range j.Ops {
-		w.Ops[i] = op.wire()
-		if op.Data != nil {
-			n := len(op.Data)
-			w.Ops[i].DataLen = &n
-			size += n
-		}
+	for _, op := range j.Ops {
+		size += len(op.Data)
 	}
-	header, err := json.Marshal(&w)
+	b, err := w.appendJSON(make([]byte, 0, 256+size))
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, len(header)+1+size)
-	b = append(b, header...)
 	b = append(b, '\n')
 	for _, op := range j.Ops {
 		b = append(b, op.Data...)

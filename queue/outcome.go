@@ -136,19 +136,22 @@ func (o *Outcome) Err() error {
 func EncodeOutcome(o *Outcome) ([]byte, error) {
 	c := *o
 	c.V = Version
-	return json.Marshal(&c)
+	return c.appendJSON(make([]byte, 0, 256))
 }
 
 // DecodeOutcome parses an outcome's wire form.
 func DecodeOutcome(b []byte) (*Outcome, error) {
-	var o Outcome
-	if err := json.Unmarshal(b, &o); err != nil {
-		return nil, fmt.Errorf("decode outcome: %w", err)
+	o, ok := decodeOutcomeFast(b)
+	if !ok {
+		o = new(Outcome)
+		if err := json.Unmarshal(b, o); err != nil {
+			return nil, fmt.Errorf("decode outcome: %w", err)
+		}
 	}
 	if o.V != Version {
 		return nil, fmt.Errorf("decode outcome: version %d, want %d", o.V, Version)
 	}
-	return &o, nil
+	return o, nil
 }
 
 // RejectError is a job's rejection: a reason code and a human-readable

@@ -1,0 +1,396 @@
+package queue
+
+import (
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// The wire's hot paths without reflection: a job's header as its client
+// encodes it, and an outcome both ways. Each writes exactly the bytes
+// encoding/json writes for the same value (the tests hold them to it), and
+// hands any value it does not take apart itself (a map, a nested object, a
+// string to escape) to encoding/json. The outcome's decoder reads only the
+// usual form; for anything else it says so, and DecodeOutcome asks
+// encoding/json, whose result is the rule.
+
+// appendString appends s as encoding/json writes a string: quoted, and
+// escaped as it escapes. Printable ASCII that needs no escape, the usual
+// case, is copied.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendValue appends v as encoding/json encodes it.
+func appendValue(b []byte, v any) ([]byte, error) {
+	q, err := json.Marshal(v)
+	return append(b, q...), err
+}
+
+// appendTime appends t as encoding/json encodes a time.Time.
+func appendTime(b []byte, t time.Time) ([]byte, error) {
+	q, err := t.MarshalJSON()
+	if err != nil {
+		return b, &json.MarshalerError{Type: reflect.TypeFor[time.Time](), Err: err} // as encoding/json says it
+	}
+	return append(b, q...), nil
+}
+
+// appendJSON appends the job's JSON value, as json.Marshal(w) writes it.
+func (w *wireJob) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(w.V), 10)
+	b = append(b, `,"id":`...)
+	b = appendString(b, w.ID)
+	b = append(b, `,"store":`...)
+	b = appendString(b, w.Store)
+	b = append(b, `,"ops":`...)
+	if w.Ops == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range w.Ops {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = w.Ops[i].appendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	var err error
+	if len(w.Meta) > 0 {
+		b = append(b, `,"meta":`...)
+		if b, err = appendValue(b, w.Meta); err != nil {
+			return nil, err
+		}
+	}
+	if w.Coalesce != nil {
+		b = append(b, `,"coalesce":`...)
+		b = appendString(b, *w.Coalesce)
+	}
+	if !w.Submitted.IsZero() {
+		b = append(b, `,"submitted":`...)
+		if b, err = appendTime(b, w.Submitted); err != nil {
+			return nil, err
+		}
+	}
+	if w.Priority != nil {
+		b = append(b, `,"priority":`...)
+		b = appendString(b, string(*w.Priority))
+	}
+	return append(b, '}'), nil
+}
+
+// appendJSON appends the op's JSON value, as json.Marshal(w) writes it.
+func (w *wireOp) appendJSON(b []byte) []byte {
+	b = append(b, `{"op":`...)
+	b = appendString(b, string(w.Op))
+	field := func(name string, v *string) {
+		if v != nil {
+			b = append(b, `,"`...)
+			b = append(b, name...)
+			b = append(b, `":`...)
+			b = appendString(b, *v)
+		}
+	}
+	field("path", w.Path)
+	field("data", w.Data)
+	field("data_b64", w.DataB64)
+	if w.DataLen != nil {
+		b = append(b, `,"data_len":`...)
+		b = strconv.AppendInt(b, int64(*w.DataLen), 10)
+	}
+	field("if_match", w.IfMatch)
+	field("name", w.Name)
+	if len(w.Args) > 0 {
+		b = append(b, `,"args":[`...)
+		for i, a := range w.Args {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, a)
+		}
+		b = append(b, ']')
+	}
+	field("dir", w.Dir)
+	if w.TimeoutMS != nil {
+		b = append(b, `,"timeout_ms":`...)
+		b = strconv.AppendInt(b, *w.TimeoutMS, 10)
+	}
+	return append(b, '}')
+}
+
+// appendJSON appends the outcome's JSON value, as json.Marshal(o) writes
+// it.
+func (o *Outcome) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(o.V), 10)
+	b = append(b, `,"id":`...)
+	b = appendString(b, o.ID)
+	b = append(b, `,"status":`...)
+	b = appendString(b, string(o.Status))
+	if o.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, string(o.Reason))
+	}
+	if o.Detail != "" {
+		b = append(b, `,"detail":`...)
+		b = appendString(b, o.Detail)
+	}
+	b = append(b, `,"epoch":`...)
+	b = strconv.AppendUint(b, o.Epoch, 10)
+	if o.Seq != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, o.Seq, 10)
+	}
+	b = append(b, `,"mode":`...)
+	b = appendString(b, string(o.Mode))
+	b = append(b, `,"at":`...)
+	var err error
+	if b, err = appendTime(b, o.At); err != nil {
+		return nil, err
+	}
+	if len(o.Meta) > 0 {
+		b = append(b, `,"meta":`...)
+		if b, err = appendValue(b, o.Meta); err != nil {
+			return nil, err
+		}
+	}
+	if o.MetaCut != 0 {
+		b = append(b, `,"meta_cut":`...)
+		b = strconv.AppendInt(b, int64(o.MetaCut), 10)
+	}
+	if o.Digest != "" {
+		b = append(b, `,"digest":`...)
+		b = appendString(b, o.Digest)
+	}
+	if o.Exec != nil {
+		b = append(b, `,"exec":`...)
+		if b, err = appendValue(b, o.Exec); err != nil {
+			return nil, err
+		}
+	}
+	if o.CoalescedInto != "" {
+		b = append(b, `,"coalesced_into":`...)
+		b = appendString(b, o.CoalescedInto)
+	}
+	return append(b, '}'), nil
+}
+
+// decodeOutcomeFast decodes an outcome of the usual form: an object of
+// the Outcome's own keys, each at most once, spelled as encoding/json
+// writes them, with strings that hold no escape and are UTF-8, numbers
+// that are unsigned integers, and no exec result. It reports false for
+// anything else, which encoding/json then decodes (or refuses).
+func decodeOutcomeFast(b []byte) (*Outcome, bool) {
+	s := scanner{b: b}
+	o := new(Outcome)
+	if !s.byte('{') {
+		return nil, false
+	}
+	var seen uint16
+	for first := true; ; first = false {
+		if s.byte('}') {
+			break
+		}
+		if !first && !s.byte(',') {
+			return nil, false
+		}
+		q, ok := s.raw()
+		if !ok || !s.byte(':') {
+			return nil, false
+		}
+		key := string(q[1 : len(q)-1]) // one of outcomeKeys, or refused below
+		bit, ok := outcomeKeys[key]
+		if !ok || seen&bit != 0 {
+			return nil, false
+		}
+		seen |= bit
+		switch key {
+		case "v":
+			ok = s.int(&o.V)
+		case "id":
+			o.ID, ok = s.str()
+		case "status":
+			var v string
+			v, ok = s.str()
+			o.Status = Status(v)
+		case "reason":
+			var v string
+			v, ok = s.str()
+			o.Reason = Reason(v)
+		case "detail":
+			o.Detail, ok = s.str()
+		case "epoch":
+			o.Epoch, ok = s.uint(64)
+		case "seq":
+			o.Seq, ok = s.uint(64)
+		case "mode":
+			var v string
+			v, ok = s.str()
+			o.Mode = Mode(v)
+		case "at":
+			ok = s.time(&o.At)
+		case "meta":
+			o.Meta, ok = s.stringMap()
+		case "meta_cut":
+			ok = s.int(&o.MetaCut)
+		case "digest":
+			o.Digest, ok = s.str()
+		case "coalesced_into":
+			o.CoalescedInto, ok = s.str()
+		default: // exec
+			ok = false
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	if !s.end() {
+		return nil, false
+	}
+	return o, true
+}
+
+// outcomeKeys are the keys decodeOutcomeFast knows, each a bit of its
+// record of the keys seen.
+var outcomeKeys = func() map[string]uint16 {
+	m := map[string]uint16{}
+	for i, k := range []string{"v", "id", "status", "reason", "detail", "epoch", "seq", "mode", "at", "meta", "meta_cut", "digest", "exec", "coalesced_into"} {
+		m[k] = 1 << i
+	}
+	return m
+}()
+
+// scanner reads the usual form of JSON tokens from b; each method reports
+// false for anything it does not read exactly as encoding/json would.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// byte reads c, after any space.
+func (s *scanner) byte(c byte) bool {
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// end reports whether only space is left.
+func (s *scanner) end() bool {
+	s.space()
+	return s.i == len(s.b)
+}
+
+// raw reads a string with no escape and no control byte, and returns it
+// with its quotes.
+func (s *scanner) raw() ([]byte, bool) {
+	s.space()
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return nil, false
+	}
+	for j := s.i + 1; j < len(s.b); j++ {
+		switch c := s.b[j]; {
+		case c == '"':
+			q := s.b[s.i : j+1]
+			s.i = j + 1
+			return q, true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// str reads a string that is UTF-8 (encoding/json would replace what is
+// not).
+func (s *scanner) str() (string, bool) {
+	q, ok := s.raw()
+	if !ok || !utf8.Valid(q) {
+		return "", false
+	}
+	return string(q[1 : len(q)-1]), true
+}
+
+// uint reads an unsigned integer of at most bits bits.
+func (s *scanner) uint(bits int) (uint64, bool) {
+	s.space()
+	j := s.i
+	for j < len(s.b) && s.b[j] >= '0' && s.b[j] <= '9' {
+		j++
+	}
+	if j == s.i || j < len(s.b) && (s.b[j] == '.' || s.b[j] == 'e' || s.b[j] == 'E') {
+		return 0, false
+	}
+	if s.b[s.i] == '0' && j > s.i+1 {
+		return 0, false // a leading zero is not JSON
+	}
+	v, err := strconv.ParseUint(string(s.b[s.i:j]), 10, bits)
+	if err != nil {
+		return 0, false
+	}
+	s.i = j
+	return v, true
+}
+
+// int reads an unsigned integer into an int.
+func (s *scanner) int(to *int) bool {
+	v, ok := s.uint(strconv.IntSize - 1)
+	*to = int(v)
+	return ok
+}
+
+// time reads a string as a time.Time decodes it.
+func (s *scanner) time(to *time.Time) bool {
+	q, ok := s.raw()
+	return ok && to.UnmarshalJSON(q) == nil
+}
+
+// stringMap reads an object of strings.
+func (s *scanner) stringMap() (map[string]string, bool) {
+	if !s.byte('{') {
+		return nil, false
+	}
+	m := map[string]string{}
+	for first := true; ; first = false {
+		if s.byte('}') {
+			return m, true
+		}
+		if !first && !s.byte(',') {
+			return nil, false
+		}
+		k, ok := s.str()
+		if !ok || !s.byte(':') {
+			return nil, false
+		}
+		v, ok := s.str()
+		if !ok {
+			return nil, false
+		}
+		m[k] = v // the last of a repeated key, as encoding/json keeps
+	}
+}

@@ -178,11 +178,14 @@ func (l Layout) ReadDiscovery() (*Discovery, error) {
 	if err != nil {
 		return nil, err
 	}
-	var d Discovery
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+	d, ok := decodeDiscovery(b)
+	if !ok {
+		d = new(Discovery)
+		if err := json.Unmarshal(b, d); err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
 	}
-	return &d, nil
+	return d, nil
 }
 
 // DefaultIdleRelease is how long a daemon keeps the store lock after its

@@ -3,17 +3,18 @@ package queue
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
 )
 
 // The wire's hot paths without reflection: a job's header as its client
-// encodes it, and an outcome both ways. Each writes exactly the bytes
+// encodes it, an outcome both ways, and the discovery file a client reads. Each writes exactly the bytes
 // encoding/json writes for the same value (the tests hold them to it), and
 // hands any value it does not take apart itself (a map, a nested object, a
-// string to escape) to encoding/json. The outcome's decoder reads only the
-// usual form; for anything else it says so, and DecodeOutcome asks
+// string to escape) to encoding/json. The decoders read only the usual
+// form; for anything else they say so, and their callers ask
 // encoding/json, whose result is the rule.
 
 // appendString appends s as encoding/json writes a string: quoted, and
@@ -187,46 +188,23 @@ func (o *Outcome) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// decodeOutcomeFast decodes an outcome of the usual form: an object of
-// the Outcome's own keys, each at most once, spelled as encoding/json
-// writes them, with strings that hold no escape and are UTF-8, numbers
-// that are unsigned integers, and no exec result. It reports false for
-// anything else, which encoding/json then decodes (or refuses).
+// decodeOutcomeFast decodes an outcome of the usual form (see decodeFlat),
+// without an exec result. It reports false for anything else, which
+// encoding/json then decodes (or refuses).
 func decodeOutcomeFast(b []byte) (*Outcome, bool) {
-	s := scanner{b: b}
 	o := new(Outcome)
-	if !s.byte('{') {
-		return nil, false
-	}
-	var seen uint16
-	for first := true; ; first = false {
-		if s.byte('}') {
-			break
-		}
-		if !first && !s.byte(',') {
-			return nil, false
-		}
-		q, ok := s.raw()
-		if !ok || !s.byte(':') {
-			return nil, false
-		}
-		key := string(q[1 : len(q)-1]) // one of outcomeKeys, or refused below
-		bit, ok := outcomeKeys[key]
-		if !ok || seen&bit != 0 {
-			return nil, false
-		}
-		seen |= bit
+	ok := decodeFlat(b, func(s *scanner, key string) bool {
+		var v string
+		var ok bool
 		switch key {
 		case "v":
-			ok = s.int(&o.V)
+			return s.int(&o.V)
 		case "id":
 			o.ID, ok = s.str()
 		case "status":
-			var v string
 			v, ok = s.str()
 			o.Status = Status(v)
 		case "reason":
-			var v string
 			v, ok = s.str()
 			o.Reason = Reason(v)
 		case "detail":
@@ -236,41 +214,102 @@ func decodeOutcomeFast(b []byte) (*Outcome, bool) {
 		case "seq":
 			o.Seq, ok = s.uint(64)
 		case "mode":
-			var v string
 			v, ok = s.str()
 			o.Mode = Mode(v)
 		case "at":
-			ok = s.time(&o.At)
+			return s.time(&o.At)
 		case "meta":
 			o.Meta, ok = s.stringMap()
 		case "meta_cut":
-			ok = s.int(&o.MetaCut)
+			return s.int(&o.MetaCut)
 		case "digest":
 			o.Digest, ok = s.str()
 		case "coalesced_into":
 			o.CoalescedInto, ok = s.str()
-		default: // exec
-			ok = false
 		}
-		if !ok {
-			return nil, false
-		}
-	}
-	if !s.end() {
-		return nil, false
-	}
-	return o, true
+		return ok // false for exec, and for a key that is not the Outcome's
+	})
+	return o, ok
 }
 
-// outcomeKeys are the keys decodeOutcomeFast knows, each a bit of its
-// record of the keys seen.
-var outcomeKeys = func() map[string]uint16 {
-	m := map[string]uint16{}
-	for i, k := range []string{"v", "id", "status", "reason", "detail", "epoch", "seq", "mode", "at", "meta", "meta_cut", "digest", "exec", "coalesced_into"} {
-		m[k] = 1 << i
+// decodeDiscovery decodes a discovery file of the usual form (see
+// decodeFlat), as encoding/json would; false for anything else.
+func decodeDiscovery(b []byte) (*Discovery, bool) {
+	d := new(Discovery)
+	ok := decodeFlat(b, func(s *scanner, key string) bool {
+		var to *string
+		switch key {
+		case "url":
+			to = &d.URL
+		case "user":
+			to = &d.User
+		case "password":
+			to = &d.Password
+		case "version":
+			to = &d.Version
+		case "store":
+			to = &d.Store
+		case "store_id":
+			to = &d.StoreID
+		case "tls_cert":
+			to = &d.TLSCert
+		case "tls_cert_sha256":
+			to = &d.TLSCertSHA256
+		case "lock_file":
+			to = &d.LockFile
+		case "queue":
+			to = &d.Queue
+		case "pid":
+			return s.int(&d.PID)
+		case "max_job_bytes":
+			return s.int(&d.MaxJobBytes)
+		case "idle_release_ms":
+			v, ok := s.uint(63)
+			d.IdleReleaseMS = int64(v)
+			return ok
+		case "started":
+			return s.time(&d.Started)
+		default:
+			return false
+		}
+		var ok bool
+		*to, ok = s.str()
+		return ok
+	})
+	return d, ok
+}
+
+// decodeFlat reads an object of the usual form: keys spelled without
+// escapes, each at most once, each value read by field, which reports
+// false for a key it does not know or a value it cannot read exactly as
+// encoding/json would; then nothing but space. It reports whether all of
+// that held.
+func decodeFlat(b []byte, field func(s *scanner, key string) bool) bool {
+	s := scanner{b: b}
+	if !s.byte('{') {
+		return false
 	}
-	return m
-}()
+	var seenKeys [16]string
+	seen := seenKeys[:0]
+	for first := true; !s.byte('}'); first = false {
+		if !first && !s.byte(',') {
+			return false
+		}
+		q, plain, ok := s.raw()
+		if !ok || !plain || !s.byte(':') {
+			return false
+		}
+		key := string(q[1 : len(q)-1])
+		if slices.Contains(seen, key) || len(seen) == cap(seen) {
+			return false // encoding/json keeps the last; leave that to it
+		}
+		seen = append(seen, key)
+		if !field(&s, key) {
+			return false
+		}
+	}
+	return s.end()
+}
 
 // scanner reads the usual form of JSON tokens from b; each method reports
 // false for anything it does not read exactly as encoding/json would.
@@ -306,34 +345,43 @@ func (s *scanner) end() bool {
 	return s.i == len(s.b)
 }
 
-// raw reads a string with no escape and no control byte, and returns it
-// with its quotes.
-func (s *scanner) raw() ([]byte, bool) {
+// raw reads a string token, its quotes included; plain says it holds no
+// escape. A control byte, which JSON does not allow in a string, is not
+// read.
+func (s *scanner) raw() (q []byte, plain, ok bool) {
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '"' {
-		return nil, false
+		return nil, false, false
 	}
+	plain = true
 	for j := s.i + 1; j < len(s.b); j++ {
 		switch c := s.b[j]; {
 		case c == '"':
 			q := s.b[s.i : j+1]
 			s.i = j + 1
-			return q, true
-		case c == '\\' || c < 0x20:
-			return nil, false
+			return q, plain, true
+		case c == '\\':
+			plain = false
+			j++
+		case c < 0x20:
+			return nil, false, false
 		}
 	}
-	return nil, false
+	return nil, false, false
 }
 
-// str reads a string that is UTF-8 (encoding/json would replace what is
-// not).
+// str reads a string. One with escapes, or that is not UTF-8 (which
+// encoding/json replaces), encoding/json reads.
 func (s *scanner) str() (string, bool) {
-	q, ok := s.raw()
-	if !ok || !utf8.Valid(q) {
+	q, plain, ok := s.raw()
+	switch {
+	case !ok:
 		return "", false
+	case plain && utf8.Valid(q):
+		return string(q[1 : len(q)-1]), true
 	}
-	return string(q[1 : len(q)-1]), true
+	var v string
+	return v, json.Unmarshal(q, &v) == nil
 }
 
 // uint reads an unsigned integer of at most bits bits.
@@ -364,9 +412,10 @@ func (s *scanner) int(to *int) bool {
 	return ok
 }
 
-// time reads a string as a time.Time decodes it.
+// time reads a string as encoding/json decodes a time.Time: the token
+// as it is, to its UnmarshalJSON.
 func (s *scanner) time(to *time.Time) bool {
-	q, ok := s.raw()
+	q, _, ok := s.raw()
 	return ok && to.UnmarshalJSON(q) == nil
 }
 

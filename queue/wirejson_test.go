@@ -100,7 +100,7 @@ func FuzzDecodeOutcomeFast(f *testing.F) {
 	for _, s := range []string{
 		`{"v":1,"id":"j","status":"applied","epoch":3,"seq":9,"mode":"daemon","at":"2026-12-07T14:01:02.3456789Z","digest":"sha256:00"}`,
 		` { "v" : 1 , "id":"j","meta":{"a":"b","a":"c"},"meta_cut":0,"at":"2026-12-07T14:01:02+01:00"} `,
-		`{"v":1,"ID":"j"}`, `{"v":1,"id":"j","id":"k"}`, `{"v":01}`, `{"v":1.0}`, `{"v":-1}`, `{"epoch":18446744073709551616}`,
+		`{"v":1,"ID":"j"}`, `{"v":1,"id":"j","id":"k"}`, `{"v":1,"meta":{"a":"1"},"meta":{"b":"2"}}`, `{"v":01}`, `{"v":1.0}`, `{"v":-1}`, `{"epoch":18446744073709551616}`,
 		`{"id":"\u00e9"}`, "{\"id\":\"\xff\"}", `{"at":"2026-13-01T00:00:00Z"}`, `{"meta":null}`, `{"v":1}x`, `{"v":1,}`, `{`, `[]`, ``,
 		`{"exec":{"command":"c","exit_code":1,"started":"2026-12-07T14:01:02Z","duration_ms":3}}`, `{"unknown":1,"v":1}`,
 	} {
@@ -122,6 +122,39 @@ func FuzzDecodeOutcomeFast(f *testing.F) {
 		default:
 			require.NoError(t, err)
 			assert.Equal(t, &slow, o)
+		}
+	})
+}
+
+// A discovery file as a daemon writes it takes the fast path, and reads
+// as encoding/json reads it.
+func TestUsualDiscoveryDecodesFast(t *testing.T) {
+	d := Discovery{URL: "tls://127.0.0.1:4222", User: "u", Password: "p/+=", PID: 42, Version: "v1.2.3", Store: "/tmp/é s", StoreID: "0123456789abcdef",
+		TLSCert: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", TLSCertSHA256: "ab", Started: time.Now(), LockFile: "/tmp/x/.scribe/lock",
+		IdleReleaseMS: 500, MaxJobBytes: 1 << 20}
+	b, err := json.MarshalIndent(&d, "", "  ")
+	require.NoError(t, err)
+	fast, ok := decodeDiscovery(b)
+	require.True(t, ok, "%s", b)
+	var slow Discovery
+	require.NoError(t, json.Unmarshal(b, &slow))
+	assert.Equal(t, &slow, fast)
+}
+
+// FuzzDecodeDiscovery: what the fast decoder takes is what encoding/json
+// makes of the same bytes.
+func FuzzDecodeDiscovery(f *testing.F) {
+	for _, s := range []string{
+		"{\n  \"url\": \"tls://127.0.0.1:1\",\n  \"pid\": 7,\n  \"tls_cert\": \"a\\nb\\u00e9\\ud800\",\n  \"started\": \"2026-12-07T14:01:02.5+01:00\",\n  \"idle_release_ms\": 500\n}",
+		`{"url":"a","url":"b"}`, `{"URL":"a"}`, `{"pid":-1}`, `{"max_job_bytes":1e3}`, `{"queue":"nats","lock_file":"\/x"}`, `{"x":1}`, `{"started":"\u0032026-12-07T14:01:02Z"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if fast, ok := decodeDiscovery(b); ok {
+			var slow Discovery
+			require.NoError(t, json.Unmarshal(b, &slow), "the fast decoder took what encoding/json refuses")
+			assert.Equal(t, &slow, fast)
 		}
 	})
 }

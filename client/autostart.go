@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -98,6 +100,9 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 			// A daemon holds the lock and is starting, ours or another's:
 			// whoever comes now waits for it.
 			gate.release()
+		case a.started != nil && a.started.refused():
+			// It refused its settings: so would the next.
+			return nil, fmt.Errorf("%w: %s", ErrDaemonRefused, refusal(queue.Layout{Root: a.store}.DaemonLog()))
 		case a.started == nil || a.started.exited():
 			// No daemon holds the lock, and ours (if any) is gone: start
 			// one, unless another caller holds the gate to start one.
@@ -221,4 +226,37 @@ func (g *startGate) release() {
 		g.f.Close()
 		g.f, g.locked = nil, false
 	}
+}
+
+// refusal is what a daemon that refused its settings wrote last in its
+// log at path: its problems, one a line (FILE:LINE: KEY: PROBLEM), then
+// its summary, joined in one line. The log is read as .scribe's files are
+// (queue.OpenPrivate), its last 4 KiB at most.
+func refusal(path string) string {
+	f, err := queue.OpenPrivate(path, os.O_RDONLY, 0)
+	if err != nil {
+		return "see " + path
+	}
+	defer f.Close()
+	var b [4096]byte
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return "see " + path
+	}
+	n, _ := f.ReadAt(b[:min(end, int64(len(b)))], max(end-int64(len(b)), 0))
+	lines := strings.Split(strings.TrimSpace(string(b[:n])), "\n")
+	// The summary, and the problems above it, back to what another
+	// daemon wrote: its own summary, or a log record.
+	first := len(lines) - 1
+	for first > 0 && len(lines)-first < 6 && !strings.HasPrefix(lines[first-1], "scribe: ") && !strings.HasPrefix(lines[first-1], "{") {
+		first--
+	}
+	said := strings.TrimPrefix(strings.Join(lines[first:], "; "), "scribe: ")
+	if i := strings.LastIndex(said, "; scribe: "); i >= 0 {
+		said = said[:i] + "; " + said[i+len("; scribe: "):]
+	}
+	if said == "" {
+		return "see " + path
+	}
+	return fmt.Sprintf("%s (%s)", said, path)
 }

@@ -17,6 +17,7 @@ type startedDaemon struct {
 	p      *os.Process
 	pid    int
 	reaped bool
+	code   int // its exit code once reaped here: -1 if it died of a signal, or was let go
 }
 
 // startDaemon starts cfg.Command --store store --exit-idle D detached:
@@ -66,17 +67,28 @@ func (s *startedDaemon) exited() bool {
 	var ws syscall.WaitStatus
 	pid, err := syscall.Wait4(s.pid, &ws, syscall.WNOHANG, nil)
 	if pid == s.pid || (err != nil && !errors.Is(err, syscall.EINTR)) {
-		s.reaped = true
+		s.reaped, s.code = true, -1
+		if pid == s.pid && ws.Exited() {
+			s.code = ws.ExitStatus()
+		}
 	}
 	return s.reaped
 }
+
+// refused reports whether the daemon exited with the code of a usage
+// error: `scribe serve` refusing its settings.
+func (s *startedDaemon) refused() bool { return s.exited() && s.code == exitUsage }
+
+// exitUsage is the code `scribe serve` exits with when its settings (its
+// flags, its environment, the store's config file) have a problem.
+const exitUsage = 2
 
 // release lets the daemon go: Open does not wait for it, but a goroutine
 // reaps it when it exits, so that a long-lived caller (an MCP server that
 // starts a daemon after each idle exit) collects no zombies.
 func (s *startedDaemon) release() {
 	if !s.reaped {
-		s.reaped = true
+		s.reaped, s.code = true, -1
 		go func() { _, _ = s.p.Wait() }()
 	}
 }

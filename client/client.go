@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -155,7 +156,18 @@ type Client struct {
 	lockFile, configLockFile string
 	// maxJobBytes is the largest encoded job sent to a remote queue.
 	maxJobBytes int
+	// fellBack is why the prefer route writes directly although it was
+	// to start a daemon (ErrDaemonRefused); nil otherwise.
+	fellBack error
 }
+
+// FellBack reports why a client opened with RoutePrefer and WithAutostart
+// writes directly: the daemon it started refused its settings (an error
+// matching ErrDaemonRefused, which names the problem). It is nil for a
+// client that did not fall back. The settings' problem stays until they
+// are fixed (`scribe serve --check-config`), and each such Open starts a
+// daemon again.
+func (c *Client) FellBack() error { return c.fellBack }
 
 // route is how a Client's jobs reach the store: queued (through the
 // daemon) or direct (under the store lock). Open picks one for the
@@ -229,7 +241,14 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 	}
 	if o.route != RouteDirect && !inherited {
 		q, err := openQueued(ctx, real, c.storeID, o)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrDaemonRefused) && o.route == RoutePrefer:
+			// A problem in the settings of a daemon started on demand
+			// does not fail the write: it is written directly, as with
+			// no daemon, and the caller is told.
+			c.fellBack = err
+			o.log.Warn("writing directly", "err", err)
+		case err != nil:
 			return nil, err
 		}
 		if q != nil {

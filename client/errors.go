@@ -51,6 +51,12 @@ var (
 	// writer has it in hand (applying it, running or deferring its
 	// command). The error is a *TooLateError with the job's state.
 	ErrTooLate = errors.New("too late to cancel")
+	// ErrDaemonRefused means a daemon started on demand (WithAutostart)
+	// exited at once, refusing its settings: the store's config file, or
+	// the SCRIBE_* environment it read, has a problem (the message quotes
+	// its log's last line). Starting another would fail the same way. With
+	// RoutePrefer, Open then writes directly, and FellBack says why.
+	ErrDaemonRefused = errors.New("the daemon started on demand refused its settings")
 	// ErrUnknownJob means Cancel found no such job: no outcome is
 	// recorded for the ID and it is not in the queue (never queued, or
 	// its outcome was pruned).

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/discovery"
 )
 
 // writeConfig writes a store's default config file with the given mode.
@@ -196,4 +197,33 @@ func TestServeOtherConfigTakesTheStoresLockFile(t *testing.T) {
 	r = scribe(t, "", "lock", "--store", store, "--wait=30s", "--", "sh", "-c", `echo "$SCRIBE_LOCK_FILE"`)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, filepath.Join(dir, "index.lock")+"\n", r.stdout, "scribe lock takes the daemon's lock file")
+}
+
+// A problem in a key only serve reads does not fail a hook's write when
+// the hook starts the daemon: the one daemon started refuses the file,
+// and the write is made directly, with the problem named on stderr. Once,
+// this tried three daemons and exited 75 ("none serves the store"), which
+// a hook retries for ever. The require route, which never writes
+// directly, fails with the config's exit code, 2.
+func TestAutostartRefusedConfigWritesDirectly(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	path := writeConfig(t, store, "autostart = true\nmax_jobs = -1\n", 0o600)
+	l := queue.Layout{Root: store}
+
+	r := scribe(t, "", "submit", "--store", store, "put", "a.txt", "hi")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "hi", readFile(t, filepath.Join(store, "a.txt")))
+	assert.Contains(t, r.stderr, "scribe: the daemon started on demand refused its settings: "+path+":2: max_jobs")
+	assert.Contains(t, r.stderr, "writing directly instead (check the settings with: scribe serve --store "+store+" --check-config)")
+	d, err := discovery.Find(store)
+	require.NoError(t, err)
+	assert.Nil(t, d, "no daemon serves the store")
+	log := readFile(t, l.DaemonLog())
+	assert.Equal(t, 1, strings.Count(log, path+":2: max_jobs"), "one daemon was started, not one per try: %s", log)
+
+	r = scribe(t, "", "submit", "--store", store, "--route", "require", "put", "a.txt", "again")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "refused its settings: "+path+":2: max_jobs")
+	assert.Equal(t, "hi", readFile(t, filepath.Join(store, "a.txt")))
 }

@@ -175,6 +175,9 @@ func (c *submit) submit(ctx context.Context, t cli.Target, r client.Route, job *
 		return c.failedAt(sig, err, r, t, nil)
 	}
 	defer cl.Close()
+	if err := cl.FellBack(); err != nil {
+		fmt.Fprintf(c.Stderr, "scribe: %v; writing directly instead (check the settings with: scribe serve %s --check-config)\n", err, t.Ref())
+	}
 
 	if !wait.On && cl.Queued() {
 		if err := cl.Submit(ctx, job); err != nil {
@@ -595,7 +598,7 @@ func busyHint(store string, err error, direct bool) string {
 			idle = (time.Duration(d.IdleReleaseMS) * time.Millisecond).String()
 		}
 	}
-	hint := "the daemon keeps the store lock for its idle-release period (" + idle + ") after its last batch; " +
+	hint := "the daemon keeps the store lock while it applies jobs or runs an exec command, and for its idle-release period (" + idle + ") after; " +
 		"retry after that, or wait for the lock with --wait=DUR (such as --wait=5s)"
 	if direct {
 		hint += "; without --route direct the job would queue through the daemon"

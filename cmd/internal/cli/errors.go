@@ -67,8 +67,8 @@ func ExitCode(err error) int {
 		return ExitRejected
 	case errors.Is(err, client.ErrNoDaemon):
 		return ExitNoDaemon
-	case errors.Is(err, client.ErrOtherLockFile), errors.Is(err, lock.ErrNotLockFile):
-		return ExitUsage // the flag (or its absence) is wrong; retrying will not help
+	case errors.Is(err, client.ErrOtherLockFile), errors.Is(err, lock.ErrNotLockFile), errors.Is(err, client.ErrDaemonRefused):
+		return ExitUsage // the flag (or its absence), or the settings, are wrong; retrying will not help
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrQueueFull), errors.Is(err, ErrWaitTimeout),
 		errors.Is(err, client.ErrUnavailable), errors.Is(err, discovery.ErrRunning):
 		return ExitBusy

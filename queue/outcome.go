@@ -96,8 +96,8 @@ type ExecResult struct {
 	Signal string `json:"signal,omitempty"`
 	// Stdout and Stderr are the command's output, at most the allowlist's
 	// output cap each: its start and its end, with the middle cut when it
-	// wrote more (StdoutCut, StderrCut bytes). Bytes that are not UTF-8
-	// are replaced with U+FFFD. An outcome whose encoding would be over
+	// wrote more (StdoutCut, StderrCut bytes). Each run of bytes that are
+	// not UTF-8 is replaced with one U+FFFD. An outcome whose encoding would be over
 	// MaxOutcomeBytes (control bytes take six each) has more cut from the
 	// middle, a line "[... N bytes cut to fit the outcome ...]" standing
 	// where the cut is and the bytes counted in StdoutCut and StderrCut.

@@ -418,14 +418,20 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 		assert.NotContains(t, jobs(m.lines(t, "end")), id, "it never finished its work")
 	}
 
+	// The detail says what the group was sent: SIGKILL only when SIGTERM
+	// did not end the command within its grace.
 	t.Run("the allowlist's timeout, SIGTERM ignored", func(t *testing.T) {
 		r, o := submitWait(t, m.store, "--id", "stubborn-1", "exec", "stubborn")
 		check(t, "stubborn-1", stubbornPID, r, o, time.Second)
+		assert.Equal(t, "command stubborn overran its timeout of 1s; its process group was sent SIGTERM, then SIGKILL after 300ms", o.Detail)
+		assert.Equal(t, "SIGKILL", o.Exec.Signal)
 	})
 	t.Run("the job's timeout_ms", func(t *testing.T) {
 		job := writeJobFile(t, `[{"op":"exec","name":"slow","timeout_ms":800}]`)
 		r, o := submitWait(t, m.store, "--id", "slow-1", "--job", job)
 		check(t, "slow-1", slowPID, r, o, 800*time.Millisecond)
+		assert.Equal(t, "command slow overran its timeout of 800ms; its process group was sent SIGTERM", o.Detail)
+		assert.Equal(t, "SIGTERM", o.Exec.Signal)
 	})
 }
 
@@ -674,6 +680,10 @@ func TestExecOrphanedCommandMayStillWriteOutput(t *testing.T) {
 	o := outcomeOf(t, m.store, "orphan-1")
 	assert.Equal(t, queue.ReasonInterrupted, o.Reason, "%s: %s", o.Status, o.Detail)
 	assert.Equal(t, "started\nfinished\n", readFile(t, log), "the command ran to its end, output and all")
+	// No holder saw it end: status does not say it ran 0s.
+	r = scribe(t, "", "status", "--store", m.store, "orphan-1")
+	assert.Contains(t, r.stdout, ", its end not seen; --json for its output\n")
+	assert.NotContains(t, r.stdout, "ran 0s")
 }
 
 // A command that writes 50 MB to stdout: the outcome keeps max_output

@@ -27,6 +27,9 @@ type Result struct {
 	Signal syscall.Signal
 	// TimedOut says it overran its timeout and was killed.
 	TimedOut bool
+	// SentKill says its group was sent SIGKILL, its grace period over,
+	// after the SIGTERM of a timeout or a stop.
+	SentKill bool
 	// Stopped says stop closed while it ran: it was killed for that.
 	Stopped bool
 	// StartErr is why the command could not be started (it is gone, not
@@ -74,7 +77,11 @@ func (r *Result) Judge() (queue.Status, queue.Reason, string) {
 	case r.StartErr != nil:
 		return queue.StatusRejected, queue.ReasonExecFailed, fmt.Sprintf("command %s could not start: %v", name, r.StartErr)
 	case r.TimedOut:
-		return queue.StatusRejected, queue.ReasonTimeout, fmt.Sprintf("command %s overran its timeout of %s; its process group was sent SIGTERM, then SIGKILL after %s", name, r.run.Timeout, r.run.Command.grace())
+		detail := fmt.Sprintf("command %s overran its timeout of %s; its process group was sent SIGTERM", name, r.run.Timeout)
+		if r.SentKill {
+			detail += fmt.Sprintf(", then SIGKILL after %s", r.run.Command.grace())
+		}
+		return queue.StatusRejected, queue.ReasonTimeout, detail
 	case r.Signal != 0:
 		return queue.StatusRejected, queue.ReasonExecFailed, fmt.Sprintf("command %s was killed by %s%s", name, unix.SignalName(r.Signal), lastLine(r.stderr.String()))
 	case r.Exit != 0:
@@ -264,11 +271,11 @@ func (r *Run) Exec(stop <-chan struct{}, hold *lock.Hold, env []string, started 
 			tick.Reset(next)
 		case <-timeout.C:
 			res.TimedOut = true
-			werr = killGroup(pgid, cmd.grace(), exited)
+			res.SentKill, werr = killGroup(pgid, cmd.grace(), exited)
 			waiting = false
 		case <-stop:
 			res.Stopped = true
-			werr = killGroup(pgid, cmd.grace(), exited)
+			res.SentKill, werr = killGroup(pgid, cmd.grace(), exited)
 			waiting = false
 		}
 	}
@@ -367,18 +374,19 @@ func (s *spool) drain() int64 {
 func (s *spool) close() { s.f.Close() }
 
 // killGroup sends SIGTERM to a process group and, if its leader has not
-// exited after grace, SIGKILL; it returns the leader's exit.
-func killGroup(pgid int, grace time.Duration, exited <-chan error) error {
+// exited after grace, SIGKILL; it returns whether SIGKILL was sent, and
+// the leader's exit.
+func killGroup(pgid int, grace time.Duration, exited <-chan error) (bool, error) {
 	_ = unix.Kill(-pgid, unix.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case err := <-exited:
-		return err
+		return false, err
 	case <-t.C:
 	}
 	_ = unix.Kill(-pgid, unix.SIGKILL)
-	return <-exited
+	return true, <-exited
 }
 
 // capture keeps the start and the end of a stream, max bytes in all, and

@@ -129,7 +129,11 @@ func printOutcome(w io.Writer, out *queue.Outcome) {
 		if x.Signal != "" {
 			fmt.Fprintf(w, " (%s)", x.Signal)
 		}
-		fmt.Fprintf(w, ", started %s, ran %s; --json for its output\n", x.Started.Format(time.RFC3339), time.Duration(x.DurationMS)*time.Millisecond)
+		ran := fmt.Sprintf("ran %s", time.Duration(x.DurationMS)*time.Millisecond)
+		if out.Reason == queue.ReasonInterrupted {
+			ran = "its end not seen" // the holder that recorded it came after
+		}
+		fmt.Fprintf(w, ", started %s, %s; --json for its output\n", x.Started.Format(time.RFC3339), ran)
 	}
 }
 
@@ -238,8 +242,13 @@ func printLock(w io.Writer, l client.LockStatus) {
 		fmt.Fprintf(w, "store lock: held by %s for %s%s\n",
 			lock.DescribeHolder(h), time.Since(*l.Since).Round(time.Millisecond), epoch)
 	case l.PID != nil:
-		fmt.Fprintf(w, "store lock: held by pid %d, a process that wrote no identity (not scribe, or flock(1))\n", *l.PID)
+		fmt.Fprintf(w, "store lock: held by pid %d, %s\n", *l.PID, noIdentity)
 	default:
-		fmt.Fprintln(w, "store lock: held by a process that wrote no identity (not scribe, or flock(1))")
+		fmt.Fprintln(w, "store lock: held by a process", noIdentity)
 	}
 }
+
+// noIdentity says who holds the store lock without an identity of its own:
+// the lock file names no holder, or one that is gone while the lock is
+// held through a descriptor it handed down.
+const noIdentity = "which wrote no identity: a program other than scribe (flock(1)), or a command a scribe holder started (an exec command, scribe lock's) that outlived it"

@@ -42,7 +42,7 @@ func (d *direct) apply(ctx context.Context, job *queue.Job, _ []byte) (*queue.Ou
 	// that refusal would be recorded under its ID for good.
 	if slices.ContainsFunc(job.Ops, func(op queue.Op) bool { return op.Kind == queue.OpExec }) {
 		if !d.fallback {
-			return nil, fmt.Errorf("%s: the direct route does not use the daemon: %w", d.store, ErrExecNeedsDaemon)
+			return nil, directExecError(d.store)
 		}
 		return nil, fmt.Errorf("%s: %w", d.store, ErrExecNeedsDaemon)
 	}
@@ -98,3 +98,16 @@ func (d *direct) deadLetters(context.Context) (*queue.DeadLetters, error) {
 func (d *direct) daemon() *queue.Discovery { return nil }
 
 func (d *direct) close() error { return nil }
+
+// directExecError is an exec job given to the direct route, which does not
+// use the daemon even when one serves the store. It matches
+// ErrExecNeedsDaemon (and so ErrNoDaemon).
+type directExecError string
+
+func (e directExecError) Error() string {
+	return string(e) + ": the direct route does not use the daemon, and exec jobs run in the daemon, which has the allowlist"
+}
+
+func (e directExecError) Is(target error) bool {
+	return target == ErrExecNeedsDaemon || target == ErrNoDaemon
+}

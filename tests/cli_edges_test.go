@@ -94,7 +94,7 @@ func TestEdgeBusyHintAfterDaemonWrite(t *testing.T) {
 	require.Equal(t, 75, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "scribe: store is busy: lock ")
 	assert.Contains(t, r.stderr, "(daemon: \"scribe serve --store ")
-	assert.Contains(t, r.stderr, "\nscribe: the daemon keeps the store lock for its idle-release period (5s) after its last batch")
+	assert.Contains(t, r.stderr, "\nscribe: the daemon keeps the store lock while it applies jobs or runs an exec command, and for its idle-release period (5s) after; retry after that")
 	assert.Contains(t, r.stderr, "--wait=DUR")
 	assert.NotContains(t, r.stderr, "--route direct")
 

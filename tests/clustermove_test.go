@@ -91,7 +91,7 @@ func TestClusterFromConfigFile(t *testing.T) {
 	writeConfig(t, store, fmt.Sprintf("nats_url = %q\nsync = \"1s\"\n", url), 0o600)
 	r := runWith(t, scribeBin, env, nil, "serve", "--store", store)
 	assert.Equal(t, 2, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "--sync: not with --nats-url or --nats-config")
+	assert.Contains(t, r.stderr, "--sync: for the embedded queue only, not with --nats-url or --nats-config")
 
 	// The client's variable alone is no daemon setting: the embedded
 	// queue it is.

@@ -43,7 +43,7 @@ func (m *tools) cancel(ctx context.Context, _ *sdk.CallToolRequest, in cancelArg
 		return res, nil, nil
 	case errors.Is(err, client.ErrBusy):
 		// The daemon's busy answer: nothing changed.
-		res := structuredResult(fmt.Sprintf("job %s not cancelled: %v; nothing changed: call again", in.ID, err), queue.CancelAnswer{Result: queue.CancelBusy, Detail: err.Error()})
+		res := structuredResult(fmt.Sprintf("job %s not cancelled, nothing changed: %v", in.ID, err), queue.CancelAnswer{Result: queue.CancelBusy, Detail: err.Error()})
 		res.IsError = true
 		return res, nil, nil
 	case errors.Is(err, client.ErrNoDaemon):

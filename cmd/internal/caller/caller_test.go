@@ -199,11 +199,11 @@ func TestBusyHint(t *testing.T) {
 		},
 		{
 			name: "the daemon, from the lock", err: &lock.LockedError{Path: "L", Holder: &queue.Holder{PID: 4242, Mode: queue.ModeDaemon}},
-			want: []string{"idle-release period (3s) after its last batch", "--wait=DUR"},
+			want: []string{"idle-release period (3s) after; retry after that", "--wait=DUR"},
 		},
 		{
 			name: "the daemon", err: daemonHolder(4242),
-			want: []string{"idle-release period (3s) after its last batch", "--wait=DUR"}, absent: []string{"--route direct"},
+			want: []string{"idle-release period (3s) after; retry after that", "--wait=DUR"}, absent: []string{"--route direct"},
 		},
 		{
 			name: "the daemon, avoided", err: fmt.Errorf("wrapped: %w", daemonHolder(4242)), direct: true,

@@ -155,7 +155,7 @@ func TestSubmitExecWithoutDaemon(t *testing.T) {
 			name: "direct",
 			args: []string{"--route", "direct", "--wait", "exec", "reindex"},
 			code: cli.ExitNoDaemon,
-			want: []string{"the direct route does not use the daemon", "without --route direct"},
+			want: []string{": the direct route does not use the daemon, and exec jobs run in the daemon, which has the allowlist; submit it without --route direct, with scribe serve running or --autostart\n"},
 		},
 		{
 			name: "require",

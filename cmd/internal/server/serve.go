@@ -378,7 +378,7 @@ func checkClusterFlags(given map[string]bool) error {
 		}
 	}
 	if len(bad) > 0 {
-		return usageError("%s: not with --nats-url or --nats-config (the NATS server's own settings decide; docs/cluster.md)", strings.Join(bad, ", "))
+		return usageError("%s: for the embedded queue only, not with --nats-url or --nats-config (docs/cluster.md)", strings.Join(bad, ", "))
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -68,6 +67,7 @@ type autostarter struct {
 	store   string
 	started *startedDaemon
 	tries   int
+	refusal string // what the daemon it started wrote when it refused its settings
 }
 
 // discover is queued.discover with autostart: when no daemon serves the
@@ -100,9 +100,9 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 			// A daemon holds the lock and is starting, ours or another's:
 			// whoever comes now waits for it.
 			gate.release()
-		case a.started != nil && a.started.refused():
+		case a.refused():
 			// It refused its settings: so would the next.
-			return nil, fmt.Errorf("%w: %s", ErrDaemonRefused, refusal(queue.Layout{Root: a.store}.DaemonLog()))
+			return nil, fmt.Errorf("%w: %s", ErrDaemonRefused, a.refusal)
 		case a.started == nil || a.started.exited():
 			// No daemon holds the lock, and ours (if any) is gone: start
 			// one, unless another caller holds the gate to start one.
@@ -228,35 +228,34 @@ func (g *startGate) release() {
 	}
 }
 
-// refusal is what a daemon that refused its settings wrote last in its
-// log at path: its problems, one a line (FILE:LINE: KEY: PROBLEM), then
-// its summary, joined in one line. The log is read as .scribe's files are
-// (queue.OpenPrivate), its last 4 KiB at most.
-func refusal(path string) string {
+// refused reports whether the daemon this caller started refused its
+// settings; if so, refusal is what it wrote to the daemon log.
+func (a *autostarter) refused() bool {
+	if a.started == nil {
+		return false
+	}
+	at, ok := a.started.refused()
+	if ok {
+		a.refusal = refusal(queue.Layout{Root: a.store}.DaemonLog(), at)
+	}
+	return ok
+}
+
+// refusal is what a daemon that refused its settings wrote to the daemon
+// log at path after offset at, in one line: its problems, one a line
+// (FILE:LINE: KEY: PROBLEM), then its summary. The log is read as
+// .scribe's files are (queue.OpenPrivate), 4 KiB of it at most.
+func refusal(path string, at int64) string {
 	f, err := queue.OpenPrivate(path, os.O_RDONLY, 0)
 	if err != nil {
 		return "see " + path
 	}
 	defer f.Close()
 	var b [4096]byte
-	end, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return "see " + path
-	}
-	n, _ := f.ReadAt(b[:min(end, int64(len(b)))], max(end-int64(len(b)), 0))
-	lines := strings.Split(strings.TrimSpace(string(b[:n])), "\n")
-	// The summary, and the problems above it, back to what another
-	// daemon wrote: its own summary, or a log record.
-	first := len(lines) - 1
-	for first > 0 && len(lines)-first < 6 && !strings.HasPrefix(lines[first-1], "scribe: ") && !strings.HasPrefix(lines[first-1], "{") {
-		first--
-	}
-	said := strings.TrimPrefix(strings.Join(lines[first:], "; "), "scribe: ")
-	if i := strings.LastIndex(said, "; scribe: "); i >= 0 {
-		said = said[:i] + "; " + said[i+len("; scribe: "):]
-	}
+	n, _ := f.ReadAt(b[:], at)
+	said := strings.Join(strings.Split(strings.TrimSpace(string(b[:n])), "\n"), "; ")
 	if said == "" {
 		return "see " + path
 	}
-	return fmt.Sprintf("%s (%s)", said, path)
+	return fmt.Sprintf("%s (%s)", strings.ReplaceAll(strings.TrimPrefix(said, "scribe: "), "; scribe: ", "; "), path)
 }

@@ -17,7 +17,8 @@ type startedDaemon struct {
 	p      *os.Process
 	pid    int
 	reaped bool
-	code   int // its exit code once reaped here: -1 if it died of a signal, or was let go
+	code   int   // its exit code once reaped here: -1 if it died of a signal, or was let go
+	logAt  int64 // the daemon log's size when it started: what it wrote comes after
 }
 
 // startDaemon starts cfg.Command --store store --exit-idle D detached:
@@ -44,6 +45,10 @@ func startDaemon(cfg Autostart, store string) (*startedDaemon, error) {
 		return nil, fmt.Errorf("open daemon log: %w", err)
 	}
 	defer logf.Close()
+	fi, err := logf.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("open daemon log: %w", err)
+	}
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, err
@@ -56,7 +61,7 @@ func startDaemon(cfg Autostart, store string) (*startedDaemon, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.Command[0], err)
 	}
-	return &startedDaemon{p: cmd.Process, pid: cmd.Process.Pid}, nil
+	return &startedDaemon{p: cmd.Process, pid: cmd.Process.Pid, logAt: fi.Size()}, nil
 }
 
 // exited reports whether the daemon has exited, reaping it if so.
@@ -76,8 +81,9 @@ func (s *startedDaemon) exited() bool {
 }
 
 // refused reports whether the daemon exited with the code of a usage
-// error: `scribe serve` refusing its settings.
-func (s *startedDaemon) refused() bool { return s.exited() && s.code == exitUsage }
+// error, `scribe serve` refusing its settings, and if so where in the
+// daemon log what it wrote begins.
+func (s *startedDaemon) refused() (int64, bool) { return s.logAt, s.exited() && s.code == exitUsage }
 
 // exitUsage is the code `scribe serve` exits with when its settings (its
 // flags, its environment, the store's config file) have a problem.

@@ -210,12 +210,15 @@ func TestAutostartRefusedConfigWritesDirectly(t *testing.T) {
 	store := newStore(t)
 	path := writeConfig(t, store, "autostart = true\nmax_jobs = -1\n", 0o600)
 	l := queue.Layout{Root: store}
+	// What earlier daemons wrote is not this one's refusal.
+	require.NoError(t, os.WriteFile(l.DaemonLog(), []byte("time=2026-12-07T14:38:17Z level=INFO msg=\"shutting down\"\n"), 0o600))
 
 	r := scribe(t, "", "submit", "--store", store, "put", "a.txt", "hi")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "hi", readFile(t, filepath.Join(store, "a.txt")))
 	assert.Contains(t, r.stderr, "scribe: the daemon started on demand refused its settings: "+path+":2: max_jobs")
 	assert.Contains(t, r.stderr, "writing directly instead (check the settings with: scribe serve --store "+store+" --check-config)")
+	assert.NotContains(t, r.stderr, "shutting down")
 	d, err := discovery.Find(store)
 	require.NoError(t, err)
 	assert.Nil(t, d, "no daemon serves the store")

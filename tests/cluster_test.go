@@ -67,6 +67,21 @@ func startScribeCluster(t *testing.T, store string) *clusterEnv {
 		n.waitReady(t, e.c.URLs[i])
 	}
 	t.Logf("3 scribe nodes: JetStream answered on all of them %s after the start", time.Since(began).Round(time.Millisecond))
+	// Answering is not enough for a stream of three replicas: the meta
+	// leader places one only once it has heard from every peer ("no
+	// suitable peers for placement, peer offline" until then).
+	nc, err := nats.Connect(e.c.URLs[0], nats.UserInfo(natsDaemonUser, natsDaemonPass))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := queue.CreateStream(t.Context(), js, e.id, queue.Limits{Replicas: 3})
+		if assert.NoError(c, err) {
+			assert.NoError(c, js.DeleteStream(t.Context(), queue.StreamName(e.id)))
+		}
+	}, 30*time.Second, 100*time.Millisecond, "a stream of three replicas placed")
+	t.Logf("3 scribe nodes: a stream of three replicas placed %s after the start", time.Since(began).Round(time.Millisecond))
 	return e
 }
 

@@ -171,9 +171,11 @@ type denialWatch struct {
 	cancel  context.CancelCauseFunc
 }
 
+// The server's words for a refused subject, compiled when first needed:
+// at init, every hook process would pay for them.
 var (
-	publishDeniedRe = regexp.MustCompile(`Publish to "(\S+)"`)
-	replyDeniedRe   = regexp.MustCompile(`Publish with Reply of "(\S+)"`)
+	publishDeniedRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`Publish to "(\S+)"`) })
+	replyDeniedRe   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`Publish with Reply of "(\S+)"`) })
 )
 
 // watch returns ctx, ended with cause ErrDenied should the server refuse
@@ -207,9 +209,9 @@ func (d *denials) note(err error) {
 		return
 	}
 	subject := ""
-	if m := publishDeniedRe.FindStringSubmatch(err.Error()); m != nil {
+	if m := publishDeniedRe().FindStringSubmatch(err.Error()); m != nil {
 		subject = m[1]
-	} else if replyDeniedRe.FindStringSubmatch(err.Error()) == nil {
+	} else if replyDeniedRe().FindStringSubmatch(err.Error()) == nil {
 		return // a subscription's: nats.go tells its subscriber
 	}
 	d.mu.Lock()

@@ -141,8 +141,16 @@ func (c *Command) Check() error {
 	return nil
 }
 
-// envNameRE is a portable environment variable name (POSIX).
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// envName reports whether name is a portable environment variable name
+// (POSIX): a letter or _, then letters, digits and _.
+func envName(name string) bool {
+	for i, c := range []byte(name) {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return name != ""
+}
 
 // checkEnvName refuses a name a command's Env may not set: not a portable
 // name, or one of scribe's own, which the daemon sets (SCRIBE_STORE,
@@ -150,7 +158,7 @@ var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // those.
 func checkEnvName(name string) error {
 	switch {
-	case !envNameRE.MatchString(name):
+	case !envName(name):
 		return fmt.Errorf("%q is not an environment variable name: want [A-Za-z_][A-Za-z0-9_]*", name)
 	case strings.HasPrefix(strings.ToUpper(name), "SCRIBE_"):
 		return fmt.Errorf("%s: SCRIBE_ variables are the daemon's to set", name)

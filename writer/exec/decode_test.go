@@ -18,3 +18,12 @@ func TestTOMLString(t *testing.T) {
 	}
 	assert.Regexp(t, regexp.MustCompile(`^\[\]$`), tomlStrings(nil))
 }
+
+// envName is the POSIX rule, [A-Za-z_][A-Za-z0-9_]*, as the regexp it
+// stands for says it.
+func TestEnvName(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	for _, s := range []string{"", "_", "A", "a1", "A_B9", "1A", "9", "A-B", "A B", "é", "A\x00", "_1", "Z", "z", "[", "`", "@"} {
+		assert.Equal(t, re.MatchString(s), envName(s), "%q", s)
+	}
+}

@@ -3,9 +3,8 @@ package caller
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"time"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -15,10 +14,14 @@ import (
 
 // signalDaemon sends SIGTERM to the daemon a discovery file names, once
 // it has made sure that the pid is still that daemon's: the daemon may
-// have exited since, and its pid gone to another process. A pidfd pins
-// the process before the check, so the signal goes to the process
-// checked or to none.
+// have exited since, and its pid gone to another process, and the file
+// may say anything its owner wrote. A pidfd pins the process before the
+// check, so the signal goes to the process checked or to none.
 func signalDaemon(l queue.Layout, d *queue.Discovery) error {
+	if d.PID <= 0 {
+		// kill(2) would take 0 for this process group, -1 for every process.
+		return fmt.Errorf("%s names pid %d, which no process has; nothing was signalled", l.Discovery(), d.PID)
+	}
 	fd, err := unix.PidfdOpen(d.PID, 0)
 	switch {
 	case errors.Is(err, unix.ESRCH):
@@ -28,7 +31,7 @@ func signalDaemon(l queue.Layout, d *queue.Discovery) error {
 	default:
 		defer unix.Close(fd)
 	}
-	if err := checkDaemonProcess(l, d); err != nil {
+	if daemon, err := checkDaemonProcess(l, d); err != nil || !daemon {
 		return err
 	}
 	if fd >= 0 {
@@ -45,33 +48,21 @@ func signalDaemon(l queue.Layout, d *queue.Discovery) error {
 	return fmt.Errorf("signal daemon pid %d: %w", d.PID, err)
 }
 
-// checkDaemonProcess checks that pid d.PID is the daemon that wrote d:
-// it holds a lock on the daemon lock file (/proc/locks), or it started
-// no later than the daemon announced itself (a process that took over a
-// reused pid started after the daemon died, after that). Either is proof.
-func checkDaemonProcess(l queue.Layout, d *queue.Discovery) error {
-	if holdsLock(d.PID, l.DaemonLock()) {
-		return nil
+// checkDaemonProcess reports whether pid d.PID is the daemon that wrote
+// d: it holds the daemon lock (/proc/locks), which no other process can
+// while it does. A lock that none holds is a daemon gone, or going: false,
+// and nothing to signal. A lock held by other pids is an error: d.PID is
+// some other process (its pid reused, or the file edited).
+func checkDaemonProcess(l queue.Layout, d *queue.Discovery) (bool, error) {
+	pids, ok := lock.LockHolders(l.DaemonLock())
+	switch {
+	case !ok:
+		return false, fmt.Errorf("cannot check that pid %d, which %s names, is the daemon (no /proc/locks); nothing was signalled", d.PID, l.Discovery())
+	case slices.Contains(pids, d.PID):
+		return true, nil
+	case len(pids) == 0:
+		return false, nil
 	}
-	started, err := lock.ProcessStart(d.PID)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil // gone already
-	}
-	if err != nil {
-		return fmt.Errorf("check daemon pid %d: %w", d.PID, err)
-	}
-	// /proc/stat's boot time is in whole seconds, and the daemon
-	// announces itself after it starts: allow for both.
-	if started.After(d.Started.Add(2 * time.Second)) {
-		return fmt.Errorf("pid %d, which %s names, started at %s, after that daemon announced itself (%s): it is not the daemon (its pid was reused); nothing was signalled",
-			d.PID, l.Discovery(), started.Format(time.RFC3339), d.Started.Format(time.RFC3339))
-	}
-	return nil
-}
-
-// holdsLock reports whether the kernel shows pid holding a lock on the
-// file at path (lock.LockHolders).
-func holdsLock(pid int, path string) bool {
-	pids, _ := lock.LockHolders(path)
-	return slices.Contains(pids, pid)
+	return false, fmt.Errorf("pid %d, which %s names, does not hold the daemon lock %s (pid %s does): it is not the daemon; nothing was signalled",
+		d.PID, l.Discovery(), l.DaemonLock(), strings.Trim(fmt.Sprint(pids), "[]"))
 }

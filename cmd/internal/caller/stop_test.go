@@ -1,8 +1,10 @@
 package caller
 
 import (
+	"fmt"
 	"os"
-	"path/filepath"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,8 +16,10 @@ import (
 	"github.com/scribehq/scribe/queue/discovery"
 )
 
-// The pid a discovery file names is taken for the daemon when it holds
-// the daemon lock, or started before the announcement; else refused.
+// The pid a discovery file names is taken for the daemon only while it
+// holds the daemon lock. A lock none holds is a daemon gone: nothing to
+// signal. A pid of another process, or 0 or -1 (which kill(2) takes for a
+// group, or for every process), is refused, and nothing is signalled.
 func TestCheckDaemonProcess(t *testing.T) {
 	dir := t.TempDir()
 	store, err := queue.ResolveStore(dir)
@@ -25,21 +29,30 @@ func TestCheckDaemonProcess(t *testing.T) {
 	defer lk.Close()
 	l := lk.Layout()
 	me := os.Getpid()
-	assert.True(t, holdsLock(me, l.DaemonLock()), "this process holds the daemon lock")
-	assert.False(t, holdsLock(me, filepath.Join(dir, "missing")))
 
 	announced := &queue.Discovery{PID: me, Started: time.Now()}
-	assert.NoError(t, checkDaemonProcess(l, announced))
-	require.NoError(t, lk.Close())
-	assert.False(t, holdsLock(me, l.DaemonLock()))
-	assert.NoError(t, checkDaemonProcess(l, announced), "started before the announcement")
+	daemon, err := checkDaemonProcess(l, announced)
+	require.NoError(t, err)
+	assert.True(t, daemon, "this process holds the daemon lock")
 
-	// This process as a stranger that took over a dead daemon's pid.
-	old := &queue.Discovery{PID: me, Started: time.Now().Add(-24 * time.Hour)}
-	err = checkDaemonProcess(l, old)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "is not the daemon")
-	assert.ErrorContains(t, signalDaemon(l, old), "nothing was signalled")
+	// Another process, older than the announcement: no longer proof.
+	sleeper := exec.Command("sleep", "30")
+	require.NoError(t, sleeper.Start())
+	other := &queue.Discovery{PID: sleeper.Process.Pid, Started: time.Now().Add(time.Hour)}
+	_, err = checkDaemonProcess(l, other)
+	assert.ErrorContains(t, err, fmt.Sprintf("does not hold the daemon lock %s (pid %d does): it is not the daemon", l.DaemonLock(), me))
+	assert.ErrorContains(t, signalDaemon(l, other), "nothing was signalled")
+	for _, pid := range []int{0, -1} {
+		assert.ErrorContains(t, signalDaemon(l, &queue.Discovery{PID: pid}), fmt.Sprintf("names pid %d, which no process has; nothing was signalled", pid))
+	}
+	require.NoError(t, sleeper.Process.Kill())
+	_ = sleeper.Wait()
+	assert.Equal(t, syscall.SIGKILL, sleeper.ProcessState.Sys().(syscall.WaitStatus).Signal(), "the sleeper died of this test's SIGKILL, not of a SIGTERM sent before")
+
+	require.NoError(t, lk.Close())
+	daemon, err = checkDaemonProcess(l, announced)
+	require.NoError(t, err)
+	assert.False(t, daemon, "a free lock: the daemon is gone")
 }
 
 func TestStopUsage(t *testing.T) {

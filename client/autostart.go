@@ -67,7 +67,7 @@ type autostarter struct {
 	store   string
 	started *startedDaemon
 	tries   int
-	refusal string // what the daemon it started wrote when it refused its settings
+	refused *DaemonRefusedError // the daemon it started exited at once
 }
 
 // discover is queued.discover with autostart: when no daemon serves the
@@ -100,9 +100,9 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 			// A daemon holds the lock and is starting, ours or another's:
 			// whoever comes now waits for it.
 			gate.release()
-		case a.refused():
-			// It refused its settings: so would the next.
-			return nil, fmt.Errorf("%w: %s", ErrDaemonRefused, a.refusal)
+		case a.failed():
+			// It failed as the next would.
+			return nil, a.refused
 		case a.started == nil || a.started.exited():
 			// No daemon holds the lock, and ours (if any) is gone: start
 			// one, unless another caller holds the gate to start one.
@@ -228,34 +228,43 @@ func (g *startGate) release() {
 	}
 }
 
-// refused reports whether the daemon this caller started refused its
-// settings; if so, refusal is what it wrote to the daemon log.
-func (a *autostarter) refused() bool {
+// failed reports whether the daemon this caller started exited at once
+// with a failure another would meet too; if so, refused says what it was.
+func (a *autostarter) failed() bool {
 	if a.started == nil {
 		return false
 	}
-	at, ok := a.started.refused()
+	code, at, ok := a.started.failed()
 	if ok {
-		a.refusal = refusal(queue.Layout{Root: a.store}.DaemonLog(), at)
+		a.refused = &DaemonRefusedError{Code: code, Said: said(queue.Layout{Root: a.store}.DaemonLog(), at)}
 	}
 	return ok
 }
 
-// refusal is what a daemon that refused its settings wrote to the daemon
-// log at path after offset at, in one line: its problems, one a line
-// (FILE:LINE: KEY: PROBLEM), then its summary. The log is read as
-// .scribe's files are (queue.OpenPrivate), 4 KiB of it at most.
-func refusal(path string, at int64) string {
+// said is what a daemon wrote to its log at path after offset at, in one
+// line for a message: its lines (a refused config's problems, FILE:LINE:
+// KEY: PROBLEM, then its summary) joined, control characters shown as ?,
+// at most 1,000 bytes, and the log's path. The log is read as .scribe's
+// files are (queue.OpenPrivate).
+func said(path string, at int64) string {
 	f, err := queue.OpenPrivate(path, os.O_RDONLY, 0)
 	if err != nil {
 		return "see " + path
 	}
 	defer f.Close()
-	var b [4096]byte
+	var b [1000]byte
 	n, _ := f.ReadAt(b[:], at)
-	said := strings.Join(strings.Split(strings.TrimSpace(string(b[:n])), "\n"), "; ")
-	if said == "" {
+	lines := strings.Split(strings.TrimSpace(strings.ToValidUTF8(string(b[:n]), "?")), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(strings.Map(func(r rune) rune {
+			if r < 0x20 || r >= 0x7f && r < 0xa0 {
+				return '?' // a terminal's escapes are not the log's to send
+			}
+			return r
+		}, l), "scribe: ")
+	}
+	if len(lines) == 1 && lines[0] == "" {
 		return "see " + path
 	}
-	return fmt.Sprintf("%s (%s)", strings.ReplaceAll(strings.TrimPrefix(said, "scribe: "), "; scribe: ", "; "), path)
+	return fmt.Sprintf("%s (%s)", strings.Join(lines, "; "), path)
 }

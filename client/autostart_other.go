@@ -12,6 +12,6 @@ func startDaemon(Autostart, string) (*startedDaemon, error) {
 
 func (s *startedDaemon) exited() bool { return true }
 
-func (s *startedDaemon) refused() (int64, bool) { return 0, false }
+func (s *startedDaemon) failed() (int, int64, bool) { return 0, 0, false }
 
 func (s *startedDaemon) release() {}

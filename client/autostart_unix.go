@@ -80,14 +80,17 @@ func (s *startedDaemon) exited() bool {
 	return s.reaped
 }
 
-// refused reports whether the daemon exited with the code of a usage
-// error, `scribe serve` refusing its settings, and if so where in the
-// daemon log what it wrote begins.
-func (s *startedDaemon) refused() (int64, bool) { return s.logAt, s.exited() && s.code == exitUsage }
-
-// exitUsage is the code `scribe serve` exits with when its settings (its
-// flags, its environment, the store's config file) have a problem.
-const exitUsage = 2
+// failed reports whether the daemon exited at once with a failure another
+// would meet too: 2, settings `scribe serve` refused, or 1, a start that
+// failed. Not 75, a daemon that found another serving the store (one
+// leaving as it came), nor a death by signal. It also says the code, and
+// where in the daemon log what it wrote begins.
+func (s *startedDaemon) failed() (code int, logAt int64, ok bool) {
+	if !s.exited() {
+		return 0, 0, false
+	}
+	return s.code, s.logAt, s.code == 1 || s.code == exitUsage
+}
 
 // release lets the daemon go: Open does not wait for it, but a goroutine
 // reaps it when it exits, so that a long-lived caller (an MCP server that

@@ -162,11 +162,11 @@ type Client struct {
 }
 
 // FellBack reports why a client opened with RoutePrefer and WithAutostart
-// writes directly: the daemon it started refused its settings (an error
-// matching ErrDaemonRefused, which names the problem). It is nil for a
-// client that did not fall back. The settings' problem stays until they
-// are fixed (`scribe serve --check-config`), and each such Open starts a
-// daemon again.
+// writes directly: the daemon it started exited at once, refusing its
+// settings or failing to start (a *DaemonRefusedError, which quotes it).
+// It is nil for a client that did not fall back. The problem stays until
+// it is fixed (`scribe serve --check-config` finds the settings' ones),
+// and each such Open starts a daemon again.
 func (c *Client) FellBack() error { return c.fellBack }
 
 // route is how a Client's jobs reach the store: queued (through the

@@ -52,11 +52,13 @@ var (
 	// command). The error is a *TooLateError with the job's state.
 	ErrTooLate = errors.New("too late to cancel")
 	// ErrDaemonRefused means a daemon started on demand (WithAutostart)
-	// exited at once, refusing its settings: the store's config file, or
-	// the SCRIBE_* environment it read, has a problem (the message quotes
-	// its log's last line). Starting another would fail the same way. With
-	// RoutePrefer, Open then writes directly, and FellBack says why.
-	ErrDaemonRefused = errors.New("the daemon started on demand refused its settings")
+	// exited at once with a failure the next would meet too: it refused
+	// its settings (the store's config file has a problem), or could not
+	// start (a port in use, a metrics address it cannot bind, a full
+	// disk). The error is a *DaemonRefusedError, which quotes what the
+	// daemon wrote to its log. With RoutePrefer, Open then writes directly,
+	// and FellBack says why.
+	ErrDaemonRefused = errors.New("the daemon started on demand could not start")
 	// ErrUnknownJob means Cancel found no such job: no outcome is
 	// recorded for the ID and it is not in the queue (never queued, or
 	// its outcome was pruned).
@@ -145,3 +147,28 @@ func (strandedError) Error() string {
 }
 
 func (strandedError) Is(target error) bool { return target == ErrUnavailable }
+
+// DaemonRefusedError is a daemon started on demand that exited at once
+// (ErrDaemonRefused): its exit code, and what it wrote to the daemon log.
+type DaemonRefusedError struct {
+	// Code is the daemon's exit code: 2 for settings it refused, 1 for a
+	// start that failed.
+	Code int
+	// Said is what it wrote to its log, in one line, and the log's path.
+	Said string
+}
+
+func (e *DaemonRefusedError) Error() string {
+	what := "could not start"
+	if e.Code == exitUsage {
+		what = "refused its settings"
+	}
+	return fmt.Sprintf("the daemon started on demand %s (exit %d): %s", what, e.Code, e.Said)
+}
+
+// Is makes errors.Is(err, ErrDaemonRefused) true.
+func (e *DaemonRefusedError) Is(target error) bool { return target == ErrDaemonRefused }
+
+// exitUsage is the code `scribe serve` exits with when its settings (its
+// flags, its environment, the store's config file) have a problem.
+const exitUsage = 2

@@ -216,8 +216,8 @@ func TestAutostartRefusedConfigWritesDirectly(t *testing.T) {
 	r := scribe(t, "", "submit", "--store", store, "put", "a.txt", "hi")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "hi", readFile(t, filepath.Join(store, "a.txt")))
-	assert.Contains(t, r.stderr, "scribe: the daemon started on demand refused its settings: "+path+":2: max_jobs")
-	assert.Contains(t, r.stderr, "writing directly instead (check the settings with: scribe serve --store "+store+" --check-config)")
+	assert.Contains(t, r.stderr, "scribe: the daemon started on demand refused its settings (exit 2): "+path+":2: max_jobs")
+	assert.Contains(t, r.stderr, "without a daemon, the job takes the direct route (check the settings with: scribe serve --store "+store+" --check-config)")
 	assert.NotContains(t, r.stderr, "shutting down")
 	d, err := discovery.Find(store)
 	require.NoError(t, err)
@@ -227,6 +227,35 @@ func TestAutostartRefusedConfigWritesDirectly(t *testing.T) {
 
 	r = scribe(t, "", "submit", "--store", store, "--route", "require", "put", "a.txt", "again")
 	assert.Equal(t, 2, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "refused its settings: "+path+":2: max_jobs")
+	assert.Contains(t, r.stderr, "refused its settings (exit 2): "+path+":2: max_jobs")
 	assert.Equal(t, "hi", readFile(t, filepath.Join(store, "a.txt")))
+
+	// A file serve takes, and then cannot start with: exit 1, the same.
+	writeConfig(t, store, "autostart = true\nmetrics_addr = \"999.1.1.1:80\"\n", 0o600)
+	r = scribe(t, "", "submit", "--store", store, "put", "b.txt", "hi")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "hi", readFile(t, filepath.Join(store, "b.txt")))
+	assert.Contains(t, r.stderr, "scribe: the daemon started on demand could not start (exit 1): ")
+	assert.Contains(t, r.stderr, "999.1.1.1")
+	r = scribe(t, "", "submit", "--store", store, "--route", "require", "put", "b.txt", "again")
+	assert.Equal(t, 69, r.code, r.stderr)
+	assert.Equal(t, "hi", readFile(t, filepath.Join(store, "b.txt")))
+}
+
+// A $SCRIBE_AUTOSTART that says neither yes nor no, or a $SCRIBE_EXIT_IDLE
+// that is no duration, is refused (exit 2) where a daemon could be
+// started, rather than taken for no (or the default) over the store's
+// file; the direct route, which starts none, ignores them.
+func TestAutostartEnvironmentRefused(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	writeConfig(t, store, "autostart = true\nexit_idle = \"7s\"\n", 0o600)
+	for _, env := range []string{"SCRIBE_AUTOSTART=yes", "SCRIBE_AUTOSTART=bogus", "SCRIBE_EXIT_IDLE=bogus", "SCRIBE_EXIT_IDLE=0s"} {
+		r := runWith(t, scribeBin, []string{env}, nil, "submit", "--store", store, "put", "a.txt", "x")
+		assert.Equal(t, 2, r.code, "%s: %s", env, r.stderr)
+		assert.Contains(t, r.stderr, "$"+env+": want ", env)
+		r = runWith(t, scribeBin, []string{env}, nil, "submit", "--store", store, "--route", "direct", "put", "a.txt", "x")
+		assert.Equal(t, 0, r.code, "%s, direct: %s", env, r.stderr)
+	}
+	assert.NoFileExists(t, queue.Layout{Root: store}.DaemonLog(), "no daemon was started")
 }

@@ -176,7 +176,9 @@ func (c *submit) submit(ctx context.Context, t cli.Target, r client.Route, job *
 	}
 	defer cl.Close()
 	if err := cl.FellBack(); err != nil {
-		fmt.Fprintf(c.Stderr, "scribe: %v; writing directly instead (check the settings with: scribe serve %s --check-config)\n", err, t.Ref())
+		// Said before the write, which may still be refused (stranded
+		// jobs, an exec job): the direct route's own message follows.
+		fmt.Fprintf(c.Stderr, "scribe: %v; without a daemon, the job takes the direct route (check the settings with: scribe serve %s --check-config)\n", err, t.Ref())
 	}
 
 	if !wait.On && cl.Queued() {

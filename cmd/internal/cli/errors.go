@@ -55,6 +55,7 @@ func Usagef(format string, args ...any) error {
 // ExitCode is the exit code err ends a command with.
 func ExitCode(err error) int {
 	var ex *ExitError
+	var refused *client.DaemonRefusedError
 	switch {
 	case err == nil:
 		return ExitOK
@@ -67,8 +68,13 @@ func ExitCode(err error) int {
 		return ExitRejected
 	case errors.Is(err, client.ErrNoDaemon):
 		return ExitNoDaemon
-	case errors.Is(err, client.ErrOtherLockFile), errors.Is(err, lock.ErrNotLockFile), errors.Is(err, client.ErrDaemonRefused):
-		return ExitUsage // the flag (or its absence), or the settings, are wrong; retrying will not help
+	case errors.As(err, &refused):
+		if refused.Code == ExitUsage {
+			return ExitUsage // its settings: retrying will not help
+		}
+		return ExitNoDaemon // none could be started: --route require
+	case errors.Is(err, client.ErrOtherLockFile), errors.Is(err, lock.ErrNotLockFile):
+		return ExitUsage // the flag (or its absence) is wrong; retrying will not help
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrQueueFull), errors.Is(err, ErrWaitTimeout),
 		errors.Is(err, client.ErrUnavailable), errors.Is(err, discovery.ErrRunning):
 		return ExitBusy

@@ -155,6 +155,18 @@ func (a *Autostart) settle(m *Main, store string) (bool, time.Duration, error) {
 	on, idle := a.On, a.ExitIdle
 	onSet := a.fs.Changed("autostart") || os.Getenv("SCRIBE_AUTOSTART") != ""
 	idleSet := a.fs.Changed("exit-idle") || os.Getenv("SCRIBE_EXIT_IDLE") != ""
+	// A variable that says neither yes nor no, or no duration, is refused
+	// rather than taken for no, or for the default, over the store's file.
+	if v := os.Getenv("SCRIBE_AUTOSTART"); v != "" && !a.fs.Changed("autostart") {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return false, 0, Usagef("$SCRIBE_AUTOSTART=%s: want 1 or true, 0 or false", v)
+		}
+	}
+	if v := os.Getenv("SCRIBE_EXIT_IDLE"); v != "" && !a.fs.Changed("exit-idle") {
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+			return false, 0, Usagef("$SCRIBE_EXIT_IDLE=%s: want a positive duration, such as 10m", v)
+		}
+	}
 	if onSet && (!on || idleSet) || m.CallerConfig == nil {
 		return on, idle, nil
 	}

@@ -243,9 +243,9 @@ func Open(ctx context.Context, store string, opts ...Option) (*Client, error) {
 		q, err := openQueued(ctx, real, c.storeID, o)
 		switch {
 		case errors.Is(err, ErrDaemonRefused) && o.route == RoutePrefer:
-			// A problem in the settings of a daemon started on demand
-			// does not fail the write: it is written directly, as with
-			// no daemon, and the caller is told.
+			// A daemon started on demand that cannot start (its
+			// settings, a port) does not fail the write: it goes the
+			// direct route, as with no daemon, and the caller is told.
 			c.fellBack = err
 			o.log.Warn("writing directly", "err", err)
 		case err != nil:

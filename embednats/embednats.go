@@ -225,10 +225,11 @@ func start(ctx context.Context, cfg Config, spec startSpec) (_ *Server, err erro
 		return nil, fmt.Errorf("start nats: %w", err)
 	}
 	s.opts = opts
-	s.ns.SetLoggerV2(&slogAdapter{l: logger, generated: true}, false, false, false)
+	fatal := make(chan string, 1)
+	s.ns.SetLoggerV2(&slogAdapter{l: logger, generated: true, fatal: fatal}, false, false, false)
 	s.ns.Start()
-	if !s.ns.ReadyForConnections(10 * time.Second) {
-		return nil, errors.New("start nats: not ready after 10s")
+	if err := waitReady(s.ns, fatal, 10*time.Second); err != nil {
+		return nil, err
 	}
 	for _, name := range accounts {
 		acc, err := s.ns.LookupAccount(name)
@@ -427,5 +428,23 @@ func (s *Server) Close() error {
 			s.ns.WaitForShutdown()
 		}
 	})
+	return nil
+}
+
+// waitReady waits until ns takes connections, for at most limit. A fatal
+// error it reports meanwhile (a port already in use) ends the wait at
+// once: the server would never be ready.
+func waitReady(ns *server.Server, fatal <-chan string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for !ns.ReadyForConnections(50 * time.Millisecond) {
+		select {
+		case msg := <-fatal:
+			return fmt.Errorf("start nats: %s", msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("start nats: not ready after %s", limit)
+		}
+	}
 	return nil
 }

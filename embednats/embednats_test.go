@@ -453,3 +453,19 @@ func TestInProcessConnectDeliveredLateIsRetried(t *testing.T) {
 	require.NoError(t, srv.Conn().Flush())
 	assert.GreaterOrEqual(t, made.Load(), int32(2), "the first, late, connection failed and another was made")
 }
+
+// A port already in use fails the start with the server's own words, not
+// after the ten seconds the wait for a server that is starting allows.
+func TestStartOnAPortInUseFailsAtOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	store := t.TempDir()
+	lk, err := discovery.Take(t.Context(), store, nil)
+	require.NoError(t, err)
+	defer lk.Close()
+	_, err = embednats.Start(t.Context(), lk, embednats.Config{Port: l.Addr().(*net.TCPAddr).Port})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "start nats: Error listening on port: ")
+	assert.NotContains(t, err.Error(), "not ready after")
+}

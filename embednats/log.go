@@ -28,6 +28,9 @@ type slogAdapter struct {
 	generated bool
 	// now is the clock (tests set it); nil means time.Now.
 	now func() time.Time
+	// fatal, if not nil, is told the server's first fatal error (a port
+	// it cannot listen on), which does not stop the server by itself.
+	fatal chan<- string
 
 	mu         sync.Mutex
 	lastLogged time.Time // of a violation line
@@ -81,7 +84,14 @@ func (a *slogAdapter) Warnf(format string, v ...any) {
 	}
 	a.l.Warn(msg)
 }
-func (a *slogAdapter) Fatalf(format string, v ...any) { a.l.Error(fmt.Sprintf(format, v...)) }
+func (a *slogAdapter) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	a.l.Error(msg)
+	select {
+	case a.fatal <- msg:
+	default: // none listens, or it was told one already
+	}
+}
 func (a *slogAdapter) Errorf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
 	if isViolation(msg) {

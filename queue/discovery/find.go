@@ -27,7 +27,7 @@ func Find(store string) (*queue.Discovery, error) {
 	if err := l.Check(); err != nil {
 		return nil, err
 	}
-	held, err := lockHeld(l.DaemonLock())
+	held, err := LockHeld(l.DaemonLock())
 	if err != nil || !held {
 		return nil, err
 	}
@@ -43,11 +43,11 @@ func Find(store string) (*queue.Discovery, error) {
 	return d, nil
 }
 
-// lockHeld reports whether some process holds the flock on path. The
+// LockHeld reports whether some process holds the flock on path. The
 // probe holds it for an instant at most, and creates nothing. The file is
 // held to .scribe's rules: a FIFO there cannot block the probe, and one
 // another user could change is refused (ErrInsecure).
-func lockHeld(path string) (bool, error) {
+func LockHeld(path string) (bool, error) {
 	f, err := queue.OpenPrivate(path, os.O_RDONLY, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

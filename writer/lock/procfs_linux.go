@@ -18,8 +18,10 @@ import (
 // fail. ok is false where /proc/locks cannot be read. A file that does
 // not exist has no holders.
 //
-// A pid is 0 for a holder in a pid namespace this process does not see,
-// and -1 for an open file description lock. The kernel credits a flock to
+// A pid is 0 for a holder in a pid namespace this process does not see
+// (on some kernels such a holder is not listed at all: an empty list is
+// not proof that the file is free), and -1 for an open file description
+// lock. The kernel credits a flock to
 // the process that took it; where that one no longer has it (it is gone,
 // a zombie not yet reaped, its pid taken by another process, or it closed
 // its descriptor), the lock is held by the processes that inherited its

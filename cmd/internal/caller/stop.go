@@ -88,7 +88,8 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 			break
 		}
 		if !next() {
-			return timedOut(fmt.Sprintf("a daemon holds %s but has not announced itself (%v)", real, err))
+			// Its pid is not known: the file that would say is gone.
+			return timedOut(fmt.Sprintf("a daemon holds %s without a discovery file: it is starting, or stopping already (finishing its batch, or an exec command's grace period) (%v)", real, err))
 		}
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -25,7 +26,10 @@ func signalDaemon(l queue.Layout, d *queue.Discovery) error {
 	fd, err := unix.PidfdOpen(d.PID, 0)
 	switch {
 	case errors.Is(err, unix.ESRCH):
-		return nil // gone already: stop sees the lock free
+		// No such process: gone already, if the lock is free, which
+		// the check says (else d names a pid some other process holds).
+		_, err := checkDaemonProcess(l, d)
+		return err
 	case err != nil:
 		fd = -1 // a kernel before 5.3: the check, then kill(2)
 	default:
@@ -51,8 +55,10 @@ func signalDaemon(l queue.Layout, d *queue.Discovery) error {
 // checkDaemonProcess reports whether pid d.PID is the daemon that wrote
 // d: it holds the daemon lock (/proc/locks), which no other process can
 // while it does. A lock that none holds is a daemon gone, or going: false,
-// and nothing to signal. A lock held by other pids is an error: d.PID is
-// some other process (its pid reused, or the file edited).
+// and nothing to signal. A lock held by other pids, or by one this
+// process cannot see (/proc/locks omits a holder in a pid namespace it
+// does not see), is an error: d.PID is some other process (its pid
+// reused, or the file edited), or cannot be told from one.
 func checkDaemonProcess(l queue.Layout, d *queue.Discovery) (bool, error) {
 	pids, ok := lock.LockHolders(l.DaemonLock())
 	switch {
@@ -61,6 +67,14 @@ func checkDaemonProcess(l queue.Layout, d *queue.Discovery) (bool, error) {
 	case slices.Contains(pids, d.PID):
 		return true, nil
 	case len(pids) == 0:
+		held, err := discovery.LockHeld(l.DaemonLock())
+		switch {
+		case err != nil:
+			return false, fmt.Errorf("check daemon pid %d: %w", d.PID, err)
+		case held:
+			return false, fmt.Errorf("the daemon lock %s is held by a process this one cannot see (in another pid namespace?), so pid %d, which %s names, cannot be checked; nothing was signalled",
+				l.DaemonLock(), d.PID, l.Discovery())
+		}
 		return false, nil
 	}
 	return false, fmt.Errorf("pid %d, which %s names, does not hold the daemon lock %s (pid %s does): it is not the daemon; nothing was signalled",

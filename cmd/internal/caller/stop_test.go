@@ -42,6 +42,9 @@ func TestCheckDaemonProcess(t *testing.T) {
 	_, err = checkDaemonProcess(l, other)
 	assert.ErrorContains(t, err, fmt.Sprintf("does not hold the daemon lock %s (pid %d does): it is not the daemon", l.DaemonLock(), me))
 	assert.ErrorContains(t, signalDaemon(l, other), "nothing was signalled")
+	// A pid no process has, while the lock is held: not taken for a
+	// daemon gone, whose stop would wait out its timeout.
+	assert.ErrorContains(t, signalDaemon(l, &queue.Discovery{PID: 1 << 30}), fmt.Sprintf("pid %d, which %s names, does not hold the daemon lock", 1<<30, l.Discovery()))
 	for _, pid := range []int{0, -1} {
 		assert.ErrorContains(t, signalDaemon(l, &queue.Discovery{PID: pid}), fmt.Sprintf("names pid %d, which no process has; nothing was signalled", pid))
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
@@ -243,7 +244,8 @@ func (a *autostarter) failed() bool {
 
 // said is what a daemon wrote to its log at path after offset at, in one
 // line for a message: its lines (a refused config's problems, FILE:LINE:
-// KEY: PROBLEM, then its summary) joined, control characters shown as ?,
+// KEY: PROBLEM, then its summary) joined, control characters (and bidi
+// ones) shown as ?,
 // at most 1,000 bytes, and the log's path. The log is read as .scribe's
 // files are (queue.OpenPrivate).
 func said(path string, at int64) string {
@@ -257,8 +259,8 @@ func said(path string, at int64) string {
 	lines := strings.Split(strings.TrimSpace(strings.ToValidUTF8(string(b[:n]), "?")), "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimPrefix(strings.Map(func(r rune) rune {
-			if r < 0x20 || r >= 0x7f && r < 0xa0 {
-				return '?' // a terminal's escapes are not the log's to send
+			if r < 0x20 || r >= 0x7f && r < 0xa0 || unicode.Is(unicode.Bidi_Control, r) {
+				return '?' // a terminal's escapes, or text turned around, are not the log's to send
 			}
 			return r
 		}, l), "scribe: ")

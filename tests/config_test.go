@@ -237,6 +237,7 @@ func TestAutostartRefusedConfigWritesDirectly(t *testing.T) {
 	assert.Equal(t, "hi", readFile(t, filepath.Join(store, "b.txt")))
 	assert.Contains(t, r.stderr, "scribe: the daemon started on demand could not start (exit 1): ")
 	assert.Contains(t, r.stderr, "999.1.1.1")
+	assert.NotContains(t, r.stderr, "--check-config", "which finds nothing wrong with the file")
 	r = scribe(t, "", "submit", "--store", store, "--route", "require", "put", "b.txt", "again")
 	assert.Equal(t, 69, r.code, r.stderr)
 	assert.Equal(t, "hi", readFile(t, filepath.Join(store, "b.txt")))

@@ -178,7 +178,11 @@ func (c *submit) submit(ctx context.Context, t cli.Target, r client.Route, job *
 	if err := cl.FellBack(); err != nil {
 		// Said before the write, which may still be refused (stranded
 		// jobs, an exec job): the direct route's own message follows.
-		fmt.Fprintf(c.Stderr, "scribe: %v; without a daemon, the job takes the direct route (check the settings with: scribe serve %s --check-config)\n", err, t.Ref())
+		hint := "" // a daemon that could not start: its log says why
+		if refused := (*client.DaemonRefusedError)(nil); errors.As(err, &refused) && refused.Code == cli.ExitUsage {
+			hint = fmt.Sprintf(" (check the settings with: scribe serve %s --check-config)", t.Ref())
+		}
+		fmt.Fprintf(c.Stderr, "scribe: %v; without a daemon, the job takes the direct route%s\n", err, hint)
 	}
 
 	if !wait.On && cl.Queued() {

@@ -119,12 +119,12 @@ func (a *autostarter) discover(ctx context.Context, q *queued) (*queue.Discovery
 				break
 			}
 			if a.tries >= autostartTries {
-				return nil, fmt.Errorf("%w: started %d daemons, none serves the store; see %s", ErrUnavailable, a.tries, queue.Layout{Root: a.store}.DaemonLog())
+				return nil, unstarted{fmt.Errorf("no daemon could be started on demand: %d started, none serves the store; see %s", a.tries, queue.Layout{Root: a.store}.DaemonLog())}
 			}
 			a.tries++
 			s, err := startDaemon(a.cfg, a.store)
 			if err != nil {
-				return nil, fmt.Errorf("%w: autostart: %w", ErrUnavailable, err)
+				return nil, unstarted{fmt.Errorf("no daemon could be started on demand: %w", err)}
 			}
 			a.started = s
 			q.log.Debug("started a daemon", "pid", s.pid, "command", a.cfg.Command)
@@ -228,6 +228,14 @@ func (g *startGate) release() {
 		g.f, g.locked = nil, false
 	}
 }
+
+// unstarted is an autostart that left no daemon serving the store. It
+// matches ErrUnavailable (try again), without its words: no daemon was
+// there to answer.
+type unstarted struct{ error }
+
+func (e unstarted) Is(target error) bool { return target == ErrUnavailable }
+func (e unstarted) Unwrap() error        { return e.error }
 
 // failed reports whether the daemon this caller started exited at once
 // with a failure another would meet too; if so, refused says what it was.

@@ -5,7 +5,7 @@
 // writer waiting for a daemon to let go (Demanded), and what the kernel
 // says about a lock without taking it (ProbeLock, Holders, LockHolders).
 // It is also scribe's one reader of /proc: the locks a file has, and when
-// a process started (ProcessStart).
+// a process started (an identity's start).
 //
 // It depends on queue (the Layout of .scribe, the Holder identity) and
 // golang.org/x/sys. Package writer takes a Hold for every Session; a
@@ -38,7 +38,7 @@
 // not reliably exclude writers. NetworkFilesystem detects such a store so
 // that callers can warn; nothing here can make one safe.
 //
-// LockHolders and ProcessStart read /proc, which only Linux has:
+// LockHolders reads /proc, which only Linux has:
 // elsewhere LockHolders reports that it cannot tell, and ProbeLock falls
 // back on taking the lock for an instant.
 package lock

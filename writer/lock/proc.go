@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // processAlive reports whether the process pid of this host, started at
@@ -52,41 +51,3 @@ var selfStart = sync.OnceValue(func() uint64 {
 	start, _ := startTicks(os.Getpid())
 	return start
 })
-
-// clockTicks is USER_HZ, the unit of /proc's process times: 100 on every
-// Linux architecture Go supports.
-const clockTicks = 100
-
-// ProcessStart is when process pid started, from /proc (Linux only): the
-// one reader of a process's start that identities (queue.Holder.Start)
-// and `scribe stop`'s check of a daemon's pid share. A process that does
-// not exist is an fs.ErrNotExist.
-func ProcessStart(pid int) (time.Time, error) {
-	ticks, err := startTicks(pid)
-	if err != nil {
-		return time.Time{}, err
-	}
-	boot, err := bootTime()
-	if err != nil {
-		return time.Time{}, err
-	}
-	return boot.Add(time.Duration(ticks) * (time.Second / clockTicks)), nil
-}
-
-// bootTime is when the system booted, from /proc/stat.
-func bootTime() (time.Time, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return time.Time{}, err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "btime "); ok {
-			s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return time.Time{}, fmt.Errorf("/proc/stat btime: %w", err)
-			}
-			return time.Unix(s, 0), nil
-		}
-	}
-	return time.Time{}, errors.New("/proc/stat has no btime")
-}

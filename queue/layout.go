@@ -53,6 +53,11 @@ func (l Layout) Demand() string { return l.file("demand") }
 // time wait for that daemon instead of starting their own.
 func (l Layout) AutostartGate() string { return l.file("autostart") }
 
+// StopGate is the file `scribe stop` holds an exclusive flock on while it
+// signals the store's daemon and waits for it, so that stops at once take
+// turns: a second signal would kill the daemon at once.
+func (l Layout) StopGate() string { return l.file("stop") }
+
 // Queue is the embedded NATS server's JetStream folder, where queued jobs
 // are kept.
 func (l Layout) Queue() string { return l.file("jetstream") }
@@ -88,7 +93,7 @@ func (l Layout) QueueHome() string { return l.file("queue-home.json") }
 // roles name each entry of .scribe by what it is, for messages.
 var roles = map[string]string{
 	"lock": "store lock", "journal.db": "journal", "join": "join gate", "demand": "demand file",
-	"autostart": "autostart gate", "jetstream": "queue folder", "daemon.lock": "daemon lock",
+	"autostart": "autostart gate", "stop": "stop gate", "jetstream": "queue folder", "daemon.lock": "daemon lock",
 	"daemon.json": "discovery file", "daemon.json.tmp": "discovery file", "daemon.log": "daemon log",
 	"config.toml": "config file", "stranded.json": "stranded marker",
 	"queue-home.json": "queue-home note", "queue-home.json.tmp": "queue-home note", "settled": "settled mark",
@@ -159,7 +164,7 @@ func (l Layout) entries() []struct {
 	}
 	return []entry{
 		{l.Lock(), false}, {l.Journal(), false}, {l.Join(), false}, {l.Demand(), false},
-		{l.AutostartGate(), false}, {l.Queue(), true}, {l.DaemonLock(), false},
+		{l.AutostartGate(), false}, {l.StopGate(), false}, {l.Queue(), true}, {l.DaemonLock(), false},
 		{l.Discovery(), false}, {l.DiscoveryTemp(), false}, {l.DaemonLog(), false},
 		{l.Config(), false}, {l.Stranded(), false}, {l.QueueHome(), false}, {l.QueueHome() + ".tmp", false}, {l.Settled(), false},
 		{l.Attempt(), false},

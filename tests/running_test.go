@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -319,4 +321,53 @@ func TestRunningDocsUnits(t *testing.T) {
 	}
 	assert.Regexp(t, `<key>KeepAlive</key>\s*<dict>\s*<key>SuccessfulExit</key>\s*<false/>`, plist)
 	assert.Contains(t, plist, "<string>serve</string>")
+}
+
+// Stops at once take turns: each would send SIGTERM, and the daemon takes
+// a second signal for "now", killing itself mid-grace and leaving its exec
+// command running, the store lock held through its descriptor. While
+// another stop holds the stop gate (here, this test), a stop signals
+// nothing: the daemon still serves, its command still runs. Once the gate
+// is free, the stop stops it, one SIGTERM: the daemon exits 0 and the
+// command's TERM trap runs to its end.
+func TestRunningStopsTakeTurns(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	real, err := filepath.EvalSymlinks(store)
+	require.NoError(t, err)
+	writeConfig(t, real, `[exec.slow]
+program = "/bin/sh"
+args = ["-c", "trap 'sleep 1; echo graceful > left; exit 0' TERM; echo started > started; sleep 30 & wait"]
+timeout = "60s"
+grace = "10s"
+`, 0o600)
+	d := startDaemon(t, store)
+	r := scribe(t, "", "submit", "--store", store, "--route", "require", "exec", "slow")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Eventually(t, func() bool { return readFile(t, filepath.Join(real, "started")) != "" }, 20*time.Second, 20*time.Millisecond)
+
+	l := queue.Layout{Root: real}
+	release := holdWithFlock(t, l.StopGate())
+	stop := exec.Command(scribeBin, "stop", "--store", store)
+	var out bytes.Buffer
+	stop.Stdout, stop.Stderr = &out, &out
+	require.NoError(t, stop.Start())
+	require.Eventually(t, func() bool {
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", stop.Process.Pid))
+		for _, fd := range fds {
+			if target, _ := os.Readlink(fd); target == l.StopGate() {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 5*time.Millisecond, "the stop waits at the gate")
+	assert.FileExists(t, l.Discovery(), "the daemon, not signalled, still serves")
+	assert.False(t, d.exitedWithin(0), "the daemon runs")
+
+	release()
+	require.NoError(t, stop.Wait(), "%s", out.String())
+	assert.Contains(t, out.String(), fmt.Sprintf("stopped daemon pid %d", d.cmd.Process.Pid))
+	require.True(t, d.exitedWithin(30*time.Second))
+	assert.NoError(t, d.err, "one SIGTERM, a graceful stop; log:\n%s", d.log.String())
+	assert.Equal(t, "graceful\n", readFile(t, filepath.Join(real, "left")), "the command was given its grace")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/scribehq/scribe/cmd/internal/cli"
@@ -81,16 +83,29 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 
 	// A daemon that holds the lock without a discovery file is starting
 	// (or stopping): wait until it says who it is, or is gone.
-	var d *queue.Discovery
-	for {
-		d, err = discovery.Find(real)
-		if !errors.Is(err, discovery.ErrStarting) {
-			break
+	find := func() (*queue.Discovery, error) {
+		for {
+			d, err := discovery.Find(real)
+			if !errors.Is(err, discovery.ErrStarting) {
+				return d, err
+			}
+			if !next() {
+				// Its pid is not known: the file that would say is gone.
+				return nil, timedOut(fmt.Sprintf("a daemon holds %s without a discovery file: it is starting, or stopping already (finishing its batch, or an exec command's grace period) (%v)", real, err))
+			}
 		}
-		if !next() {
-			// Its pid is not known: the file that would say is gone.
-			return timedOut(fmt.Sprintf("a daemon holds %s without a discovery file: it is starting, or stopping already (finishing its batch, or an exec command's grace period) (%v)", real, err))
+	}
+	d, err := find()
+	if err == nil && d != nil {
+		// Stops at once take turns: each would signal the daemon, and a
+		// second signal kills it at once. The one that comes second
+		// finds the daemon gone, or looks again.
+		release, gerr := takeStopGate(queue.Layout{Root: real}, next)
+		if gerr != nil {
+			return timedOut(fmt.Sprintf("another scribe stop of %s is still waiting for daemon pid %d (%v)", real, d.PID, gerr))
 		}
+		defer release()
+		d, err = find()
 	}
 	if err != nil {
 		return err
@@ -116,6 +131,31 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 		if !next() {
 			return timedOut(fmt.Sprintf("daemon pid %d of %s has not stopped: it finishes the batch in hand first, and gives a running exec command its grace period. "+
 				"To stop it at once: kill -KILL %d (what is queued is kept, and applied by the next daemon)", d.PID, real, d.PID))
+		}
+	}
+}
+
+// takeStopGate takes the store's stop gate (queue.Layout.StopGate), an
+// exclusive flock, trying again at each tick of next until it ends. The
+// gate is held to .scribe's rules (queue.OpenPrivate), never removed, and
+// let go by release, or by the kernel if this process dies.
+func takeStopGate(l queue.Layout, next func() bool) (release func(), err error) {
+	f, err := queue.OpenPrivate(l.StopGate(), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { f.Close() }, nil
+		case !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR):
+			f.Close()
+			return nil, fmt.Errorf("take %s: %w", l.StopGate(), err)
+		}
+		if !next() {
+			f.Close()
+			return nil, errors.New("its turn did not come")
 		}
 	}
 }

@@ -80,16 +80,17 @@ func (s *startedDaemon) exited() bool {
 	return s.reaped
 }
 
-// failed reports whether the daemon exited at once with a failure another
-// would meet too: 2, settings `scribe serve` refused, or 1, a start that
-// failed. Not 75, a daemon that found another serving the store (one
-// leaving as it came), nor a death by signal. It also says the code, and
-// where in the daemon log what it wrote begins.
+// failed reports whether the daemon exited at once without serving the
+// store, as another would: 2, settings `scribe serve` refused, 1, a start
+// that failed, or any other end (-1: a signal), but 75, a daemon that
+// found another serving the store (one leaving as it came), which is
+// worth another try. It also says the code, and where in the daemon log
+// what it wrote begins.
 func (s *startedDaemon) failed() (code int, logAt int64, ok bool) {
 	if !s.exited() {
 		return 0, 0, false
 	}
-	return s.code, s.logAt, s.code == 1 || s.code == exitUsage
+	return s.code, s.logAt, s.code != exitBusy
 }
 
 // release lets the daemon go: Open does not wait for it, but a goroutine

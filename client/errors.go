@@ -52,10 +52,10 @@ var (
 	// command). The error is a *TooLateError with the job's state.
 	ErrTooLate = errors.New("too late to cancel")
 	// ErrDaemonRefused means a daemon started on demand (WithAutostart)
-	// exited at once with a failure the next would meet too: it refused
-	// its settings (the store's config file has a problem), or could not
-	// start (a port in use, a metrics address it cannot bind, a full
-	// disk). The error is a *DaemonRefusedError, which quotes what the
+	// exited at once without serving the store, as the next would: it
+	// refused its settings (the store's config file has a problem), could
+	// not start (a port in use, a metrics address it cannot bind, a full
+	// disk), or died as it started. The error is a *DaemonRefusedError, which quotes what the
 	// daemon wrote to its log. With RoutePrefer, Open then writes directly,
 	// and FellBack says why.
 	ErrDaemonRefused = errors.New("the daemon started on demand could not start")
@@ -152,23 +152,30 @@ func (strandedError) Is(target error) bool { return target == ErrUnavailable }
 // (ErrDaemonRefused): its exit code, and what it wrote to the daemon log.
 type DaemonRefusedError struct {
 	// Code is the daemon's exit code: 2 for settings it refused, 1 for a
-	// start that failed.
+	// start that failed, -1 for a death by signal.
 	Code int
 	// Said is what it wrote to its log, in one line, and the log's path.
 	Said string
 }
 
 func (e *DaemonRefusedError) Error() string {
-	what := "could not start"
-	if e.Code == exitUsage {
-		what = "refused its settings"
+	what := fmt.Sprintf("could not start (exit %d)", e.Code)
+	switch e.Code {
+	case exitUsage:
+		what = "refused its settings (exit 2)"
+	case -1:
+		what = "died of a signal as it started"
 	}
-	return fmt.Sprintf("the daemon started on demand %s (exit %d): %s", what, e.Code, e.Said)
+	return fmt.Sprintf("the daemon started on demand %s: %s", what, e.Said)
 }
 
 // Is makes errors.Is(err, ErrDaemonRefused) true.
 func (e *DaemonRefusedError) Is(target error) bool { return target == ErrDaemonRefused }
 
-// exitUsage is the code `scribe serve` exits with when its settings (its
-// flags, its environment, the store's config file) have a problem.
-const exitUsage = 2
+// The codes `scribe serve` exits with when its settings (its flags, its
+// environment, the store's config file) have a problem, and when another
+// daemon serves the store.
+const (
+	exitUsage = 2
+	exitBusy  = 75
+)

@@ -101,8 +101,11 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 		// second signal kills it at once. The one that comes second
 		// finds the daemon gone, or looks again.
 		release, gerr := takeStopGate(queue.Layout{Root: real}, next)
-		if gerr != nil {
-			return timedOut(fmt.Sprintf("another scribe stop of %s is still waiting for daemon pid %d (%v)", real, d.PID, gerr))
+		switch {
+		case errors.Is(gerr, errNoTurn):
+			return timedOut(fmt.Sprintf("another scribe stop of %s is still waiting for daemon pid %d", real, d.PID))
+		case gerr != nil:
+			return gerr
 		}
 		defer release()
 		d, err = find()
@@ -155,7 +158,11 @@ func takeStopGate(l queue.Layout, next func() bool) (release func(), err error) 
 		}
 		if !next() {
 			f.Close()
-			return nil, errors.New("its turn did not come")
+			return nil, errNoTurn
 		}
 	}
 }
+
+// errNoTurn is a stop whose turn at the gate did not come before its
+// context ended.
+var errNoTurn = errors.New("no turn at the stop gate")

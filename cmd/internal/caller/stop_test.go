@@ -74,3 +74,23 @@ func TestStopUsage(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Contains(t, stderr, "no daemon serves")
 }
+
+// The stop gate: taken when free; a turn that does not come is errNoTurn;
+// a gate that cannot be opened is its own error, never taken for a turn
+// (stop would exit 0 having stopped nothing).
+func TestTakeStopGate(t *testing.T) {
+	l := queue.Layout{Root: t.TempDir()}
+	_, err := takeStopGate(l, func() bool { return false })
+	require.Error(t, err, "no .scribe to make the gate in")
+	assert.NotErrorIs(t, err, errNoTurn)
+
+	require.NoError(t, l.Make())
+	release, err := takeStopGate(l, func() bool { return false })
+	require.NoError(t, err)
+	_, err = takeStopGate(l, func() bool { return false })
+	assert.ErrorIs(t, err, errNoTurn, "held by the first")
+	release()
+	release, err = takeStopGate(l, func() bool { return false })
+	require.NoError(t, err, "free again")
+	release()
+}

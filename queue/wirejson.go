@@ -236,29 +236,14 @@ func decodeOutcomeFast(b []byte) (*Outcome, bool) {
 // decodeFlat), as encoding/json would; false for anything else.
 func decodeDiscovery(b []byte) (*Discovery, bool) {
 	d := new(Discovery)
+	strs := map[string]*string{"url": &d.URL, "user": &d.User, "password": &d.Password, "version": &d.Version, "store": &d.Store,
+		"store_id": &d.StoreID, "tls_cert": &d.TLSCert, "tls_cert_sha256": &d.TLSCertSHA256, "lock_file": &d.LockFile, "queue": &d.Queue}
 	ok := decodeFlat(b, func(s *scanner, key string) bool {
-		var to *string
+		if to, ok := strs[key]; ok {
+			*to, ok = s.str()
+			return ok
+		}
 		switch key {
-		case "url":
-			to = &d.URL
-		case "user":
-			to = &d.User
-		case "password":
-			to = &d.Password
-		case "version":
-			to = &d.Version
-		case "store":
-			to = &d.Store
-		case "store_id":
-			to = &d.StoreID
-		case "tls_cert":
-			to = &d.TLSCert
-		case "tls_cert_sha256":
-			to = &d.TLSCertSHA256
-		case "lock_file":
-			to = &d.LockFile
-		case "queue":
-			to = &d.Queue
 		case "pid":
 			return s.int(&d.PID)
 		case "max_job_bytes":
@@ -269,12 +254,8 @@ func decodeDiscovery(b []byte) (*Discovery, bool) {
 			return ok
 		case "started":
 			return s.time(&d.Started)
-		default:
-			return false
 		}
-		var ok bool
-		*to, ok = s.str()
-		return ok
+		return false
 	})
 	return d, ok
 }

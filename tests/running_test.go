@@ -143,21 +143,9 @@ func TestRunningStopNoDaemon(t *testing.T) {
 // exit 75; the daemon still stops on its own, cleanly.
 func TestRunningStopTimeout(t *testing.T) {
 	t.Parallel()
-	store := newStore(t)
-	real, err := filepath.EvalSymlinks(store)
-	require.NoError(t, err)
-	writeConfig(t, real, `[exec.stubborn]
-program = "/bin/sh"
-args = ["-c", "trap '' TERM; echo started > started; sleep 30"]
-timeout = "60s"
-grace = "2s"
-`, 0o600)
-	d := startDaemon(t, store)
-	r := scribe(t, "", "submit", "--store", store, "--route", "require", "exec", "stubborn")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Eventually(t, func() bool { return readFile(t, filepath.Join(real, "started")) != "" }, 20*time.Second, 20*time.Millisecond)
+	store, _, d := startRunningCommand(t, "trap '' TERM; echo started > started; sleep 30", "2s")
 
-	r = scribe(t, "", "stop", "--store", store, "--timeout", "200ms")
+	r := scribe(t, "", "stop", "--store", store, "--timeout", "200ms")
 	assert.Equal(t, 75, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "has not stopped")
 	assert.Contains(t, r.stderr, "--timeout")
@@ -332,19 +320,7 @@ func TestRunningDocsUnits(t *testing.T) {
 // command's TERM trap runs to its end.
 func TestRunningStopsTakeTurns(t *testing.T) {
 	t.Parallel()
-	store := newStore(t)
-	real, err := filepath.EvalSymlinks(store)
-	require.NoError(t, err)
-	writeConfig(t, real, `[exec.slow]
-program = "/bin/sh"
-args = ["-c", "trap 'sleep 1; echo graceful > left; exit 0' TERM; echo started > started; sleep 30 & wait"]
-timeout = "60s"
-grace = "10s"
-`, 0o600)
-	d := startDaemon(t, store)
-	r := scribe(t, "", "submit", "--store", store, "--route", "require", "exec", "slow")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Eventually(t, func() bool { return readFile(t, filepath.Join(real, "started")) != "" }, 20*time.Second, 20*time.Millisecond)
+	store, real, d := startRunningCommand(t, "trap 'sleep 1; echo graceful > left; exit 0' TERM; echo started > started; sleep 30 & wait", "10s")
 
 	l := queue.Layout{Root: real}
 	release := holdWithFlock(t, l.StopGate())
@@ -370,4 +346,21 @@ grace = "10s"
 	require.True(t, d.exitedWithin(30*time.Second))
 	assert.NoError(t, d.err, "one SIGTERM, a graceful stop; log:\n%s", d.log.String())
 	assert.Equal(t, "graceful\n", readFile(t, filepath.Join(real, "left")), "the command was given its grace")
+}
+
+// startRunningCommand starts a daemon whose allowlist's one command runs
+// script with sh, given grace after SIGTERM, queues it, and waits until
+// the script has written the file started. It returns the store, its
+// real path and the daemon.
+func startRunningCommand(t *testing.T, script, grace string) (store, real string, d *daemon) {
+	t.Helper()
+	store = newStore(t)
+	real, err := filepath.EvalSymlinks(store)
+	require.NoError(t, err)
+	writeConfig(t, real, fmt.Sprintf("[exec.cmd]\nprogram = \"/bin/sh\"\nargs = [\"-c\", %s]\ntimeout = \"60s\"\ngrace = %q\n", tomlString(script), grace), 0o600)
+	d = startDaemon(t, store)
+	r := scribe(t, "", "submit", "--store", store, "--route", "require", "exec", "cmd")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Eventually(t, func() bool { return readFile(t, filepath.Join(real, "started")) != "" }, 20*time.Second, 20*time.Millisecond)
+	return store, real, d
 }

@@ -29,6 +29,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/scribehq/scribe/queue"
 )
 
 // The floor under scribe's throughput: what the messaging of a job costs
@@ -605,8 +607,8 @@ func floorProduce(kind string) (int, error) {
 }
 
 // floorTarget is where a floor producer's jobs go: the floor server's
-// subjects, or, for "daemon", the store's daemon found as the protocol's
-// docs tell any NATS client to (its daemon.json).
+// subjects, or, for "daemon", the store's daemon, from its discovery file
+// and on its store's subjects.
 type floorTarget struct {
 	url, cert, user, password string
 	jobs, outcomes, store     string
@@ -616,21 +618,12 @@ func floorTargetOf(kind string) (floorTarget, error) {
 	if kind != "daemon" {
 		return floorTarget{url: os.Getenv("SCRIBE_FLOOR_URL"), cert: os.Getenv("SCRIBE_FLOOR_CERT"), outcomes: "outcomes."}, nil
 	}
-	b, err := os.ReadFile(filepath.Join(os.Getenv("SCRIBE_FLOOR_STORE"), ".scribe", "daemon.json"))
+	d, err := queue.Layout{Root: os.Getenv("SCRIBE_FLOOR_STORE")}.ReadDiscovery()
 	if err != nil {
 		return floorTarget{}, err
 	}
-	var d struct {
-		URL, User, Password string
-		StoreID             string `json:"store_id"`
-		TLSCert             string `json:"tls_cert"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		return floorTarget{}, err
-	}
-	prefix := "scribe." + d.StoreID
 	return floorTarget{url: d.URL, cert: d.TLSCert, user: d.User, password: d.Password,
-		jobs: prefix + ".jobs", outcomes: prefix + ".outcomes.", store: d.StoreID}, nil
+		jobs: queue.JobsSubject(d.StoreID), outcomes: queue.OutcomeSubject(d.StoreID, ""), store: d.StoreID}, nil
 }
 
 // floorWorkload is SCRIBE_FLOOR_WORKLOAD's workload.

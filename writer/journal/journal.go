@@ -144,14 +144,8 @@ func (j *Journal) checkFence(tx *bolt.Tx) error {
 // .scribe (queue.OpenPrivate). Callers must hold the store lock.
 func Open(path string) (*Journal, error) {
 	fi, statErr := os.Lstat(path)
-	if statErr == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
-		// bbolt takes an empty file for a new journal. A store whose
-		// settled mark was written has recorded batches in it: emptied
-		// since, a new journal would forget every ID it recorded, and
-		// apply them again.
-		if m, err := os.Lstat(markPath(path)); err == nil && m.Size() > 0 {
-			return nil, fmt.Errorf("%w: %s is empty, though the settled mark beside it says batches were recorded in it (was it cut short?)", ErrDamaged, path)
-		}
+	if err := forgotten(path, fi, statErr); err != nil {
+		return nil, err
 	}
 	db, err := openBolt(path, &bolt.Options{Timeout: journalTimeout, OpenFile: queue.OpenPrivate})
 	if errors.Is(err, queue.ErrInsecure) || errors.Is(err, ErrDamaged) {
@@ -191,6 +185,27 @@ func Open(path string) (*Journal, error) {
 	j := &Journal{db: db}
 	j.loadMark(true)
 	return j, nil
+}
+
+// forgotten refuses a journal that is missing or empty (fi and statErr:
+// what Lstat said of path) though the settled mark beside it was written:
+// bbolt takes an empty or missing file for a new journal, and a new
+// journal would forget every ID the old one recorded, and apply them
+// again.
+func forgotten(path string, fi os.FileInfo, statErr error) error {
+	var what string
+	switch {
+	case errors.Is(statErr, fs.ErrNotExist):
+		what = "missing, though the settled mark beside it says batches were recorded in it (was it removed?)"
+	case statErr == nil && fi.Mode().IsRegular() && fi.Size() == 0:
+		what = "empty, though the settled mark beside it says batches were recorded in it (was it cut short?)"
+	default:
+		return nil
+	}
+	if m, err := os.Lstat(markPath(path)); err != nil || m.Size() == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is %s", ErrDamaged, path, what)
 }
 
 // ErrBusy means OpenReadOnly gave up waiting for a writer that has the
@@ -314,6 +329,10 @@ func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	}
 	if check != nil {
 		return nil, check
+	}
+	fi, statErr := os.Lstat(path)
+	if err := forgotten(path, fi, statErr); err != nil {
+		return nil, err
 	}
 	db, err := openBolt(path, &bolt.Options{Timeout: timeout, ReadOnly: true, OpenFile: queue.OpenPrivate})
 	if errors.Is(err, queue.ErrInsecure) || errors.Is(err, ErrDamaged) {

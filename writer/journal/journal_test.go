@@ -459,4 +459,22 @@ func TestEmptiedJournalIsDamaged(t *testing.T) {
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Zero(t, fi.Size(), "the emptied journal is left as it is")
+	_, err = OpenReadOnly(path, time.Second)
+	require.ErrorIs(t, err, ErrDamaged, "a reader is told too")
+
+	// Removed rather than emptied, it is as forgotten: refused, and not
+	// made anew.
+	require.NoError(t, os.Remove(path))
+	_, err = Open(path)
+	require.ErrorIs(t, err, ErrDamaged)
+	assert.ErrorContains(t, err, "is missing")
+	_, err = OpenReadOnly(path, time.Second)
+	require.ErrorIs(t, err, ErrDamaged)
+	assert.NoFileExists(t, path)
+
+	// Moved aside with its mark, as recovery.md tells: a new journal.
+	require.NoError(t, os.Remove(markPath(path)))
+	j, err = Open(path)
+	require.NoError(t, err)
+	require.NoError(t, j.Close())
 }

@@ -64,9 +64,11 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	timedOut := func(what string) error {
+	// timedOut says what has not happened, how long stop waited for it,
+	// then what else may be done.
+	timedOut := func(what, otherwise string) error {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return cli.Exit(cli.ExitBusy, fmt.Errorf("%s after %s; wait longer (--timeout)", what, timeout))
+			return cli.Exit(cli.ExitBusy, fmt.Errorf("%s after %s; wait longer (--timeout)%s", what, timeout, otherwise))
 		}
 		return ctx.Err()
 	}
@@ -91,7 +93,7 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 			}
 			if !next() {
 				// Its pid is not known: the file that would say is gone.
-				return nil, timedOut(fmt.Sprintf("a daemon holds %s without a discovery file: it is starting, or stopping already (finishing its batch, or an exec command's grace period) (%v)", real, err))
+				return nil, timedOut(fmt.Sprintf("a daemon holds %s without a discovery file: it is starting, or stopping already (finishing its batch, or an exec command's grace period) (%v)", real, err), "")
 			}
 		}
 	}
@@ -103,7 +105,7 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 		release, gerr := takeStopGate(queue.Layout{Root: real}, next)
 		switch {
 		case errors.Is(gerr, errNoTurn):
-			return timedOut(fmt.Sprintf("another scribe stop of %s is still waiting for daemon pid %d", real, d.PID))
+			return timedOut(fmt.Sprintf("another scribe stop of %s is still waiting for daemon pid %d", real, d.PID), "")
 		case gerr != nil:
 			return gerr
 		}
@@ -132,8 +134,8 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 			return err
 		}
 		if !next() {
-			return timedOut(fmt.Sprintf("daemon pid %d of %s has not stopped: it finishes the batch in hand first, and gives a running exec command its grace period. "+
-				"To stop it at once: kill -KILL %d (what is queued is kept, and applied by the next daemon)", d.PID, real, d.PID))
+			return timedOut(fmt.Sprintf("daemon pid %d of %s has not stopped: it finishes the batch in hand first, and gives a running exec command its grace period", d.PID, real),
+				fmt.Sprintf(", or stop it at once: kill -KILL %d (what is queued is kept, and applied by the next daemon)", d.PID))
 		}
 	}
 }

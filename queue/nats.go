@@ -309,7 +309,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, storeID, subject, jobI
 		// 10077 is JSStreamStoreFailed; with DiscardNew it carries
 		// "maximum messages exceeded" or "maximum bytes exceeded".
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == 10077 && strings.Contains(apiErr.Description, "maximum") {
-			return false, fmt.Errorf("%w: %s", ErrQueueFull, apiErr.Description)
+			return false, fmt.Errorf("%w (%s): job %s was not queued; retrying it is safe once the daemon has applied some of the queued jobs (serve's max_jobs and max_bytes bound the queue)", ErrQueueFull, apiErr.Description, jobID)
 		}
 		return false, fmt.Errorf("publish job %s: %w", jobID, err)
 	}

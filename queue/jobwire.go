@@ -236,7 +236,11 @@ func EncodeLimit(j *Job, limit int) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > limit {
-		return nil, Reject(ReasonTooLarge, "job is %d bytes encoded, limit %d (1 MiB, unless the store's daemon takes more: serve --max-job-bytes)", len(b), limit)
+		whose := "the store's daemon's: serve --max-job-bytes"
+		if limit == MaxJobBytes {
+			whose = "1 MiB: a direct write's always, a daemon's unless it takes more: serve --max-job-bytes"
+		}
+		return nil, Reject(ReasonTooLarge, "job is %d bytes encoded, limit %d (%s)", len(b), limit, whose)
 	}
 	return b, nil
 }

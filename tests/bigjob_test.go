@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -49,6 +50,15 @@ func TestMaxJobBytes(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(store, "big.bin"))
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(big, got), "the file holds the job's bytes exactly")
+
+		// Past the raised limit, the message names the daemon's; a
+		// direct write's stays 1 MiB.
+		r = scribe(t, strings.Repeat("x", 9<<20), "submit", "--store", store, "--route", "require", "put", "bigger.bin", "-")
+		assert.Equal(t, 1, r.code, r.stderr)
+		assert.Contains(t, r.stderr, "limit 8388608 (the store's daemon's: serve --max-job-bytes)")
+		r = scribe(t, string(in), "submit", "--store", store, "--route", "direct", "put", "direct.bin", "-")
+		assert.Equal(t, 1, r.code, r.stderr)
+		assert.Contains(t, r.stderr, "limit 1048576 (1 MiB: a direct write's always")
 	})
 
 	t.Run("past JetStream's limit", func(t *testing.T) {

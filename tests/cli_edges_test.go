@@ -183,7 +183,7 @@ func TestEdgeDataAndNewline(t *testing.T) {
 	// More than the store's jobs may be: refused before anything is sent.
 	r = scribe(t, strings.Repeat("x", 3<<20), "submit", "--store", store, "append", "big.txt")
 	assert.Equal(t, 1, r.code)
-	assert.Regexp(t, `rejected \(too_large\): job is 3145\d\d\d bytes encoded, limit 1048576 \(1 MiB, unless the store's daemon takes more`, r.stderr)
+	assert.Regexp(t, `rejected \(too_large\): job is 3145\d\d\d bytes encoded, limit 1048576 \(1 MiB: a direct write's always, a daemon's unless it takes more`, r.stderr)
 	assert.NoFileExists(t, filepath.Join(store, "big.txt"))
 }
 

@@ -258,5 +258,12 @@ func TestAutostartEnvironmentRefused(t *testing.T) {
 		r = runWith(t, scribeBin, []string{env}, nil, "submit", "--store", store, "--route", "direct", "put", "a.txt", "x")
 		assert.Equal(t, 0, r.code, "%s, direct: %s", env, r.stderr)
 	}
+	// The flag contradicts the direct route; the variable does not.
+	r := scribe(t, "", "submit", "--store", store, "--autostart", "--route", "direct", "put", "a.txt", "y")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--autostart starts a daemon when none serves the store, and --route direct writes the store without one")
+	assert.Equal(t, "x", readFile(t, filepath.Join(store, "a.txt")), "nothing was written")
+	r = runWith(t, scribeBin, []string{"SCRIBE_AUTOSTART=1"}, nil, "submit", "--store", store, "--route", "direct", "put", "a.txt", "z")
+	assert.Equal(t, 0, r.code, r.stderr)
 	assert.NoFileExists(t, queue.Layout{Root: store}.DaemonLog(), "no daemon was started")
 }

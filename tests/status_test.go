@@ -298,6 +298,7 @@ func TestStatusWaitJobsJSONRefusals(t *testing.T) {
 		{"jobs: bad flag", []string{"jobs", "--store", store, "--json", "--bogus"}, 2},
 		{"jobs: bad state", []string{"jobs", "--store", store, "--json", "--state", "stuck"}, 2},
 		{"jobs: bad limit", []string{"jobs", "--store", store, "--json", "--limit", "0"}, 2},
+		{"jobs: limit past the most", []string{"jobs", "--store", store, "--json", "--limit", "10001"}, 2},
 		{"jobs: queued without a daemon", []string{"jobs", "--store", store, "--json", "--state", "queued"}, 69},
 	}
 	for _, tt := range tests {

@@ -44,8 +44,8 @@ func Jobs() cli.Command {
 				if *since < 0 {
 					return cli.Usagef("--since %s: want 0 (all) or more", *since)
 				}
-				if *limit <= 0 {
-					return cli.Usagef("--limit %d: want 1 or more", *limit)
+				if *limit <= 0 || *limit > queue.MaxJobsLimit {
+					return cli.Usagef("--limit %d: want 1 to %d", *limit, queue.MaxJobsLimit)
 				}
 				q := queue.JobsQuery{State: queue.JobState(*state), Limit: *limit}
 				if *since > 0 {

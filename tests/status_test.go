@@ -286,7 +286,7 @@ func TestStatusWaitJobsJSONRefusals(t *testing.T) {
 		{"status: no store", []string{"status", "--json"}, 2},
 		{"status: bad flag", []string{"status", "--store", store, "--bogus", "--json"}, 2},
 		{"status: two IDs", []string{"status", "--store", store, "--json", "a", "b"}, 2},
-		{"status: bad ID", []string{"status", "--store", store, "--json", "bad id!"}, 1},
+		{"status: bad ID", []string{"status", "--store", store, "--json", "bad id!"}, 2},
 		{"status: unknown job", []string{"status", "--store", store, "--json", "nosuch"}, 1},
 		{"status --dead: no daemon", []string{"status", "--store", store, "--json", "--dead"}, 69},
 		{"wait: missing store", []string{"wait", "--store", missing, "--json", "j"}, 1},

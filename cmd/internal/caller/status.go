@@ -57,6 +57,11 @@ func Status() cli.Command {
 }
 
 func (c *status) run(ctx context.Context, t cli.Target, locks []client.Option, dead, asJSON bool, args []string) error {
+	if len(args) == 1 {
+		if _, err := jobIDArg(args); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	cl, err := t.Open(ctx, locks...)

@@ -139,7 +139,7 @@ func (c *Client) StoreStatus(ctx context.Context) (*StoreStatus, error) {
 		st.Lock = LockStatus{Path: r.LockFile, State: LockFree}
 		if h := r.Holder; h != nil {
 			st.Holder = h
-			st.Lock = LockStatus{Path: r.LockFile, State: LockHeld, PID: &h.PID, Host: &h.Host, Mode: &h.Mode, Command: &h.Command, Since: &h.Since, Epoch: &h.Epoch}
+			st.Lock = heldBy(r.LockFile, h)
 		}
 		st.stuck()
 		return st, nil
@@ -239,14 +239,25 @@ func probeLock(path string) (LockStatus, *queue.Holder) {
 	if !held {
 		return l, nil
 	}
+	if h != nil {
+		return heldBy(path, h), h
+	}
 	l.State = LockHeld
-	switch {
-	case h != nil:
-		l.PID, l.Host, l.Mode, l.Command, l.Since, l.Epoch = &h.PID, &h.Host, &h.Mode, &h.Command, &h.Since, &h.Epoch
-	case len(pids) > 0:
+	if len(pids) > 0 {
 		l.PID = &pids[0]
 	}
 	return l, h
+}
+
+// heldBy is the lock at path held by the process whose identity is h.
+// Another tool's identity ("\x00<pid> <argv…>") has no mode and no
+// epoch: they are null, not an empty mode and epoch 0.
+func heldBy(path string, h *queue.Holder) LockStatus {
+	l := LockStatus{Path: path, State: LockHeld, PID: &h.PID, Host: &h.Host, Command: &h.Command, Since: &h.Since}
+	if h.Mode != "" {
+		l.Mode, l.Epoch = &h.Mode, &h.Epoch
+	}
+	return l
 }
 
 // ptr returns a pointer to v.

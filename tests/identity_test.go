@@ -69,6 +69,14 @@ func TestIdentityOfAnotherTool(t *testing.T) {
 	cmdJSON, err := json.Marshal(command)
 	require.NoError(t, err)
 	assert.Contains(t, r.stdout, `"command": `+string(cmdJSON))
+	var st struct {
+		Lock map[string]any `json:"lock"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	for _, k := range []string{"mode", "epoch"} {
+		v, ok := st.Lock[k]
+		assert.True(t, ok && v == nil, "another tool's identity has no %s: %v", k, st.Lock)
+	}
 
 	// The daemon's status service (docs/protocol.md section 7).
 	startDaemon(t, store, "--lock-file", toolLock)

@@ -238,10 +238,13 @@ func printLock(w io.Writer, l client.LockStatus) {
 	switch {
 	case l.State == client.LockFree:
 		fmt.Fprintln(w, "store lock: free")
-	case l.Mode != nil:
-		h := &queue.Holder{PID: *l.PID, Host: *l.Host, Mode: *l.Mode, Command: *l.Command}
+	case l.Command != nil:
+		h := &queue.Holder{PID: *l.PID, Host: *l.Host, Command: *l.Command}
 		epoch := "" // a tool's own identity has none
-		if *l.Epoch > 0 {
+		if l.Mode != nil {
+			h.Mode = *l.Mode
+		}
+		if l.Epoch != nil && *l.Epoch > 0 {
 			epoch = fmt.Sprintf(", epoch %d", *l.Epoch)
 		}
 		fmt.Fprintf(w, "store lock: held by %s for %s%s\n",

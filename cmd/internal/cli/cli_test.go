@@ -95,7 +95,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"echo", "y", "--id"}, "scribe: flag --id needs a value; see scribe echo --help\n", ExitUsage},
 		{[]string{"echo", "--json=maybe", "y"}, "--json \"maybe\": want true or false", ExitUsage},
 		{[]string{"wait", "--wait=soon", "--", "true"}, "--wait \"soon\": want true, false or a positive duration", ExitUsage},
-		{[]string{"echo"}, "scribe: want a WORD\n", ExitUsage},
+		{[]string{"echo"}, "scribe: want a WORD; see scribe echo --help\n", ExitUsage},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, code := run(t, tc.args...)
@@ -257,7 +257,7 @@ func TestGuardJSON(t *testing.T) {
 		wantError string // "": stdout is what the command printed, or its help
 	}{
 		{"bad flag", []string{"echo", "--json", "--bogus"}, "unknown flag --bogus; see scribe echo --help"},
-		{"usage error", []string{"echo", "--json"}, "want a WORD"},
+		{"usage error", []string{"echo", "--json"}, "want a WORD; see scribe echo --help"},
 		{"success", []string{"echo", "--json", "a"}, ""},
 		{"help", []string{"echo", "--json", "-h"}, ""},
 	} {

@@ -166,7 +166,14 @@ func (m *Main) run(ctx context.Context, c *Command, args []string) error {
 		}
 		return err
 	}
-	return run(ctx, fs.Args())
+	err := run(ctx, fs.Args())
+	// A usage error says where to look: the command's help, unless it
+	// names a place itself.
+	var ex *ExitError
+	if errors.As(err, &ex) && ex.usage && ex.Err != nil && !strings.Contains(ex.Err.Error(), "--help") {
+		return &ExitError{Code: ex.Code, Err: fmt.Errorf("%w; see scribe %s --help", ex.Err, c.Name), usage: true}
+	}
+	return err
 }
 
 // Flags is c's flag set, as Setup defines it, for completion and checks;

@@ -32,6 +32,8 @@ var ErrWaitTimeout = errors.New("wait timed out")
 type ExitError struct {
 	Code int
 	Err  error
+	// usage: Usagef made it, and the command line is what is wrong.
+	usage bool
 }
 
 func (e *ExitError) Error() string {
@@ -49,7 +51,7 @@ func Exit(code int, err error) error { return &ExitError{Code: code, Err: err} }
 
 // Usagef is a usage error (exit 2): the command line is wrong.
 func Usagef(format string, args ...any) error {
-	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...), usage: true}
 }
 
 // ExitCode is the exit code err ends a command with.

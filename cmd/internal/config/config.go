@@ -663,5 +663,6 @@ func ReportErrors(w io.Writer, err error) error {
 	if len(errs) == 1 {
 		problems = "problem"
 	}
-	return cli.Usagef("config %s: %d %s", errs[0].File, len(errs), problems)
+	// The file named is where to look, not the command's help.
+	return cli.Exit(cli.ExitUsage, fmt.Errorf("config %s: %d %s", errs[0].File, len(errs), problems))
 }

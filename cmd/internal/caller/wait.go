@@ -124,7 +124,8 @@ func (c *waiter) notDecided(sig context.Context, cl *client.Client, t cli.Target
 	return cli.Exit(code, msg)
 }
 
-// jobIDArg is the one argument of wait and cancel, a job ID, checked.
+// jobIDArg is the one argument of status, wait and cancel, a job ID,
+// checked.
 func jobIDArg(args []string) (string, error) {
 	if len(args) != 1 {
 		return "", cli.Usagef("want one JOB_ID")

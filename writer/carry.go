@@ -18,11 +18,12 @@ type carry struct {
 	since   time.Time     // when the first of them was answered
 }
 
-// Bounds of the carry: each batch's intent writes it again, so a batch
-// that would make it larger syncs it first.
+// Bounds of the carry, which a batch that would make it larger syncs
+// first: each batch folds it again (the journal keeps its records, and
+// adds the batch's own), and a redo after a crash writes it all again.
 const (
-	maxCarryBytes   = 16 << 10 // of data
-	maxCarryEntries = 64       // changes, and outcomes
+	maxCarryBytes   = 1 << 20 // of data
+	maxCarryEntries = 1024    // changes, and outcomes
 )
 
 // fits reports whether an intent of changes and n pending outcomes is

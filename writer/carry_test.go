@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +73,55 @@ func markSynced(t testing.TB, store string) bool {
 	return bytes.HasPrefix(b, []byte("scribe settled v1 "))
 }
 
+// A carry of many batches, whose changes the journal took in once each,
+// is redone whole after a SIGKILL or a power loss: every line once and in
+// order, and the last of the staged writes that replaced each other.
+func TestSyncDelayLongCarryIsRedone(t *testing.T) {
+	for _, loss := range []string{"SIGKILL", "power loss"} {
+		t.Run(loss, func(t *testing.T) {
+			store := tempStore(t, map[string]string{"log": "base\n"})
+			s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: time.Hour})
+			require.NoError(t, err)
+			want, blob := "base\n", ""
+			const jobs = 150
+			for i := range jobs {
+				line := fmt.Sprintf("%d\n", i)
+				ops := []queue.Op{opAppend("log", line)}
+				if i%50 == 0 {
+					blob = strings.Repeat(fmt.Sprint(i/50), 64<<10) // staged
+					ops = append(ops, opPut("blob", blob))
+				}
+				applyAll(t, s, jobOf(t, store, fmt.Sprint(i), ops...))
+				want += line
+			}
+			require.Len(t, unsynced(s), jobs+1, "one carry: the appends and the last staged write")
+			dieUnsynced(t, s)
+			if loss == "power loss" {
+				// The page cache is gone: the appends, and the last rename.
+				require.NoError(t, os.Remove(queue.Layout{Root: store}.Settled()))
+				require.NoError(t, os.WriteFile(filepath.Join(store, "log"), []byte("base\n"), 0o644))
+				require.NoError(t, os.Rename(filepath.Join(store, "blob"), filepath.Join(store, ".blob.scribe-tmp")))
+				ro := readOnly(t, store)
+				n, err := ro.Interrupted()
+				require.NoError(t, err)
+				assert.Equal(t, &queue.Interrupted{Jobs: jobs, Files: 2}, n, "log and blob, each once")
+				require.NoError(t, ro.Close())
+			}
+
+			s2, err := Open(context.Background(), store, Options{})
+			require.NoError(t, err)
+			require.NoError(t, s2.Close())
+			assert.Equal(t, map[string]string{"log": want, "blob": blob}, storeFiles(t, store))
+			ro := readOnly(t, store)
+			for i := range jobs {
+				l, err := ro.Lookup(fmt.Sprint(i))
+				require.NoError(t, err)
+				assert.True(t, l.Found, i)
+			}
+		})
+	}
+}
+
 // With a sync delay, a batch is answered before its files are synced:
 // the journal's one intent holds every change not yet synced (an append
 // after an append follows it), with their outcomes. A SIGKILL loses
@@ -98,10 +148,10 @@ func TestSyncDelayJournalHoldsWhatIsNotSynced(t *testing.T) {
 			in, err := j.Pending()
 			require.NoError(t, err)
 			require.NotNil(t, in, "a holder redoes it")
-			assert.Equal(t, []journal.Change{
-				{Path: "docs/new", Kind: journal.ChangeWrite, Data: []byte("x"), New: true},
+			assert.Equal(t, []journal.Change{ // in the order they were recorded
 				{Path: "log", Kind: journal.ChangeAppend, Data: []byte("one\n"), Base: 5, Mode: 0o644},
 				{Path: "log", Kind: journal.ChangeAppend, Data: []byte("two\n"), Base: 9, Mode: 0o644},
+				{Path: "docs/new", Kind: journal.ChangeWrite, Data: []byte("x"), New: true},
 			}, in.Changes)
 			require.NoError(t, j.Close())
 

@@ -359,10 +359,11 @@ func (s *shared) recover() error {
 	if in == nil {
 		return s.recoverRun()
 	}
-	s.log.Warn("redoing an interrupted batch", "epoch", in.Epoch, "files", len(in.Changes))
+	files := len(in.Paths())
+	s.log.Warn("redoing an interrupted batch", "epoch", in.Epoch, "files", files)
 	s.carry = carry{} // the intent holds it: redone and synced with it
 	if err := materialize(s.tree, in.Changes, true, true); err != nil {
-		stuck := &StuckError{Files: len(in.Changes), Err: err}
+		stuck := &StuckError{Files: files, Err: err}
 		if n, jerr := s.journal.Interrupted(); jerr == nil && n != nil {
 			stuck.Jobs = n.Jobs
 		}
@@ -660,10 +661,7 @@ func Abandon(ctx context.Context, store string, o Options) (*queue.Interrupted, 
 	if err != nil {
 		return nil, err
 	}
-	files := make([]string, 0, len(in.Changes))
-	for _, c := range in.Changes {
-		files = append(files, c.Path)
-	}
+	files := in.Paths()
 	detail := fmt.Sprintf("the batch this job was in was interrupted and could not be finished (%s); an operator gave it up: these files may hold part of it: %s",
 		cmp.Or(summary.Stuck, "no reason recorded"), strings.Join(files, ", "))
 	outs, err := j.PendingOutcomes(in)

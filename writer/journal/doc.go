@@ -16,7 +16,8 @@
 // A batch costs one synced transaction: its outcomes are recorded with its
 // intent, before any file changes. Until the files are written and synced
 // (Settle), or only written (SettleWritten: the next batch's intent then
-// carries the changes again), those outcomes are provisional: look-ups
+// carries the changes again, and its transaction writes only its own
+// changes beside theirs), those outcomes are provisional: look-ups
 // do not show them, and a holder that finds the intent standing, after a
 // crash, redoes it. The settled mark, <store>/.scribe/settled, tells
 // every other process that the intent was carried out.

@@ -2,10 +2,12 @@ package journal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 
 	"github.com/scribehq/scribe/queue"
@@ -42,6 +44,10 @@ type Change struct {
 	// what another program put there since. Nil in intents of earlier
 	// versions, whose redo carries the change out as it is.
 	Was *Stamp `json:"was,omitempty"`
+	// key is the change's record in the journal (changeKey) once Record
+	// has written it, 0 before: a later Record that carries the change
+	// again, as the standing intent's, keeps that record and writes none.
+	key uint64
 }
 
 // Stamp tells one state of a file from another: its inode, size and
@@ -68,6 +74,17 @@ type Intent struct {
 	Carried []string `json:"-"`
 }
 
+// Paths are the files and folders the intent changes, each once, sorted:
+// a carried intent has a change of its own for each append to a file.
+func (in *Intent) Paths() []string {
+	paths := make([]string, 0, len(in.Changes))
+	for _, c := range in.Changes {
+		paths = append(paths, c.Path)
+	}
+	slices.Sort(paths)
+	return slices.Compact(paths)
+}
+
 // carriedOut reports whether the standing intent, if any, is known to be
 // on disk: settled by this process, or named by the settled mark. An
 // intent of an earlier version, which has no token, is not.
@@ -82,29 +99,42 @@ func (j *Journal) carriedOut(tx *bolt.Tx) bool {
 
 // Record commits a decided batch in one transaction: its outcomes,
 // dead letters and last sequence and, if it changes files, its intent
-// (in), the data kept raw beside it. It drops the intent of the batch
-// before, which must be carried out; if its files are not synced yet
-// (SettleWritten), in must carry its changes again, and its outcomes
-// (Intent.Carried), or Record refuses. It returns the intent's token, for Settle (or
+// (in). It drops the intent of the batch before, which must be carried
+// out; if its files are not synced yet (SettleWritten), in must carry its
+// changes again, and its outcomes (Intent.Carried), or Record refuses:
+// then the records of those changes stay, and only the batch's own are
+// written beside them. It returns the intent's token, for Settle (or
 // SettleWritten) once its files are on disk. Until then the outcomes are
 // provisional: look-ups do not show them.
 func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (token Token, err error) {
 	var header []byte
+	var keys []uint64 // in.Changes' records, on success
+	var fresh [][]byte
+	carrying := false
 	if in != nil {
 		if token, err = newIntentToken(); err != nil {
 			return token, err
 		}
-		h := *in
-		h.Outcomes = nil
-		h.Changes = make([]Change, len(in.Changes))
-		for i, c := range in.Changes {
-			c.Data = nil // kept raw, under data/<i>
-			h.Changes[i] = c
-		}
-		if header, err = json.Marshal(&h); err != nil {
+		if header, err = json.Marshal(&intentHeader{Epoch: in.Epoch, Changes: splitChanges, LastSeq: in.LastSeq}); err != nil {
 			return token, err
 		}
+		carrying = len(in.Carried) > 0 && j.unsynced && j.standing != nil
+		keys = make([]uint64, len(in.Changes))
+		fresh = make([][]byte, len(in.Changes))
+		key := j.lastKey
+		for i, c := range in.Changes {
+			if carrying && c.key != 0 && j.standing[c.key] {
+				keys[i] = c.key
+				continue
+			}
+			key++
+			keys[i] = key
+			if fresh[i], err = encodeChange(c); err != nil {
+				return token, err
+			}
+		}
 	}
+	var dropped []uint64 // standing records that in no longer has
 	err = j.db.Update(func(tx *bolt.Tx) error {
 		if err := j.checkFence(tx); err != nil {
 			return err
@@ -116,7 +146,16 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 			// Dropping that intent would leave its files' changes nowhere.
 			return errors.New("the files of the batch before are not synced: carry its changes, or sync them first")
 		}
-		if err := dropIntent(tx); err != nil {
+		b := tx.Bucket(bucketIntent)
+		if carrying {
+			if dropped = j.replaced(keys); len(dropped) > 0 {
+				for _, k := range dropped {
+					if err := b.Delete(changeKey(k)); err != nil {
+						return err
+					}
+				}
+			}
+		} else if err := dropIntent(tx); err != nil {
 			return err
 		}
 		if err := putDead(tx, dead); err != nil {
@@ -128,7 +167,7 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 		if in == nil {
 			return nil
 		}
-		m, b, p := tx.Bucket(bucketMeta), tx.Bucket(bucketIntent), tx.Bucket(bucketPending)
+		m, p := tx.Bucket(bucketMeta), tx.Bucket(bucketPending)
 		gen := getUint(m, keyIntentGen) + 1
 		if err := m.Put(keyIntentGen, putUint(gen)); err != nil {
 			return err
@@ -142,11 +181,14 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 		if err := b.Put(keyIntent, header); err != nil {
 			return err
 		}
-		for i, c := range in.Changes {
-			if c.Data == nil {
+		// Keys grow with each record: new ones go at the end of the
+		// bucket's pages, which can then split full.
+		b.FillPercent = appendFill
+		for i, v := range fresh {
+			if v == nil {
 				continue
 			}
-			if err := b.Put(dataKey(i), c.Data); err != nil {
+			if err := b.Put(changeKey(keys[i]), v); err != nil {
 				return err
 			}
 		}
@@ -157,6 +199,9 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 				}
 			}
 		}
+		if carrying {
+			return nil // the carried outcomes are pending already
+		}
 		for _, id := range in.Carried {
 			if err := p.Put([]byte(id), nil); err != nil {
 				return err
@@ -164,10 +209,52 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 		}
 		return nil
 	})
-	if err == nil {
-		j.unsynced = false
+	if err != nil {
+		return token, j.decided(outs, dead, lastSeq, err)
 	}
-	return token, j.decided(outs, dead, lastSeq, err)
+	j.unsynced = false
+	switch {
+	case in == nil:
+		j.standing = nil
+	case carrying:
+		for _, k := range dropped {
+			delete(j.standing, k)
+		}
+	default:
+		j.standing = make(map[uint64]bool, len(keys))
+	}
+	for i, k := range keys {
+		in.Changes[i].key = k
+		j.standing[k] = true
+		j.lastKey = max(j.lastKey, k)
+	}
+	return token, j.decided(outs, dead, lastSeq, nil)
+}
+
+// replaced returns the keys of the standing intent's records that an
+// intent of keys no longer has: changes a later one of their file
+// replaced.
+func (j *Journal) replaced(keys []uint64) []uint64 {
+	kept := 0
+	for _, k := range keys {
+		if j.standing[k] {
+			kept++
+		}
+	}
+	if kept == len(j.standing) {
+		return nil
+	}
+	in := make(map[uint64]bool, len(keys))
+	for _, k := range keys {
+		in[k] = true
+	}
+	var gone []uint64
+	for k := range j.standing {
+		if !in[k] {
+			gone = append(gone, k)
+		}
+	}
+	return gone
 }
 
 // Settle records that the files of the intent of token t are on disk: its
@@ -237,10 +324,58 @@ func (j *Journal) Unsettle() {
 	}
 }
 
+// intentHeader is an intent as stored under keyIntent. Its changes are
+// records of their own, one per change (changeKey), in the order they
+// were recorded, so that a batch can add its own to the standing
+// intent's without writing those again; Changes then holds splitChanges,
+// which a reader of an earlier version refuses to decode instead of
+// taking it for an intent that changes nothing. An intent of an earlier
+// version has its changes here, their data under dataKey.
+type intentHeader struct {
+	Epoch    uint64           `json:"epoch"`
+	Changes  json.RawMessage  `json:"changes"`
+	Outcomes []*queue.Outcome `json:"outcomes,omitempty"` // of an earlier version
+	LastSeq  uint64           `json:"last_seq"`
+}
+
+var splitChanges = json.RawMessage(`{"records":"change/"}`)
+
+// changeKey is the record of the change of key k: change/ and k, big
+// endian, so that the records read back in the order they were written.
+func changeKey(k uint64) []byte {
+	return binary.BigEndian.AppendUint64(bytes.Clone(prefixChange), k)
+}
+
+// encodeChange makes a change's record: its JSON without the data, then,
+// if it has data, a newline and the data raw.
+func encodeChange(c Change) ([]byte, error) {
+	data := c.Data
+	c.Data = nil
+	v, err := json.Marshal(&c)
+	if err != nil || data == nil {
+		return v, err
+	}
+	return append(append(v, '\n'), data...), nil
+}
+
+// decodeChange reads a record of encodeChange (v is bbolt's: only valid
+// in its transaction).
+func decodeChange(v []byte) (Change, error) {
+	var c Change
+	head, data, hasData := bytes.Cut(v, []byte{'\n'})
+	if err := json.Unmarshal(head, &c); err != nil {
+		return c, err
+	}
+	if hasData {
+		c.Data = bytes.Clone(data) // not nil, if empty
+	}
+	return c, nil
+}
+
 func dataKey(i int) []byte { return strconv.AppendInt(bytes.Clone(prefixData), int64(i), 10) }
 
-// dropIntent removes the standing intent: its header, data, generation,
-// stuck note and pending outcomes.
+// dropIntent removes the standing intent: its header, changes,
+// generation, stuck note and pending outcomes.
 func dropIntent(tx *bolt.Tx) error {
 	b := tx.Bucket(bucketIntent)
 	if b.Get(keyIntent) == nil && b.Get(keyStuck) == nil {
@@ -251,12 +386,14 @@ func dropIntent(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	var data [][]byte
-	c := b.Cursor()
-	for k, _ := c.Seek(prefixData); k != nil && bytes.HasPrefix(k, prefixData); k, _ = c.Next() {
-		data = append(data, bytes.Clone(k))
+	var records [][]byte
+	for _, prefix := range [][]byte{prefixChange, prefixData} {
+		c := b.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			records = append(records, bytes.Clone(k))
+		}
 	}
-	for _, k := range data {
+	for _, k := range records {
 		if err := b.Delete(k); err != nil {
 			return err
 		}
@@ -284,14 +421,29 @@ func (j *Journal) Pending() (*Intent, error) {
 		if v == nil || j.carriedOut(tx) {
 			return nil
 		}
-		in = new(Intent)
-		if err := json.Unmarshal(v, in); err != nil {
+		var h intentHeader
+		if err := json.Unmarshal(v, &h); err != nil {
 			return err
 		}
-		for i := range in.Changes {
-			if d := b.Get(dataKey(i)); d != nil {
-				in.Changes[i].Data = bytes.Clone(d)
+		in = &Intent{Epoch: h.Epoch, Outcomes: h.Outcomes, LastSeq: h.LastSeq}
+		if !bytes.HasPrefix(h.Changes, []byte("{")) { // an earlier version's
+			if err := json.Unmarshal(h.Changes, &in.Changes); err != nil {
+				return err
 			}
+			for i := range in.Changes {
+				if d := b.Get(dataKey(i)); d != nil {
+					in.Changes[i].Data = bytes.Clone(d)
+				}
+			}
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(prefixChange); k != nil && bytes.HasPrefix(k, prefixChange); k, v = c.Next() {
+			ch, err := decodeChange(v)
+			if err != nil {
+				return fmt.Errorf("intent record %x: %w", k[len(prefixChange):], err)
+			}
+			in.Changes = append(in.Changes, ch)
 		}
 		return nil
 	})
@@ -333,7 +485,7 @@ func (j *Journal) Interrupted() (*queue.Interrupted, error) {
 	if err != nil || in == nil {
 		return nil, err
 	}
-	out := &queue.Interrupted{Jobs: len(in.Outcomes), Files: len(in.Changes)}
+	out := &queue.Interrupted{Jobs: len(in.Outcomes), Files: len(in.Paths())}
 	err = j.db.View(func(tx *bolt.Tx) error {
 		out.Jobs += tx.Bucket(bucketPending).Stats().KeyN
 		out.Stuck = string(tx.Bucket(bucketIntent).Get(keyStuck))

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -229,4 +230,118 @@ func TestUnsyncedIntentIsNeverDropped(t *testing.T) {
 	stands, pending = standing(t, j)
 	assert.False(t, stands, "synced: the next commit drops it")
 	assert.Zero(t, pending)
+}
+
+// A batch that carries the standing intent's changes, their files
+// written and not synced, writes only its own changes: the carried ones
+// keep their records, in order, and those a later change of their file
+// replaced are dropped. A holder after a crash redoes them all.
+func TestCarriedChangesAreWrittenOnce(t *testing.T) {
+	inBoot(t, "boot-1")
+	store := testStore(t)
+	j := openTest(t, store)
+	now := time.Now().UTC()
+	first := &Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}}
+	token, err := j.Record(first, []*queue.Outcome{applied("first", now)}, nil, 0)
+	require.NoError(t, err)
+	j.SettleWritten(token)
+	// Mark the first change's record: rewritten, the mark would be gone.
+	marked := first.Changes[0]
+	marked.Base = 77
+	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
+		v, err := encodeChange(marked)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketIntent).Put(changeKey(first.Changes[0].key), v)
+	}))
+
+	second := &Intent{Epoch: 1, Carried: []string{"first"}, Changes: []Change{
+		first.Changes[0],
+		{Path: "log", Kind: ChangeAppend, Data: []byte("two\n"), Base: 4},
+		{Path: "blob", Kind: ChangeWrite, Data: []byte{}, New: true},
+	}}
+	token, err = j.Record(second, []*queue.Outcome{applied("second", now)}, nil, 0)
+	require.NoError(t, err)
+	j.SettleWritten(token)
+	// The third replaces blob's change with a staged write of it.
+	third := &Intent{Epoch: 1, Carried: []string{"first", "second"}, LastSeq: 9, Changes: []Change{
+		second.Changes[0], second.Changes[1],
+		{Path: "blob", Kind: ChangeStaged, Size: 3, Sum: 7, New: true},
+	}}
+	token, err = j.Record(third, []*queue.Outcome{applied("third", now)}, nil, 9)
+	require.NoError(t, err)
+	j.SettleWritten(token)
+	require.NoError(t, j.db.View(func(tx *bolt.Tx) error {
+		assert.Len(t, changeRecords(tx), 3, "blob's first change dropped")
+		return nil
+	}))
+	die(t, j)
+
+	j = openTest(t, store)
+	defer j.Close()
+	in, err := j.Pending()
+	require.NoError(t, err)
+	require.NotNil(t, in, "the next holder redoes it")
+	assert.Equal(t, uint64(9), in.LastSeq)
+	assert.Equal(t, []Change{
+		{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), Base: 77, New: true},
+		{Path: "log", Kind: ChangeAppend, Data: []byte("two\n"), Base: 4},
+		{Path: "blob", Kind: ChangeStaged, Size: 3, Sum: 7, New: true},
+	}, in.Changes, "the carried records as first written, in order")
+	outs, err := j.PendingOutcomes(in)
+	require.NoError(t, err)
+	var ids []string
+	for _, o := range outs {
+		ids = append(ids, o.ID)
+	}
+	assert.ElementsMatch(t, []string{"first", "second", "third"}, ids)
+
+	// A batch that does not carry it drops every record.
+	require.NoError(t, j.Commit(in.Outcomes, nil, in.LastSeq))
+	require.NoError(t, j.db.View(func(tx *bolt.Tx) error {
+		assert.Empty(t, changeRecords(tx))
+		assert.Nil(t, tx.Bucket(bucketIntent).Get(keyIntent))
+		return nil
+	}))
+}
+
+// An intent written by an earlier version, its changes in its header and
+// their data under data/<i>, is still redone, and dropped whole. An
+// earlier version, which decodes the header into Intent, refuses this
+// version's instead of reading it as an intent of no changes.
+func TestIntentOfAnEarlierVersion(t *testing.T) {
+	store := testStore(t)
+	j := openTest(t, store)
+	defer j.Close()
+	old := []Change{
+		{Path: "log", Kind: ChangeAppend, Base: 4},
+		{Path: "gone", Kind: ChangeRemove},
+	}
+	header, err := json.Marshal(&Intent{Epoch: 3, Changes: old, LastSeq: 5})
+	require.NoError(t, err)
+	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIntent)
+		require.NoError(t, b.Put(keyIntent, header))
+		return b.Put(dataKey(0), []byte("x\n"))
+	}))
+	in, err := j.Pending()
+	require.NoError(t, err)
+	require.NotNil(t, in)
+	old[0].Data = []byte("x\n")
+	assert.Equal(t, &Intent{Epoch: 3, Changes: old, LastSeq: 5}, in)
+	require.NoError(t, j.Commit(nil, nil, 5))
+	require.NoError(t, j.db.View(func(tx *bolt.Tx) error {
+		assert.Nil(t, tx.Bucket(bucketIntent).Get(dataKey(0)))
+		assert.Nil(t, tx.Bucket(bucketIntent).Get(keyIntent))
+		return nil
+	}))
+
+	_, err = recordAppend(j, "new")
+	require.NoError(t, err)
+	require.NoError(t, j.db.View(func(tx *bolt.Tx) error {
+		err := json.Unmarshal(tx.Bucket(bucketIntent).Get(keyIntent), new(Intent))
+		assert.ErrorContains(t, err, "cannot unmarshal object")
+		return nil
+	}))
 }

@@ -226,6 +226,15 @@ func TestSyncDelaySyncs(t *testing.T) {
 		}
 		onlyLast(t, s, fmt.Sprintf("%d\n", maxCarryEntries))
 	})
+	t.Run("bytes", func(t *testing.T) {
+		store, s := open(t, time.Hour)
+		chunk := strings.Repeat("x", 60000) // appended, not staged: the intent holds it
+		n := maxCarryBytes/len(chunk) + 1
+		for i := range n {
+			applyAll(t, s, jobOf(t, store, fmt.Sprint(i), opAppend("log", fmt.Sprintf("%d%s\n", i%10, chunk))))
+		}
+		onlyLast(t, s, fmt.Sprintf("%d%s\n", (n-1)%10, chunk))
+	})
 	t.Run("foreign bytes", func(t *testing.T) {
 		store, s := open(t, time.Hour)
 		applyAll(t, s, jobOf(t, store, "a", opAppend("log", "one\n")))
@@ -295,12 +304,20 @@ func TestFold(t *testing.T) {
 		{"folder above a carried file", []journal.Change{write("a/b", "x", true)}, []journal.Change{write("a", "x", true)}, nil},
 		{"folder made", []journal.Change{write("a", "x", false)}, []journal.Change{mkdir("d")}, nil},
 		{"folder carried", []journal.Change{mkdir("d")}, []journal.Change{write("d", "x", true)}, nil},
+		{"a path inside another of the batch", []journal.Change{appendAt("x", 0, "1")}, []journal.Change{remove("a"), write("a/b", "x", true)}, nil},
+		{"staged among others", []journal.Change{appendAt("a", 0, "1"), appendAt("b", 0, "1"), appendAt("a", 1, "2")},
+			[]journal.Change{staged("a", false), appendAt("b", 1, "2")},
+			[]journal.Change{appendAt("b", 0, "1"), staged("a", false), appendAt("b", 1, "2")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := fold(tc.carried, tc.next)
-			assert.Equal(t, tc.want != nil, ok)
-			assert.Equal(t, tc.want, got)
+			var c carry
+			c.take(tc.carried, nil, journal.Token{}, nil)
+			f, ok := c.fold(tc.next)
+			require.Equal(t, tc.want != nil, ok)
+			if ok {
+				assert.Equal(t, tc.want, c.joined(f))
+			}
 		})
 	}
 }

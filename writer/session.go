@@ -546,10 +546,11 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 	}
 	fault.Crash("staged")
 	intent, carried := changes, []string(nil)
+	var folded folding
 	if c := &s.st.carry; len(c.changes) > 0 {
-		folded, ok := fold(c.changes, changes)
-		if ok && s.syncDelay > 0 && time.Since(c.since) < s.syncDelay && fits(folded, len(c.ids)+len(decided)) {
-			intent, carried = folded, c.ids
+		f, ok := c.fold(changes)
+		if ok && s.syncDelay > 0 && time.Since(c.since) < s.syncDelay && c.fits(f, len(c.ids)+len(decided)) {
+			intent, carried, folded = c.joined(f), c.ids, f
 		} else if err := s.st.sync(); err != nil {
 			return nil, err
 		}
@@ -580,16 +581,12 @@ func (s *Session) Apply(entries []Entry) ([]Result, error) {
 		return results, nil
 	}
 	jn.SettleWritten(token)
-	c := &s.st.carry
-	if len(c.changes) == 0 {
-		c.since = time.Now()
-	}
-	c.changes, c.token, c.ids = intent, token, carried
 	for _, o := range decided {
 		if o.ID != "" {
-			c.ids = append(c.ids, o.ID)
+			carried = append(carried, o.ID)
 		}
 	}
+	s.st.carry.take(intent, folded.added, token, carried)
 	return results, nil
 }
 

@@ -108,9 +108,10 @@ func (j *Journal) carriedOut(tx *bolt.Tx) bool {
 // provisional: look-ups do not show them.
 func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLetter, lastSeq uint64) (token Token, err error) {
 	var header []byte
-	var keys []uint64 // in.Changes' records, on success
-	var fresh [][]byte
 	carrying := false
+	kept := 0       // of the standing intent's records, carried again
+	var fresh []int // in.Changes to record, and their records
+	var records [][]byte
 	if in != nil {
 		if token, err = newIntentToken(); err != nil {
 			return token, err
@@ -118,23 +119,19 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 		if header, err = json.Marshal(&intentHeader{Epoch: in.Epoch, Changes: splitChanges, LastSeq: in.LastSeq}); err != nil {
 			return token, err
 		}
-		carrying = len(in.Carried) > 0 && j.unsynced && j.standing != nil
-		keys = make([]uint64, len(in.Changes))
-		fresh = make([][]byte, len(in.Changes))
-		key := j.lastKey
+		carrying = len(in.Carried) > 0 && j.unsynced && j.records > 0
 		for i, c := range in.Changes {
-			if carrying && c.key != 0 && j.standing[c.key] {
-				keys[i] = c.key
+			if carrying && j.standing(c.key) {
+				kept++
 				continue
 			}
-			key++
-			keys[i] = key
-			if fresh[i], err = encodeChange(c); err != nil {
+			v, err := encodeChange(c)
+			if err != nil {
 				return token, err
 			}
+			fresh, records = append(fresh, i), append(records, v)
 		}
 	}
-	var dropped []uint64 // standing records that in no longer has
 	err = j.db.Update(func(tx *bolt.Tx) error {
 		if err := j.checkFence(tx); err != nil {
 			return err
@@ -147,16 +144,15 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 			return errors.New("the files of the batch before are not synced: carry its changes, or sync them first")
 		}
 		b := tx.Bucket(bucketIntent)
-		if carrying {
-			if dropped = j.replaced(keys); len(dropped) > 0 {
-				for _, k := range dropped {
-					if err := b.Delete(changeKey(k)); err != nil {
-						return err
-					}
-				}
+		switch {
+		case !carrying:
+			if err := dropIntent(tx); err != nil {
+				return err
 			}
-		} else if err := dropIntent(tx); err != nil {
-			return err
+		case kept < j.records:
+			if err := dropReplaced(b, in.Changes); err != nil {
+				return err
+			}
 		}
 		if err := putDead(tx, dead); err != nil {
 			return err
@@ -184,11 +180,8 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 		// Keys grow with each record: new ones go at the end of the
 		// bucket's pages, which can then split full.
 		b.FillPercent = appendFill
-		for i, v := range fresh {
-			if v == nil {
-				continue
-			}
-			if err := b.Put(changeKey(keys[i]), v); err != nil {
+		for i, v := range records {
+			if err := b.Put(changeKey(j.lastKey+1+uint64(i)), v); err != nil {
 				return err
 			}
 		}
@@ -213,48 +206,46 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 		return token, j.decided(outs, dead, lastSeq, err)
 	}
 	j.unsynced = false
-	switch {
-	case in == nil:
-		j.standing = nil
-	case carrying:
-		for _, k := range dropped {
-			delete(j.standing, k)
-		}
-	default:
-		j.standing = make(map[uint64]bool, len(keys))
+	if !carrying {
+		j.firstKey, j.records = j.lastKey+1, 0
 	}
-	for i, k := range keys {
-		in.Changes[i].key = k
-		j.standing[k] = true
-		j.lastKey = max(j.lastKey, k)
+	for _, i := range fresh {
+		j.lastKey++
+		in.Changes[i].key = j.lastKey
 	}
+	j.records = kept + len(fresh)
 	return token, j.decided(outs, dead, lastSeq, nil)
 }
 
-// replaced returns the keys of the standing intent's records that an
-// intent of keys no longer has: changes a later one of their file
+// standing reports whether key is of a record of the intent the last
+// Record of this process wrote.
+func (j *Journal) standing(key uint64) bool {
+	return j.records > 0 && key >= j.firstKey && key <= j.lastKey
+}
+
+// dropReplaced removes the standing intent's change records that changes,
+// the next intent's, no longer has: changes a later one of their file
 // replaced.
-func (j *Journal) replaced(keys []uint64) []uint64 {
-	kept := 0
-	for _, k := range keys {
-		if j.standing[k] {
-			kept++
+func dropReplaced(b *bolt.Bucket, changes []Change) error {
+	keep := make(map[string]bool, len(changes))
+	for _, c := range changes {
+		if c.key != 0 {
+			keep[string(changeKey(c.key))] = true
 		}
 	}
-	if kept == len(j.standing) {
-		return nil
-	}
-	in := make(map[uint64]bool, len(keys))
-	for _, k := range keys {
-		in[k] = true
-	}
-	var gone []uint64
-	for k := range j.standing {
-		if !in[k] {
-			gone = append(gone, k)
+	var gone [][]byte
+	cur := b.Cursor()
+	for k, _ := cur.Seek(prefixChange); k != nil && bytes.HasPrefix(k, prefixChange); k, _ = cur.Next() {
+		if !keep[string(k)] {
+			gone = append(gone, bytes.Clone(k))
 		}
 	}
-	return gone
+	for _, k := range gone {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Settle records that the files of the intent of token t are on disk: its
@@ -338,9 +329,9 @@ type intentHeader struct {
 	LastSeq  uint64           `json:"last_seq"`
 }
 
-var splitChanges = json.RawMessage(`{"records":"change/"}`)
+var splitChanges = json.RawMessage(`{"records":"+change/"}`)
 
-// changeKey is the record of the change of key k: change/ and k, big
+// changeKey is the record of the change of key k: +change/ and k, big
 // endian, so that the records read back in the order they were written.
 func changeKey(k uint64) []byte {
 	return binary.BigEndian.AppendUint64(bytes.Clone(prefixChange), k)

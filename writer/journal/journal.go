@@ -33,14 +33,14 @@ var (
 	keyRetention   = []byte("retention")     // the retention the last prune used (the daemon's)
 	keyAttempt     = []byte("attempt")       // seq (8) + attempts (8) of the job being tried one at a time
 	keyIntent      = []byte("batch")
-	keyIntentGen   = []byte("gen")     // in bucketIntent: the standing intent's generation (meta keeps the last one)
-	keyIntentToken = []byte("token")   // in bucketIntent: the standing intent's Token, which the settled mark names once it is carried out
-	keyTally       = []byte("tally")   // applied (8) + rejected (8): how many outcomes of each the outcomes bucket holds
-	prefixData     = []byte("data/")   // in bucketIntent: data/<i> → the raw data of the i-th change of an intent of an earlier version
-	prefixChange   = []byte("change/") // in bucketIntent: change/<key> → one of the standing intent's changes (changeRecord)
-	keyStuck       = []byte("stuck")   // why the last redo of the intent failed, while it stands
-	keyRunning     = []byte("running") // in bucketIntent: the exec run in progress (runRecord), while its command runs
-	keyFence       = []byte("fence")   // the largest claim token (Fence) a batch was committed under
+	keyIntentGen   = []byte("gen")      // in bucketIntent: the standing intent's generation (meta keeps the last one)
+	keyIntentToken = []byte("token")    // in bucketIntent: the standing intent's Token, which the settled mark names once it is carried out
+	keyTally       = []byte("tally")    // applied (8) + rejected (8): how many outcomes of each the outcomes bucket holds
+	prefixData     = []byte("data/")    // in bucketIntent: data/<i> → the raw data of the i-th change of an intent of an earlier version
+	prefixChange   = []byte("+change/") // in bucketIntent: +change/<key> → one of the standing intent's changes (changeKey); before the other keys, so that the newest share their page
+	keyStuck       = []byte("stuck")    // why the last redo of the intent failed, while it stands
+	keyRunning     = []byte("running")  // in bucketIntent: the exec run in progress (runRecord), while its command runs
+	keyFence       = []byte("fence")    // the largest claim token (Fence) a batch was committed under
 )
 
 // journalTimeout bounds the wait for bbolt's own file lock. The journal is
@@ -77,13 +77,12 @@ type Journal struct {
 	// not yet synced (SettleWritten): Settle is still to come. Only the
 	// holder, under the store lock, reads or writes it.
 	unsynced bool
-	// standing are the keys of the change records of the intent the last
-	// Record of this process wrote (nil: none), and lastKey the largest
-	// key it gave one, so that a later Record that carries those changes
-	// adds its own records beside them (see Change.key). Only the holder
-	// uses them.
-	standing map[uint64]bool
-	lastKey  uint64
+	// records counts the change records of the intent the last Record of
+	// this process wrote (0: none), keyed from firstKey to lastKey, so
+	// that a later Record that carries those changes adds its own beside
+	// them (see Change.key). Only the holder uses them.
+	records           int
+	firstKey, lastKey uint64
 	// boot identifies the running boot in written marks ("" if unknown).
 	boot string
 	// mark is the settled mark, open for writing; nil for a read-only

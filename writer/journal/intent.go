@@ -174,6 +174,14 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 		if err := b.Put(keyIntentToken, token[:]); err != nil {
 			return err
 		}
+		if t := j.settled.Load(); carrying && t != nil {
+			// The one before's, which the mark names (carriedOut).
+			if err := b.Put(keyCarries, t[:]); err != nil {
+				return err
+			}
+		} else if err := b.Delete(keyCarries); err != nil {
+			return err
+		}
 		if err := b.Put(keyIntent, header); err != nil {
 			return err
 		}
@@ -187,7 +195,7 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 		}
 		for _, o := range outs {
 			if o.ID != "" {
-				if err := p.Put([]byte(o.ID), nil); err != nil {
+				if err := p.Put([]byte(o.ID), putUint(gen)); err != nil {
 					return err
 				}
 			}
@@ -196,7 +204,7 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 			return nil // the carried outcomes are pending already
 		}
 		for _, id := range in.Carried {
-			if err := p.Put([]byte(id), nil); err != nil {
+			if err := p.Put([]byte(id), putUint(gen)); err != nil {
 				return err
 			}
 		}
@@ -372,7 +380,7 @@ func dropIntent(tx *bolt.Tx) error {
 	if b.Get(keyIntent) == nil && b.Get(keyStuck) == nil {
 		return nil
 	}
-	for _, k := range [][]byte{keyIntent, keyIntentGen, keyIntentToken, keyStuck} {
+	for _, k := range [][]byte{keyIntent, keyIntentGen, keyIntentToken, keyCarries, keyStuck} {
 		if err := b.Delete(k); err != nil {
 			return err
 		}

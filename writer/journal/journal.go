@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,7 @@ var (
 	bucketOutcomes = []byte("outcomes") // job ID → Outcome JSON
 	bucketMeta     = []byte("meta")     // keyEpoch, keyLastSeq
 	bucketIntent   = []byte("intent")   // keyIntent → intent JSON and its data, while a batch's files may be unwritten
-	bucketPending  = []byte("pending")  // job ID → nil: the outcomes the standing intent's files make true
+	bucketPending  = []byte("pending")  // job ID → the generation of the intent that recorded it: the outcomes the standing intent's files make true
 	bucketDead     = []byte("dead")     // stream seq → DeadLetter JSON
 	bucketByTime   = []byte("by_time")  // recorded-at (8 bytes) + job ID → nil: the pruning order
 	keyEpoch       = []byte("epoch")
@@ -35,6 +36,7 @@ var (
 	keyIntent      = []byte("batch")
 	keyIntentGen   = []byte("gen")      // in bucketIntent: the standing intent's generation (meta keeps the last one)
 	keyIntentToken = []byte("token")    // in bucketIntent: the standing intent's Token, which the settled mark names once it is carried out
+	keyCarries     = []byte("carries")  // in bucketIntent: the Token of the intent whose changes the standing one carries, their files written
 	keyTally       = []byte("tally")    // applied (8) + rejected (8): how many outcomes of each the outcomes bucket holds
 	prefixData     = []byte("data/")    // in bucketIntent: data/<i> → the raw data of the i-th change of an intent of an earlier version
 	prefixChange   = []byte("+change/") // in bucketIntent: +change/<key> → one of the standing intent's changes (changeKey); before the other keys, so that the newest share their page
@@ -432,10 +434,44 @@ func (j *Journal) Outcome(id string) (*queue.Outcome, error) {
 // carried out. Every look-up, listing and count of outcomes asks it.
 func (j *Journal) provisional(tx *bolt.Tx, id []byte) bool {
 	p := tx.Bucket(bucketPending)
-	if p == nil || p.Get(id) == nil {
+	if p == nil {
 		return false
 	}
-	return !j.carriedOut(tx)
+	v := p.Get(id)
+	return v != nil && j.pendingRule(tx).hides(v)
+}
+
+// pendingRule says which of the standing intent's pending outcomes are
+// provisional.
+type pendingRule struct {
+	none bool   // the intent is carried out: none is
+	from uint64 // else those recorded with an intent of this generation or later
+}
+
+// hides reports whether the rule makes the pending outcome of value v
+// provisional. v is the generation of the intent that recorded it; an
+// outcome pending in a journal of an earlier version has none.
+func (r pendingRule) hides(v []byte) bool {
+	if r.none {
+		return false
+	}
+	return len(v) != 8 || binary.BigEndian.Uint64(v) >= r.from
+}
+
+// pendingRule returns the rule of the standing intent. An intent that
+// carries the changes of the one before, whose files were written, keeps
+// that one's outcomes shown until it is carried out itself, if the mark
+// still names the one before: a look-up between the two never hides an
+// outcome it showed.
+func (j *Journal) pendingRule(tx *bolt.Tx) pendingRule {
+	if j.carriedOut(tx) {
+		return pendingRule{none: true}
+	}
+	b := tx.Bucket(bucketIntent)
+	if t := j.settled.Load(); b != nil && t != nil && bytes.Equal(b.Get(keyCarries), t[:]) {
+		return pendingRule{from: getUint(b, keyIntentGen)}
+	}
+	return pendingRule{}
 }
 
 // Lookup returns the outcome of a job or, if there is none, the journal's
@@ -607,9 +643,9 @@ func (j *Journal) Info() (queue.JournalInfo, error) {
 			return err
 		}
 		n := b.Stats().KeyN
-		if p := tx.Bucket(bucketPending); p != nil && !j.carriedOut(tx) {
-			err := p.ForEach(func(k, _ []byte) error {
-				if v := b.Get(k); v != nil {
+		if p, rule := tx.Bucket(bucketPending), j.pendingRule(tx); p != nil && !rule.none {
+			err := p.ForEach(func(k, gen []byte) error {
+				if v := b.Get(k); v != nil && rule.hides(gen) {
 					t.add(outcomeStatus(v), -1)
 					n--
 				}

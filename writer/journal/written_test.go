@@ -345,3 +345,56 @@ func TestIntentOfAnEarlierVersion(t *testing.T) {
 		return nil
 	}))
 }
+
+// A look-up while a batch that carries the one before is being written
+// (recorded, its files not yet written) still shows the outcomes it
+// showed: those of the batch before, whose files were, in this process
+// and in any other of the same boot. The new batch's stay hidden until
+// it settles; after a restart of the machine, all of them, until a redo.
+func TestCarriedOutcomesStayShown(t *testing.T) {
+	inBoot(t, "boot-1")
+	store := testStore(t)
+	j := openTest(t, store)
+	now := time.Now().UTC()
+	first := &Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}}
+	token, err := j.Record(first, []*queue.Outcome{applied("first", now)}, nil, 0)
+	require.NoError(t, err)
+	j.SettleWritten(token)
+	second := &Intent{Epoch: 1, Carried: []string{"first"}, Changes: []Change{first.Changes[0], {Path: "log", Kind: ChangeAppend, Data: []byte("two\n"), Base: 4}}}
+	_, err = j.Record(second, []*queue.Outcome{applied("second", now)}, nil, 0)
+	require.NoError(t, err)
+
+	shown := func(j *Journal) []string {
+		t.Helper()
+		var ids []string
+		for _, id := range []string{"first", "second"} {
+			o, err := j.Outcome(id)
+			require.NoError(t, err)
+			if o != nil {
+				ids = append(ids, id)
+			}
+		}
+		info, err := j.Info()
+		require.NoError(t, err)
+		assert.Equal(t, len(ids), info.Outcomes, "counted as shown")
+		return ids
+	}
+	assert.Equal(t, []string{"first"}, shown(j), "this process, between the record and the files")
+	// Killed there: the mark names the first.
+	die(t, j)
+	ro := readOnly(t, store)
+	assert.Equal(t, []string{"first"}, shown(ro), "another process of the boot")
+	require.NoError(t, ro.Close())
+	inBoot(t, "boot-2")
+	ro = readOnly(t, store)
+	assert.Empty(t, shown(ro), "after a restart, until a holder redoes them")
+	require.NoError(t, ro.Close())
+
+	j = openTest(t, store)
+	defer j.Close()
+	in, err := j.Pending()
+	require.NoError(t, err)
+	require.NotNil(t, in)
+	require.NoError(t, j.Commit(in.Outcomes, nil, in.LastSeq)) // redone
+	assert.Equal(t, []string{"first", "second"}, shown(j))
+}

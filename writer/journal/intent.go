@@ -164,6 +164,7 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 			return nil
 		}
 		m, p := tx.Bucket(bucketMeta), tx.Bucket(bucketPending)
+		p.FillPercent = appendFill
 		gen := getUint(m, keyIntentGen) + 1
 		if err := m.Put(keyIntentGen, putUint(gen)); err != nil {
 			return err

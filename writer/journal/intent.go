@@ -110,8 +110,8 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 	var header []byte
 	carrying := false
 	kept := 0       // of the standing intent's records, carried again
-	var fresh []int // in.Changes to record, and their records
-	var records [][]byte
+	var fresh []int // the indexes of in.Changes to record, and the records
+	var encoded [][]byte
 	if in != nil {
 		if token, err = newIntentToken(); err != nil {
 			return token, err
@@ -129,7 +129,7 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 			if err != nil {
 				return token, err
 			}
-			fresh, records = append(fresh, i), append(records, v)
+			fresh, encoded = append(fresh, i), append(encoded, v)
 		}
 	}
 	err = j.db.Update(func(tx *bolt.Tx) error {
@@ -189,7 +189,7 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 		// Keys grow with each record: new ones go at the end of the
 		// bucket's pages, which can then split full.
 		b.FillPercent = appendFill
-		for i, v := range records {
+		for i, v := range encoded {
 			if err := b.Put(changeKey(j.lastKey+1+uint64(i)), v); err != nil {
 				return err
 			}
@@ -216,7 +216,7 @@ func (j *Journal) Record(in *Intent, outs []*queue.Outcome, dead []queue.DeadLet
 	}
 	j.unsynced = false
 	if !carrying {
-		j.firstKey, j.records = j.lastKey+1, 0
+		j.firstKey = j.lastKey + 1
 	}
 	for _, i := range fresh {
 		j.lastKey++

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -322,27 +324,66 @@ func TestFold(t *testing.T) {
 	}
 }
 
-// BenchmarkApplyAppend applies one-job batches appending a line to one
-// file, as a single producer does, with the files synced before each
-// answer and after it.
+// BenchmarkApplyAppend applies batches of 1, 16 and 64 jobs, each
+// appending a line to one file, with the files synced before each answer
+// and after it, and reports the jobs per second, the CPU and the bytes
+// written per job (the bytes where /proc/self/io tells them).
 func BenchmarkApplyAppend(b *testing.B) {
 	for _, delay := range []time.Duration{0, time.Second} {
-		b.Run(fmt.Sprintf("sync-delay=%v", delay), func(b *testing.B) {
-			store := tempStore(b, nil)
-			s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: delay})
-			require.NoError(b, err)
-			defer s.Close()
-			line := bytes.Repeat([]byte("x"), 99)
-			b.ResetTimer()
-			for i := range b.N {
-				e := jobOf(b, store, fmt.Sprint(i), queue.Op{Kind: queue.OpAppend, Path: "log", Data: append(line, '\n')})
-				if _, err := s.Apply([]Entry{e}); err != nil {
-					b.Fatal(err)
+		for _, batch := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("sync-delay=%v/batch=%d", delay, batch), func(b *testing.B) {
+				store := tempStore(b, nil)
+				s, err := Open(context.Background(), store, Options{Mode: queue.ModeDaemon, SyncDelay: delay})
+				require.NoError(b, err)
+				defer s.Close()
+				line := append(bytes.Repeat([]byte("x"), 99), '\n')
+				entries := make([]Entry, batch)
+				written, cpu := writtenBytes(), cpuTime()
+				b.ResetTimer()
+				for i := range b.N {
+					for k := range entries {
+						entries[k] = jobOf(b, store, fmt.Sprint(i*batch+k), queue.Op{Kind: queue.OpAppend, Path: "log", Data: line})
+					}
+					if _, err := s.Apply(entries); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
-		})
+				b.StopTimer()
+				jobs := float64(b.N * batch)
+				b.ReportMetric(jobs/b.Elapsed().Seconds(), "jobs/s")
+				b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/jobs, "cpu-µs/job")
+				if w := writtenBytes(); w >= 0 {
+					b.ReportMetric(float64(w-written)/jobs, "written-B/job")
+				}
+			})
+		}
 	}
+}
+
+// writtenBytes is what this process has had written to storage
+// (/proc/self/io's write_bytes), or -1 where that is not told.
+func writtenBytes() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "write_bytes: "); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// cpuTime is the CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // A SIGKILL between an answered append and the writing of the next one,

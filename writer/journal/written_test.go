@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -397,4 +398,25 @@ func TestCarriedOutcomesStayShown(t *testing.T) {
 	require.NotNil(t, in)
 	require.NoError(t, j.Commit(in.Outcomes, nil, in.LastSeq)) // redone
 	assert.Equal(t, []string{"first", "second"}, shown(j))
+}
+
+// A change's record reads back as the change, whatever its path (one a
+// job may name) and data hold (newlines, JSON, nothing), and a record
+// that is not one is an error, never a panic.
+func FuzzChangeRecord(f *testing.F) {
+	f.Add("log", ChangeAppend, []byte("one\n"), int64(4), false, []byte(`{"path":"x"}`))
+	f.Add("a\nb", ChangeWrite, []byte{}, int64(0), true, []byte("{}\n"))
+	f.Add("blob", ChangeStaged, []byte(nil), int64(0), true, []byte("\n\n"))
+	f.Fuzz(func(t *testing.T, p, kind string, data []byte, base int64, isNew bool, junk []byte) {
+		_, _ = decodeChange(junk)
+		if queue.CheckPath(p) != nil || !utf8.ValidString(kind) {
+			t.Skip()
+		}
+		c := Change{Path: p, Kind: kind, Data: data, Base: base, New: isNew}
+		v, err := encodeChange(c)
+		require.NoError(t, err)
+		got, err := decodeChange(v)
+		require.NoError(t, err)
+		assert.Equal(t, c, got)
+	})
 }

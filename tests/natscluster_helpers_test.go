@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -336,7 +337,13 @@ func TestNATSServerBinaryClusterForms(t *testing.T) {
 	st, err := js.Stream(ctx, queue.StreamName(a))
 	require.NoError(t, err, "STREAM.INFO of the submitter's own store")
 	assert.Equal(t, uint64(1), st.CachedInfo().State.Msgs)
-	reply, err := nc.Request(queue.StatusSubject(a), nil, 5*time.Second)
+	// The daemon's interest in its status subject reaches this node over
+	// the routes in their own time: no responders until then.
+	var reply *nats.Msg
+	require.Eventually(t, func() bool {
+		reply, err = nc.Request(queue.StatusSubject(a), nil, 5*time.Second)
+		return !errors.Is(err, nats.ErrNoResponders)
+	}, 10*time.Second, 20*time.Millisecond)
 	require.NoError(t, err, "status request answered by the daemon")
 	assert.Equal(t, "ok", string(reply.Data))
 	sub, err := nc.SubscribeSync(queue.OutcomeSubject(a, "*"))

@@ -233,6 +233,18 @@ func TestUnsyncedIntentIsNeverDropped(t *testing.T) {
 	assert.Zero(t, pending)
 }
 
+// firstWritten opens the store's journal and records a first batch, of
+// job "first" appending to log, its files written and not synced.
+func firstWritten(t *testing.T, store string) (*Journal, *Intent) {
+	t.Helper()
+	j := openTest(t, store)
+	first := &Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}}
+	token, err := j.Record(first, []*queue.Outcome{applied("first", time.Now().UTC())}, nil, 0)
+	require.NoError(t, err)
+	j.SettleWritten(token)
+	return j, first
+}
+
 // A batch that carries the standing intent's changes, their files
 // written and not synced, writes only its own changes: the carried ones
 // keep their records, in order, and those a later change of their file
@@ -240,12 +252,8 @@ func TestUnsyncedIntentIsNeverDropped(t *testing.T) {
 func TestCarriedChangesAreWrittenOnce(t *testing.T) {
 	inBoot(t, "boot-1")
 	store := testStore(t)
-	j := openTest(t, store)
+	j, first := firstWritten(t, store)
 	now := time.Now().UTC()
-	first := &Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}}
-	token, err := j.Record(first, []*queue.Outcome{applied("first", now)}, nil, 0)
-	require.NoError(t, err)
-	j.SettleWritten(token)
 	// Mark the first change's record: rewritten, the mark would be gone.
 	marked := first.Changes[0]
 	marked.Base = 77
@@ -262,7 +270,7 @@ func TestCarriedChangesAreWrittenOnce(t *testing.T) {
 		{Path: "log", Kind: ChangeAppend, Data: []byte("two\n"), Base: 4},
 		{Path: "blob", Kind: ChangeWrite, Data: []byte{}, New: true},
 	}}
-	token, err = j.Record(second, []*queue.Outcome{applied("second", now)}, nil, 0)
+	token, err := j.Record(second, []*queue.Outcome{applied("second", now)}, nil, 0)
 	require.NoError(t, err)
 	j.SettleWritten(token)
 	// The third replaces blob's change with a staged write of it.
@@ -355,14 +363,10 @@ func TestIntentOfAnEarlierVersion(t *testing.T) {
 func TestCarriedOutcomesStayShown(t *testing.T) {
 	inBoot(t, "boot-1")
 	store := testStore(t)
-	j := openTest(t, store)
+	j, first := firstWritten(t, store)
 	now := time.Now().UTC()
-	first := &Intent{Epoch: 1, Changes: []Change{{Path: "log", Kind: ChangeAppend, Data: []byte("one\n"), New: true}}}
-	token, err := j.Record(first, []*queue.Outcome{applied("first", now)}, nil, 0)
-	require.NoError(t, err)
-	j.SettleWritten(token)
 	second := &Intent{Epoch: 1, Carried: []string{"first"}, Changes: []Change{first.Changes[0], {Path: "log", Kind: ChangeAppend, Data: []byte("two\n"), Base: 4}}}
-	_, err = j.Record(second, []*queue.Outcome{applied("second", now)}, nil, 0)
+	_, err := j.Record(second, []*queue.Outcome{applied("second", now)}, nil, 0)
 	require.NoError(t, err)
 
 	shown := func(j *Journal) []string {

@@ -86,6 +86,9 @@ func (q *queued) locate(ctx context.Context, id string) (*queue.Lookup, error) {
 	defer cancel()
 	var l queue.Lookup
 	if err := q.request(ctx, []byte(queue.LocateRequest+id), &l); err != nil {
+		if d := q.fromJournal(err); d != nil {
+			return d.locate(ctx, id)
+		}
 		return nil, err
 	}
 	if l.Error != "" {
@@ -108,6 +111,9 @@ func (q *queued) jobs(ctx context.Context, jq queue.JobsQuery) (*queue.JobList, 
 	defer cancel()
 	var list queue.JobList
 	if err := q.request(ctx, []byte(queue.JobsRequest+" "+string(body)), &list); err != nil {
+		if d := q.fromJournal(err); d != nil {
+			return d.jobs(ctx, jq)
+		}
 		return nil, err
 	}
 	return &list, nil

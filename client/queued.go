@@ -34,6 +34,9 @@ type queued struct {
 	// nil without. Discovery is serialized by autoMu.
 	auto   *autostarter
 	autoMu sync.Mutex
+	// connectTimeout bounds how long a lost connection is redialled
+	// while a daemon holds the lock but cannot be reached (reconnect).
+	connectTimeout time.Duration
 
 	mu     sync.Mutex // guards the connection, replaced when it is lost
 	d      *queue.Discovery
@@ -46,7 +49,7 @@ type queued struct {
 // it returns nil, nil when none is. A daemon that holds its lock but
 // cannot be reached within o.connectTimeout is ErrUnavailable.
 func openQueued(ctx context.Context, store, storeID string, o options) (*queued, error) {
-	q := &queued{store: store, storeID: storeID, log: o.log}
+	q := &queued{store: store, storeID: storeID, log: o.log, connectTimeout: o.connectTimeout}
 	if o.autostart != nil {
 		q.auto = &autostarter{cfg: *o.autostart, store: store}
 	}
@@ -135,37 +138,59 @@ func asyncError(log *slog.Logger) nats.ErrHandler {
 // redial is the only way back to a daemon once the connection is lost:
 // discovery again (the daemon lock held, its discovery file, its pinned
 // certificate), whether the daemon restarted or not. It does nothing while
-// the connection is up or no daemon serves the store; a job is never
-// redone directly.
-func (q *queued) redial(ctx context.Context) {
+// the connection is up or no daemon serves the store, and reports whether
+// it found none; a job is never redone directly.
+func (q *queued) redial(ctx context.Context) (noDaemon bool) {
 	if q.remote != "" {
-		return // nats.go reconnects to the cluster by itself
+		return false // nats.go reconnects to the cluster by itself
 	}
 	q.mu.Lock()
 	lost, closed := q.nc, q.closed
 	q.mu.Unlock()
 	if closed || lost.IsConnected() {
-		return
+		return false
 	}
 	d, err := q.discover(ctx)
 	if err != nil || d == nil {
-		return
+		return err == nil
 	}
 	nc, js, err := dial(d, q.log)
 	if err != nil {
 		q.log.Debug("redial daemon", "url", d.URL, "err", err)
-		return
+		return false
 	}
 	q.mu.Lock()
 	if q.nc != lost || q.closed { // another call got there first, or close
 		q.mu.Unlock()
 		nc.Close()
-		return
+		return false
 	}
 	q.d, q.nc, q.js = d, nc, js
 	q.mu.Unlock()
 	lost.Close()
 	q.log.Debug("redialled the daemon", "url", d.URL, "pid", d.PID)
+	return false
+}
+
+// reconnect redials after the connection nc was closed under a request,
+// for up to the connect timeout while a daemon holds the lock but cannot
+// be reached: one that died a moment ago may hold it still, the kernel
+// closing its socket before its lock. It reports whether a connection
+// other than nc is up now, or else whether no daemon serves the store.
+func (q *queued) reconnect(ctx context.Context, nc *nats.Conn) (redialled, noDaemon bool) {
+	ctx, cancel := context.WithTimeout(ctx, q.connectTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		none := q.redial(ctx)
+		switch {
+		case !q.sameConn(nc):
+			return true, false
+		case none:
+			return false, true
+		case q.isClosed() || !queue.Sleep(ctx, queue.Backoff(attempt)):
+			return false, false
+		}
+	}
 }
 
 // redialIfLost redials when the current connection is down.
@@ -573,6 +598,9 @@ func notQueued(err error) bool {
 func (q *queued) lookup(ctx context.Context, id string) (*queue.Lookup, error) {
 	var l queue.Lookup
 	if err := q.request(ctx, []byte(id), &l); err != nil {
+		if d := q.fromJournal(err); d != nil {
+			return d.lookup(ctx, id)
+		}
 		return nil, err
 	}
 	if l.Error != "" {
@@ -597,10 +625,24 @@ func (q *queued) deadLetters(ctx context.Context) (*queue.DeadLetters, error) {
 	return &d, nil
 }
 
+// fromJournal is the direct route to ask instead when a request failed
+// because the daemon went away and none serves the store now, else nil:
+// the journal, which no daemon holds open then, answers as it does
+// without a daemon. Not for a remote queue, whose daemon's journal may
+// be on another host.
+func (q *queued) fromJournal(err error) *direct {
+	if q.remote != "" || q.store == "" || !errors.Is(err, ErrNoDaemon) {
+		return nil
+	}
+	return &direct{store: q.store}
+}
+
 // request asks the daemon's status service, redialling a lost connection
 // first, and decodes the reply into v. A connection the daemon closes
 // while the request waits (it cut its submitters off, on its way out or
-// to refuse them) is redialled through discovery once more.
+// to refuse them, or it died) is redialled through discovery once more;
+// when no daemon serves the store then, the error is ErrNoDaemon, and a
+// question the journal can answer is asked of it (fromJournal).
 func (q *queued) request(ctx context.Context, body []byte, v any) error {
 	return q.requestOn(ctx, queue.StatusSubject(q.storeID), func() []byte { return body }, v)
 }
@@ -645,8 +687,12 @@ func (q *queued) requestOn(ctx context.Context, subject string, body func() []by
 	denied := denial(wctx)
 	unwatch()
 	if err != nil && denied == nil && q.remote == "" && errors.Is(err, nats.ErrConnectionClosed) && !q.isClosed() {
-		if q.redial(ctx); !q.sameConn(nc) {
+		redialled, noDaemon := q.reconnect(ctx, nc)
+		if redialled {
 			return q.requestOn(ctx, subject, body, v)
+		}
+		if noDaemon {
+			return fmt.Errorf("%s: %w now: %w", label, ErrNoDaemon, err)
 		}
 	}
 	switch {

@@ -145,25 +145,22 @@ func (c *Client) StoreStatus(ctx context.Context) (*StoreStatus, error) {
 		return st, nil
 	case c.Daemon() != nil:
 		r, err := c.Report(ctx)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNoDaemon): // it went away meanwhile
+			if err := st.fromFiles(c.store); err != nil {
+				return nil, err
+			}
+		case err != nil:
 			return nil, err
-		}
-		st.fromReport(r)
-		if lockFile == "" {
-			lockFile = r.LockFile
+		default:
+			st.fromReport(r)
+			if lockFile == "" {
+				lockFile = r.LockFile
+			}
 		}
 	default:
-		if s, err := queue.ReadStranded(c.store); err != nil {
-			st.Stranded = ptr(err.Error())
-		} else if s != nil {
-			st.Stranded = ptr(s.Why)
-		}
-		var err error
-		if st.Journal, st.Interrupted, err = readJournal(journal.Path(c.store)); err != nil {
+		if err := st.fromFiles(c.store); err != nil {
 			return nil, err
-		}
-		if st.Journal.Error == nil {
-			st.Applied, st.Rejected = &st.Journal.Applied, &st.Journal.Rejected
 		}
 	}
 	st.stuck()
@@ -175,6 +172,24 @@ func (c *Client) StoreStatus(ctx context.Context) (*StoreStatus, error) {
 	}
 	st.Lock, st.Holder = probeLock(lockFile)
 	return st, nil
+}
+
+// fromFiles fills in what the store's files tell without a daemon: the
+// journal and the stranded mark.
+func (st *StoreStatus) fromFiles(store string) error {
+	if s, err := queue.ReadStranded(store); err != nil {
+		st.Stranded = ptr(err.Error())
+	} else if s != nil {
+		st.Stranded = ptr(s.Why)
+	}
+	var err error
+	if st.Journal, st.Interrupted, err = readJournal(journal.Path(store)); err != nil {
+		return err
+	}
+	if st.Journal.Error == nil {
+		st.Applied, st.Rejected = &st.Journal.Applied, &st.Journal.Rejected
+	}
+	return nil
 }
 
 // stuck makes an interrupted batch that cannot be finished the last

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
 	wlock "github.com/scribehq/scribe/writer/lock"
 )
@@ -380,4 +381,73 @@ func TestStatusOfADirectJobHasNoSeq(t *testing.T) {
 	r = scribe(t, "", "status", "--store", store, "q1")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Regexp(t, `by daemon, epoch \d+, seq 1, at `, r.stdout)
+}
+
+// A look-up through a daemon that dies while the client waits for its
+// answer, or before it asks, is answered by the journal, as without a
+// daemon: the daemon's end says nothing about the job. It used to fail
+// with "status request: nats: connection closed", and `scribe status ID`
+// exited 1, which says to a script that no outcome is recorded.
+func TestLookupsOutliveTheirDaemon(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	d := startDaemon(t, store)
+	r := scribe(t, "", "submit", "--store", store, "--wait", "--id", "done", "append", "log.txt", "x\n")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	ctx := t.Context()
+	cl, err := client.Open(ctx, store, client.WithRoute(client.RouteRequire))
+	require.NoError(t, err)
+	defer func() { _ = cl.Close() }()
+	_, err = cl.Status(ctx, "done") // connected, and answered, before the daemon stops
+	require.NoError(t, err)
+
+	// Stopped, the daemon reads nothing: each request waits for it, or,
+	// sent after its end, finds the connection closed.
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGSTOP))
+	asks := map[string]func() error{
+		"Status": func() error {
+			l, err := cl.Status(ctx, "done")
+			if err == nil && (!l.Found || l.Outcome.Status != queue.StatusApplied) {
+				err = fmt.Errorf("found %v: %+v", l.Found, l.Outcome)
+			}
+			return err
+		},
+		"Locate": func() error {
+			l, err := cl.Locate(ctx, "done")
+			if err == nil && (!l.Found || l.Outcome.Status != queue.StatusApplied) {
+				err = fmt.Errorf("found %v, state %q", l.Found, l.State)
+			}
+			return err
+		},
+		"Jobs": func() error {
+			list, err := cl.Jobs(ctx, queue.JobsQuery{})
+			if err == nil && (len(list.Outcomes) != 1 || list.Outcomes[0].ID != "done") {
+				err = fmt.Errorf("listed %+v", list.Outcomes)
+			}
+			return err
+		},
+		"StoreStatus": func() error {
+			st, err := cl.StoreStatus(ctx)
+			if err == nil && (st.Daemon != nil || st.Applied == nil || *st.Applied != 1) {
+				err = fmt.Errorf("daemon %+v, applied %v", st.Daemon, st.Applied)
+			}
+			return err
+		},
+	}
+	errs := make(map[string]chan error)
+	for name, ask := range asks {
+		ch := make(chan error, 1)
+		errs[name] = ch
+		go func() { ch <- ask() }()
+	}
+	d.kill(t)
+	for name, ch := range errs {
+		select {
+		case err := <-ch:
+			assert.NoError(t, err, name)
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s: no answer 30 s after the daemon's end", name)
+		}
+	}
 }

@@ -403,7 +403,9 @@ func (c *Client) Status(ctx context.Context, id string) (*queue.Lookup, error) {
 // A job already decided, or in the writer's hand (being applied, its
 // command running or deferred), is too late: a *TooLateError (ErrTooLate).
 // An ID with no outcome that is not queued fails with ErrUnknownJob.
-// Without a daemon Cancel fails with ErrNoDaemon; while another process
+// Without a daemon Cancel fails with ErrNoDaemon (also when the daemon
+// dies before it answers and the journal holds no outcome of the job:
+// whether it was cancelled is then not known yet); while another process
 // holds the store, so that the cancellation cannot be recorded, with
 // ErrBusy (nothing was changed; try again). An invalid ID is a
 // *queue.RejectError.

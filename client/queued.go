@@ -664,6 +664,16 @@ func (q *queued) cancel(ctx context.Context, id string) (*queue.CancelAnswer, er
 	}
 	var a queue.CancelAnswer
 	if err := q.requestOn(ctx, queue.CancelSubject(q.storeID), body, &a); err != nil {
+		if d := q.fromJournal(err); d != nil {
+			// The daemon records a cancellation before it answers: the
+			// journal may hold it, or the outcome that made it too late.
+			// Without either, an interrupted batch may still hold it.
+			if l, lerr := d.lookup(ctx, id); lerr == nil && l.Found {
+				a := queue.DecidedCancelAnswer(l.Outcome)
+				return &a, nil
+			}
+			return nil, fmt.Errorf("cancel %s: the daemon went away before it answered; whether it was cancelled is not known until a daemon or a direct writer takes the store (scribe status ID tells then): %w", id, err)
+		}
 		if errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, ErrNoDaemon) {
 			// The daemon's status service answers, so it runs: its
 			// writer for the store is not ready (or predates cancel).

@@ -1,5 +1,7 @@
 package queue
 
+import "fmt"
+
 // CancelRequest is the body of a request on CancelSubject: cancel the job
 // ID if it is still queued, not yet decided.
 type CancelRequest struct {
@@ -48,4 +50,14 @@ type CancelAnswer struct {
 	// Error is set for a request the daemon could not read (an invalid
 	// job ID), or a journal it could not read or write.
 	Error string `json:"error,omitempty"`
+}
+
+// DecidedCancelAnswer is the answer to a cancel request for a job whose
+// outcome o is recorded: done if o is its cancellation, else too late.
+func DecidedCancelAnswer(o *Outcome) CancelAnswer {
+	if o.Status == StatusRejected && o.Reason == ReasonCancelled {
+		return CancelAnswer{Result: CancelDone, State: StateRejected, Outcome: o}
+	}
+	return CancelAnswer{Result: CancelTooLate, State: StateOf(o), Outcome: o,
+		Detail: fmt.Sprintf("the job was already decided: %s", o.Status)}
 }

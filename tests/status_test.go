@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -385,7 +386,8 @@ func TestStatusOfADirectJobHasNoSeq(t *testing.T) {
 
 // A look-up through a daemon that dies while the client waits for its
 // answer, or before it asks, is answered by the journal, as without a
-// daemon: the daemon's end says nothing about the job. It used to fail
+// daemon: the daemon's end says nothing about the job. So is a
+// cancellation of a decided job: too late. It used to fail
 // with "status request: nats: connection closed", and `scribe status ID`
 // exited 1, which says to a script that no outcome is recorded.
 func TestLookupsOutliveTheirDaemon(t *testing.T) {
@@ -426,6 +428,14 @@ func TestLookupsOutliveTheirDaemon(t *testing.T) {
 				err = fmt.Errorf("listed %+v", list.Outcomes)
 			}
 			return err
+		},
+		"Cancel": func() error { // the daemon records a cancellation before it answers
+			_, err := cl.Cancel(ctx, "done")
+			var late *client.TooLateError
+			if errors.As(err, &late) && late.Outcome != nil && late.Outcome.Status == queue.StatusApplied {
+				return nil
+			}
+			return fmt.Errorf("want too late, applied: %w", err)
 		},
 		"StoreStatus": func() error {
 			st, err := cl.StoreStatus(ctx)

@@ -161,7 +161,7 @@ func (w *Writer) cancelJob(ctx context.Context, id string) queue.CancelAnswer {
 		return queue.CancelAnswer{Error: fmt.Sprintf("look up %s: %v", id, err)}
 	}
 	if prev != nil {
-		return decidedAnswer(prev)
+		return queue.DecidedCancelAnswer(prev)
 	}
 	if in, _, detail := w.handState(id); in {
 		return queue.CancelAnswer{Result: queue.CancelTooLate, State: queue.StateInHand, Detail: "the writer has it in hand: " + detail}
@@ -196,7 +196,7 @@ func (w *Writer) cancelJob(ctx context.Context, id string) queue.CancelAnswer {
 	}
 	r := results[0]
 	if r.Duplicate || r.Conflict {
-		return decidedAnswer(r.Outcome)
+		return queue.DecidedCancelAnswer(r.Outcome)
 	}
 	if found.own {
 		w.decide(found.seq, len(found.data)) // not queued any more: Queued and scan leave it out
@@ -205,14 +205,4 @@ func (w *Writer) cancelJob(ctx context.Context, id string) queue.CancelAnswer {
 	w.observeOutcome(e, r)
 	w.publishOutcome(r.Outcome) // its submitter may be waiting
 	return queue.CancelAnswer{Result: queue.CancelDone, State: queue.StateRejected, Outcome: r.Outcome}
-}
-
-// decidedAnswer is the answer about a job whose outcome is recorded: a
-// cancellation again, or too late.
-func decidedAnswer(o *queue.Outcome) queue.CancelAnswer {
-	if o.Status == queue.StatusRejected && o.Reason == queue.ReasonCancelled {
-		return queue.CancelAnswer{Result: queue.CancelDone, State: queue.StateRejected, Outcome: o}
-	}
-	return queue.CancelAnswer{Result: queue.CancelTooLate, State: queue.StateOf(o), Outcome: o,
-		Detail: fmt.Sprintf("the job was already decided: %s", o.Status)}
 }

@@ -672,7 +672,7 @@ func (q *queued) cancel(ctx context.Context, id string) (*queue.CancelAnswer, er
 				a := queue.DecidedCancelAnswer(l.Outcome)
 				return &a, nil
 			}
-			return nil, fmt.Errorf("cancel %s: the daemon went away before it answered; whether it was cancelled is not known until a daemon or a direct writer takes the store (scribe status ID tells then): %w", id, err)
+			return nil, fmt.Errorf("cancel %s: the daemon went away before it answered; whether it was cancelled is not known until a daemon or a direct writer takes the store (its status tells then): %w", id, err)
 		}
 		if errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, ErrNoDaemon) {
 			// The daemon's status service answers, so it runs: its

@@ -193,6 +193,26 @@ func (q *queued) reconnect(ctx context.Context, nc *nats.Conn) (redialled, noDae
 	}
 }
 
+// askUntilClosed asks the status service on nc again while nobody
+// answers there, for up to the connect timeout: a local daemon takes its
+// services down as it shuts down, a moment before it closes its
+// connections. It returns the answer, or the error that ended the wait:
+// the connection closed (reconnect then), or still nobody.
+func (q *queued) askUntilClosed(ctx context.Context, nc *nats.Conn, subject string, body func() []byte) (*nats.Msg, error) {
+	wctx, cancel := context.WithTimeout(ctx, q.connectTimeout)
+	defer cancel()
+	for attempt := 0; queue.Sleep(wctx, queue.Backoff(attempt)); attempt++ {
+		m, err := nc.RequestWithContext(wctx, subject, body())
+		if !errors.Is(err, nats.ErrNoResponders) && (wctx.Err() == nil || ctx.Err() != nil) {
+			return m, err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, nats.ErrNoResponders
+}
+
 // redialIfLost redials when the current connection is down.
 func (q *queued) redialIfLost(ctx context.Context) {
 	if nc, _ := q.conn(); !nc.IsConnected() {
@@ -696,13 +716,28 @@ func (q *queued) requestOn(ctx context.Context, subject string, body func() []by
 	m, err := nc.RequestWithContext(wctx, subject, body())
 	denied := denial(wctx)
 	unwatch()
-	if err != nil && denied == nil && q.remote == "" && errors.Is(err, nats.ErrConnectionClosed) && !q.isClosed() {
-		redialled, noDaemon := q.reconnect(ctx, nc)
-		if redialled {
-			return q.requestOn(ctx, subject, body, v)
+	status := q.remote == "" && subject == queue.StatusSubject(q.storeID)
+	if status && errors.Is(err, nats.ErrNoResponders) {
+		m, err = q.askUntilClosed(ctx, nc, subject, body)
+	}
+	if err != nil && denied == nil && q.remote == "" && !q.isClosed() {
+		unavailable := func() error {
+			d := q.daemon()
+			return fmt.Errorf("%s: %w: pid %d at %s: %w", label, ErrUnavailable, d.PID, d.URL, err)
 		}
-		if noDaemon {
-			return fmt.Errorf("%s: %w now: %w", label, ErrNoDaemon, err)
+		switch {
+		case errors.Is(err, nats.ErrConnectionClosed):
+			redialled, noDaemon := q.reconnect(ctx, nc)
+			switch {
+			case redialled:
+				return q.requestOn(ctx, subject, body, v)
+			case noDaemon:
+				return fmt.Errorf("%s: %w now: %w", label, ErrNoDaemon, err)
+			case !q.isClosed():
+				return unavailable()
+			}
+		case status && errors.Is(err, nats.ErrNoResponders):
+			return unavailable()
 		}
 	}
 	switch {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/queue"
+	"github.com/scribehq/scribe/tests/testkit"
+	"github.com/scribehq/scribe/writer/journal"
 	wlock "github.com/scribehq/scribe/writer/lock"
 )
 
@@ -460,4 +463,80 @@ func TestLookupsOutliveTheirDaemon(t *testing.T) {
 			t.Errorf("%s: no answer 30 s after the daemon's end", name)
 		}
 	}
+}
+
+// A look-up through a daemon that stops answering as it shuts down (its
+// status service gone, SCRIBE_PAUSE_AT=unserved holding it there, its
+// clients not yet cut off) waits for it to go, and is answered by the
+// journal. It used to fail at once with "no responders", exit 1.
+func TestLookupWhileDaemonShutsDown(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	d := startDaemonEnv(t, store, []string{"SCRIBE_PAUSE_AT=unserved:2s"})
+	r := scribe(t, "", "submit", "--store", store, "--wait", "--id", "done", "append", "log.txt", "x\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	cl, err := client.Open(t.Context(), store, client.WithRoute(client.RouteRequire))
+	require.NoError(t, err)
+	defer func() { _ = cl.Close() }()
+
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
+	require.Eventually(t, func() bool { return strings.Contains(d.log.String(), "shutting down") }, 30*time.Second, 5*time.Millisecond)
+	l, err := cl.Status(t.Context(), "done")
+	require.NoError(t, err)
+	assert.True(t, l.Found && l.Outcome.Status == queue.StatusApplied, "%+v", l)
+	<-d.exited
+}
+
+// A look-up whose connection is lost while the daemon, alive, cannot be
+// reached again fails with client.ErrUnavailable (scribe exits 75: try
+// again), not with the lost connection's error (exit 1, which says no
+// outcome is recorded); once the daemon can be reached, the same client
+// gets its answer.
+func TestLookupWhileDaemonUnreachable(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	startDaemon(t, store)
+	r := scribe(t, "", "submit", "--store", store, "--wait", "--id", "done", "append", "log.txt", "x\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	real, err := queue.ReadDiscovery(store)
+	require.NoError(t, err)
+	t.Cleanup(func() { writeDiscovery(t, store, real) })
+	u, err := url.Parse(real.URL)
+	require.NoError(t, err)
+	relay := testkit.StartRelay(t, "127.0.0.1:0", u.Host)
+	viaRelay := *real
+	viaRelay.URL = "tls://" + relay.Addr()
+	writeDiscovery(t, store, &viaRelay)
+
+	cl, err := client.Open(t.Context(), store, client.WithRoute(client.RouteRequire), client.WithConnectTimeout(time.Second))
+	require.NoError(t, err)
+	defer func() { _ = cl.Close() }()
+	relay.Refuse(true)
+	relay.Cut()
+	_, err = cl.Status(t.Context(), "done")
+	assert.ErrorIs(t, err, client.ErrUnavailable)
+	relay.Refuse(false)
+	l, err := cl.Status(t.Context(), "done")
+	require.NoError(t, err)
+	assert.True(t, l.Found && l.Outcome.Status == queue.StatusApplied, "%+v", l)
+}
+
+// Without a daemon to ask, `status ID` and `jobs` read the journal; while
+// another writer keeps it open (flock(1) holding its lock as bbolt's
+// writer does) they exit 75, try again, not 1, which for status says no
+// outcome is recorded.
+func TestLookupOfABusyJournalSaysTryAgain(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	r := scribe(t, "", "submit", "--store", store, "--route", "direct", "--id", "done", "append", "log.txt", "x\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	_, release := testkit.HoldFlock(t, journal.Path(store))
+	for _, args := range [][]string{{"status", "done"}, {"jobs"}} {
+		r := scribe(t, "", append([]string{args[0], "--store", store}, args[1:]...)...)
+		assert.Equal(t, 75, r.code, "%v: %s", args, r.stderr)
+		assert.Contains(t, r.stderr, "journal busy", args)
+	}
+	release()
+	r = scribe(t, "", "status", "--store", store, "done")
+	assert.Equal(t, 0, r.code, r.stderr)
 }

@@ -30,6 +30,7 @@ func (d *Daemon) shutdown() error {
 	if err := d.closeWriters(); err != nil {
 		errs = append(errs, fmt.Errorf("stop writer: %w", err))
 	}
+	fault.Pause("unserved")
 	if d.srv != nil && !d.refused {
 		if err := d.srv.RefuseSubmitters(); err != nil {
 			d.log.Warn("refuse new jobs while stopping", "err", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/journal"
 	"github.com/scribehq/scribe/writer/lock"
 )
 
@@ -78,7 +79,7 @@ func ExitCode(err error) int {
 	case errors.Is(err, client.ErrOtherLockFile), errors.Is(err, lock.ErrNotLockFile):
 		return ExitUsage // the flag (or its absence) is wrong; retrying will not help
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrQueueFull), errors.Is(err, ErrWaitTimeout),
-		errors.Is(err, client.ErrUnavailable), errors.Is(err, discovery.ErrRunning):
+		errors.Is(err, client.ErrUnavailable), errors.Is(err, discovery.ErrRunning), errors.Is(err, journal.ErrBusy):
 		return ExitBusy
 	}
 	return ExitRejected // a rejection (queue.ErrRejected), or any other failure

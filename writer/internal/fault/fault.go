@@ -38,7 +38,9 @@ const (
 // otherwise microseconds wide. The steps: dialled (a client has
 // connected to the daemon it discovered, before it sends anything),
 // withdrawn (serve, idle, has withdrawn its discovery files, before it
-// refuses submitters and looks at its queues again), stopped (serve has
+// refuses submitters and looks at its queues again), unserved (serve
+// has stopped its writers on its way out, their status services with
+// them, before it cuts its clients off), stopped (serve has
 // stopped its writers on its way out; its queue's server still runs),
 // journal (a holder taking a store has opened its journal, before its
 // session is ready), sweep (a starting writer, before it sweeps its queue

@@ -315,6 +315,23 @@ func writeDiscovery(t testing.TB, store string, d *queue.Discovery) {
 	require.NoError(t, os.WriteFile(queue.Layout{Root: store}.Discovery(), b, 0o600))
 }
 
+// relayDaemon puts a relay in front of the store's running daemon and
+// points its discovery file at it, restoring the file at cleanup. It
+// returns the relay, the daemon's own discovery and the relayed one.
+func relayDaemon(t *testing.T, store string) (relay *testkit.Relay, real, viaRelay *queue.Discovery) {
+	t.Helper()
+	real, err := queue.ReadDiscovery(store)
+	require.NoError(t, err)
+	t.Cleanup(func() { writeDiscovery(t, store, real) })
+	u, err := url.Parse(real.URL)
+	require.NoError(t, err)
+	relay = testkit.StartRelay(t, "127.0.0.1:0", u.Host)
+	relayed := *real
+	relayed.URL = "tls://" + relay.Addr()
+	writeDiscovery(t, store, &relayed)
+	return relay, real, &relayed
+}
+
 // A client whose discovery file does not pin the certificate the server
 // presents refuses to connect, says why, and sends the server nothing: the
 // file names another certificate, its fingerprint does not match its
@@ -384,15 +401,7 @@ func TestImpostorRelay(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
-	real, err := queue.ReadDiscovery(store)
-	require.NoError(t, err)
-	t.Cleanup(func() { writeDiscovery(t, store, real) })
-	u, err := url.Parse(real.URL)
-	require.NoError(t, err)
-	r := testkit.StartRelay(t, "127.0.0.1:0", u.Host)
-	viaRelay := *real
-	viaRelay.URL = "tls://" + r.Addr()
-	writeDiscovery(t, store, &viaRelay)
+	r, real, viaRelay := relayDaemon(t, store)
 
 	cl, err := client.Open(t.Context(), store, client.WithRoute(client.RouteRequire))
 	require.NoError(t, err)

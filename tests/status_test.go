@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -498,15 +497,7 @@ func TestLookupWhileDaemonUnreachable(t *testing.T) {
 	startDaemon(t, store)
 	r := scribe(t, "", "submit", "--store", store, "--wait", "--id", "done", "append", "log.txt", "x\n")
 	require.Equal(t, 0, r.code, r.stderr)
-	real, err := queue.ReadDiscovery(store)
-	require.NoError(t, err)
-	t.Cleanup(func() { writeDiscovery(t, store, real) })
-	u, err := url.Parse(real.URL)
-	require.NoError(t, err)
-	relay := testkit.StartRelay(t, "127.0.0.1:0", u.Host)
-	viaRelay := *real
-	viaRelay.URL = "tls://" + relay.Addr()
-	writeDiscovery(t, store, &viaRelay)
+	relay, _, _ := relayDaemon(t, store)
 
 	cl, err := client.Open(t.Context(), store, client.WithRoute(client.RouteRequire), client.WithConnectTimeout(time.Second))
 	require.NoError(t, err)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
+	"github.com/scribehq/scribe/writer/lock"
 )
 
 // queued is the route through the store's daemon. A local daemon's
@@ -71,9 +74,34 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 		}
 		q.log.Debug("connect to daemon", "url", d.URL, "err", err)
 		if !queue.Sleep(ctx, queue.Backoff(attempt)) {
-			return nil, fmt.Errorf("%w: pid %d at %s: %w", ErrUnavailable, d.PID, d.URL, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, unreachable(store, d), err)
 		}
 	}
+}
+
+// unreachable names daemon d, which cannot be reached, for an error: its
+// pid and URL and, where other processes hold the daemon lock now (d was
+// killed and another took the lock before it announced itself, or the
+// lock's holder is not a daemon at all), theirs.
+func unreachable(store string, d *queue.Discovery) string {
+	named := fmt.Sprintf("pid %d at %s", d.PID, d.URL)
+	if store == "" {
+		return named
+	}
+	pids, _ := lock.LockHolders(queue.Layout{Root: store}.DaemonLock())
+	var others []string
+	for _, p := range pids {
+		if p == d.PID {
+			return named
+		}
+		if p > 0 {
+			others = append(others, strconv.Itoa(p))
+		}
+	}
+	if len(others) == 0 {
+		return named
+	}
+	return fmt.Sprintf("%s, which its discovery file names, but the daemon lock is held by pid %s", named, strings.Join(others, ", "))
 }
 
 // dial connects to the daemon d names, over TLS pinned to d's certificate
@@ -723,7 +751,7 @@ func (q *queued) requestOn(ctx context.Context, subject string, body func() []by
 	if err != nil && denied == nil && q.remote == "" && !q.isClosed() {
 		unavailable := func() error {
 			d := q.daemon()
-			return fmt.Errorf("%s: %w: pid %d at %s: %w", label, ErrUnavailable, d.PID, d.URL, err)
+			return fmt.Errorf("%s: %w: %s: %w", label, ErrUnavailable, unreachable(q.store, d), err)
 		}
 		switch {
 		case errors.Is(err, nats.ErrConnectionClosed):

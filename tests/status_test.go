@@ -531,3 +531,20 @@ func TestLookupOfABusyJournalSaysTryAgain(t *testing.T) {
 	r = scribe(t, "", "status", "--store", store, "done")
 	assert.Equal(t, 0, r.code, r.stderr)
 }
+
+// A daemon killed while another process takes the daemon lock leaves its
+// discovery file behind, naming a pid that is gone: a client that cannot
+// reach it says so and names the process that holds the lock now.
+func TestUnreachableDaemonNamesTheLockHolder(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	d := startDaemon(t, store)
+	dead := d.cmd.Process.Pid
+	d.kill(t)
+	holder, _ := testkit.HoldFlock(t, queue.Layout{Root: store}.DaemonLock())
+
+	_, err := client.Open(t.Context(), store, client.WithRoute(client.RouteRequire), client.WithConnectTimeout(time.Second))
+	require.ErrorIs(t, err, client.ErrUnavailable)
+	assert.Contains(t, err.Error(), fmt.Sprintf("pid %d at ", dead), "the pid the discovery file names")
+	assert.Contains(t, err.Error(), fmt.Sprintf("held by pid %d", holder), "and who holds the lock")
+}

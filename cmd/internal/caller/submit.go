@@ -92,7 +92,7 @@ func Submit() cli.Command {
 				if err != nil {
 					return err
 				}
-				if err := t.CheckRoute(fs, r); err != nil {
+				if err := t.CheckRoute(auto, r); err != nil {
 					return err
 				}
 				prio, err := queue.ParsePriority(*priority)

@@ -280,19 +280,16 @@ const RemoteHelp = "With --nats-url (or $" + queue.EnvNATSURL + ") the store's q
 
 // CheckRoute refuses what cannot go together: a remote queue and a
 // direct write (route; submit drops a URL only the environment gave for
-// one, as a `scribe lock` child's), and --autostart given on the command
-// line with a remote queue or the direct route ($SCRIBE_AUTOSTART and the
-// store's config are ignored there).
-func (t Target) CheckRoute(fs *FlagSet, r client.Route) error {
-	autostart := fs.Changed("autostart") && fs.Lookup("autostart").Value.String() == "true"
+// one, as a `scribe lock` child's), and --autostart (a, given on the
+// command line) with a remote queue or the direct route
+// ($SCRIBE_AUTOSTART and the store's config are ignored there).
+func (t Target) CheckRoute(a *Autostart, r client.Route) error {
 	switch {
-	case t.Remote == nil && r == client.RouteDirect && autostart:
-		return Usagef("--autostart starts a daemon when none serves the store, and --route direct writes the store without one: give one or the other")
 	case t.Remote == nil:
-		return nil
+		return a.CheckRoute(r)
 	case r == client.RouteDirect:
 		return Usagef("--route direct writes the store's folder here, without the queue on the NATS server of --nats-url: give one or the other")
-	case autostart:
+	case a.given():
 		return Usagef("--autostart starts a local daemon; with --nats-url the store's daemon runs wherever its operator runs it")
 	}
 	return nil

@@ -105,6 +105,19 @@ func (a *Autostart) Check() error {
 	return nil
 }
 
+// CheckRoute refuses --autostart, given on the command line, with the
+// direct route, which starts no daemon ($SCRIBE_AUTOSTART and the store's
+// config are ignored there).
+func (a *Autostart) CheckRoute(r client.Route) error {
+	if r == client.RouteDirect && a.given() {
+		return Usagef("--autostart starts a daemon when none serves the store, and --route direct writes the store without one: give one or the other")
+	}
+	return nil
+}
+
+// given reports whether --autostart was turned on by the command line.
+func (a *Autostart) given() bool { return a.fs.Changed("autostart") && a.On }
+
 // Settle settles --autostart and --exit-idle for store: the command line,
 // else $SCRIBE_AUTOSTART and $SCRIBE_EXIT_IDLE, else the store's config
 // file (autostart, the store's opt-in; exit_idle, if positive: a daemon

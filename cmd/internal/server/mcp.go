@@ -45,6 +45,9 @@ func MCP() cli.Command {
 				if err != nil {
 					return cli.Usagef("%v", err)
 				}
+				if err := auto.CheckRoute(r); err != nil {
+					return err
+				}
 				log, err := m.Logger(*logLevel)
 				if err != nil {
 					return err

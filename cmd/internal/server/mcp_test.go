@@ -40,6 +40,8 @@ func TestMCPCommand(t *testing.T) {
 		{"bad route", []string{"--store", t.TempDir(), "--route", "sometimes"}, cli.ExitUsage, "unknown route"},
 		{"bad wait", []string{"--store", t.TempDir(), "--wait", "0s"}, cli.ExitUsage, "--wait 0s"},
 		{"arguments", []string{"--store", t.TempDir(), "extra"}, cli.ExitUsage, "takes no arguments"},
+		{"autostart with direct", []string{"--store", t.TempDir(), "--route", "direct", "--autostart"}, cli.ExitUsage, "give one or the other"},
+		{"autostart off with direct", []string{"--store", t.TempDir(), "--route", "direct", "--autostart=false"}, cli.ExitOK, "stdin closed, exiting"},
 		{"missing store", []string{"--store", filepath.Join(t.TempDir(), "nope")}, cli.ExitRejected, "nope"},
 		{"stdin closed at once", []string{"--store", t.TempDir()}, cli.ExitOK, "stdin closed, exiting"},
 	} {

@@ -149,10 +149,16 @@ func TestRunningStopTimeout(t *testing.T) {
 	assert.Equal(t, 75, r.code, r.stderr)
 	assert.Regexp(t, `has not stopped: .* after 200ms; wait longer \(--timeout\), or stop it at once: kill -KILL [0-9]+ \(what is queued is kept`, r.stderr)
 
+	// Run again, it waits for the daemon, which is stopping (its discovery
+	// withdrawn, the command in its grace period), and says so.
+	r = scribe(t, "", "stop", "--store", store)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "which was stopping already, has stopped")
 	require.True(t, d.exitedWithin(30*time.Second), "the daemon stops once the command's grace is over")
 	assert.NoError(t, d.err, "log:\n%s", d.log.String())
 	r = scribe(t, "", "stop", "--store", store)
 	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "no daemon serves")
 }
 
 // --log-format json: every line the daemon writes is a JSON object, and

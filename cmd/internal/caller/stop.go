@@ -85,12 +85,14 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 
 	// A daemon that holds the lock without a discovery file is starting
 	// (or stopping): wait until it says who it is, or is gone.
+	waited := false
 	find := func() (*queue.Discovery, error) {
 		for {
 			d, err := discovery.Find(real)
 			if !errors.Is(err, discovery.ErrStarting) {
 				return d, err
 			}
+			waited = true
 			if !next() {
 				// Its pid is not known: the file that would say is gone.
 				return nil, timedOut(fmt.Sprintf("a daemon holds %s without a discovery file: it is starting, or stopping already (finishing its batch, or an exec command's grace period) (%v)", real, err), "")
@@ -115,7 +117,11 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 	if err != nil {
 		return err
 	}
-	if d == nil {
+	switch {
+	case d == nil && waited:
+		fmt.Fprintf(c.Stdout, "the daemon of %s, which was stopping already, has stopped\n", real)
+		return nil
+	case d == nil:
 		fmt.Fprintf(c.Stderr, "scribe: no daemon serves %s; nothing to stop\n", real)
 		return nil
 	}

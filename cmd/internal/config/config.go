@@ -86,7 +86,8 @@ type configKey struct {
 	unset string
 }
 
-// configKeys is the schema, in the order --check-config prints it.
+// configKeys is the schema, in the order --check-config prints it (and
+// config.md's table of keys lists them).
 var configKeys = []configKey{
 	stringKey("host", "host", func(c *File) **string { return &c.Host }, nil),
 	intKey("port", "port", func(c *File) **int64 { return &c.Port }, 0, 65535),
@@ -101,12 +102,12 @@ var configKeys = []configKey{
 	intKey("max_job_bytes", "max-job-bytes", func(c *File) **int64 { return &c.MaxJobBytes }, 1, queue.MaxJobBytesLimit),
 	durationKey("retention", "retention", func(c *File) **time.Duration { return &c.Retention }, false),
 	stringKey("log_level", "log-level", func(c *File) **string { return &c.LogLevel }, checkLogLevel),
-	durationKey("exit_idle", "exit-idle", func(c *File) **time.Duration { return &c.ExitIdle }, true),
 	stringKey("log_format", "log-format", func(c *File) **string { return &c.LogFormat }, checkLogFormat),
 	{name: "metrics_addr", flag: "metrics-addr", set: setMetricsAddr, get: func(c *File) (string, bool) { return deref(c.MetricsAddr) }},
 	pathKey("metrics_token_file", "metrics-token-file", func(c *File) **string { return &c.MetricsToken }),
 	{name: "queue_dir", flag: "queue-dir", set: setQueueDir, get: func(c *File) (string, bool) { return deref(c.QueueDir) },
 		unset: "one store: <store>/.scribe/jetstream; several: $XDG_STATE_HOME/scribe/queue or ~/.local/state/scribe/queue"},
+	durationKey("exit_idle", "exit-idle", func(c *File) **time.Duration { return &c.ExitIdle }, true),
 	// A queue on a NATS cluster (docs/cluster.md). No user, password or
 	// token: a daemon's credentials are a creds file, or come from the
 	// environment ($SCRIBE_NATS_USER, $SCRIBE_NATS_PASSWORD) or flags.

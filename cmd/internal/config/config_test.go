@@ -113,11 +113,19 @@ func TestConfigDocExample(t *testing.T) {
 	require.NotNil(t, m, "no ```toml block in docs/config.md")
 	c, err := Decode(filepath.Join(t.TempDir(), "config.toml"), m[1])
 	require.NoError(t, err)
+	var schema []string
 	for _, k := range configKeys {
 		_, ok := k.get(c)
 		assert.True(t, ok, "the example does not set %s", k.name)
-		assert.Contains(t, string(doc), "| `"+k.name+"` |", "docs/config.md's table lacks %s", k.name)
+		schema = append(schema, k.name)
 	}
+	keys := regexp.MustCompile("(?s)\n\\| Key \\| Type \\|.*?\n\n").Find(doc)
+	require.NotNil(t, keys, "no table of keys in docs/config.md")
+	var table []string
+	for _, row := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ").FindAllSubmatch(keys, -1) {
+		table = append(table, string(row[1]))
+	}
+	assert.Equal(t, schema, table, "docs/config.md's table of keys, in the order --check-config prints them")
 }
 
 func TestReadConfigPermissions(t *testing.T) {

@@ -395,6 +395,7 @@ func (m *tools) open(ctx context.Context, write bool) (*client.Client, error) {
 // job another way: an outcome it cannot learn is reported unknown, with
 // the ID to look up or call again with.
 func (m *tools) write(ctx context.Context, tool, priority string, job *queue.Job) *sdk.CallToolResult {
+	given := job.ID != "" // the host's: an earlier call may have sent it
 	named(job)
 	p, err := queue.ParsePriority(priority)
 	if err != nil {
@@ -407,7 +408,7 @@ func (m *tools) write(ctx context.Context, tool, priority string, job *queue.Job
 	cl, err := m.open(ctx, true)
 	if err != nil {
 		log.Warn("not written", "err", err)
-		return m.notWritten(job, err)
+		return m.notWritten(tool, job, given, err)
 	}
 	defer cl.Close()
 	out, err := cl.Apply(ctx, job)
@@ -423,7 +424,7 @@ func (m *tools) write(ctx context.Context, tool, priority string, job *queue.Job
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrQueueFull),
 		errors.Is(err, client.ErrExecNeedsDaemon), errors.Is(err, client.ErrStranded):
 		log.Warn("not written", "err", err)
-		return m.notWritten(job, err)
+		return m.notWritten(tool, job, given, err)
 	}
 	// Handed over, fate unknown: the wait ran out, the daemon went away,
 	// the connection broke. The job may still be applied, once.
@@ -456,10 +457,13 @@ func (m *tools) refused(job *queue.Job, rej *queue.RejectError) *sdk.CallToolRes
 	return res
 }
 
-// notWritten answers for a job that certainly was not applied: it was
-// not handed over (no daemon, none reachable, a busy store, a full
-// queue), so calling again is safe, with or without the same id.
-func (m *tools) notWritten(job *queue.Job, err error) *sdk.CallToolResult {
+// notWritten answers for a job this call did not hand over (no daemon,
+// none reachable, a busy store, a full queue). Under an ID of its own
+// making it certainly was not applied. Under the host's id (given), an
+// earlier call with that id may have handed it over, and that copy may
+// still be applied: the answer says so, and to call again with that id,
+// never to redo the write another way.
+func (m *tools) notWritten(tool string, job *queue.Job, given bool, err error) *sdk.CallToolResult {
 	var hint string
 	switch {
 	case errors.Is(err, client.ErrBusy):
@@ -478,6 +482,11 @@ func (m *tools) notWritten(job *queue.Job, err error) *sdk.CallToolResult {
 		hint = fmt.Sprintf("the store could not be reached within %s; call again later", m.cfg.Wait)
 	default:
 		hint = "call again once that is fixed"
+	}
+	if given {
+		return errorResult(fmt.Sprintf("not written by this call: job %s was not handed over: %v; %s. An earlier call with id %q "+
+			"may still be applied, at most once: look it up with the outcome tool, or call %s again with the same arguments "+
+			"and id %q; do not redo the write another way (another tool, or another id).", job.ID, err, hint, job.ID, tool, job.ID))
 	}
 	return errorResult(fmt.Sprintf("not written: job %s was not applied: %v; %s.", job.ID, err, hint))
 }

@@ -359,7 +359,12 @@ func TestMCPNotWritten(t *testing.T) {
 		{"exec without a daemon", client.RoutePrefer, false, "exec", map[string]any{"name": "mine"}, []string{"not written", "exec jobs run in the daemon", "--autostart"}},
 		{"exec on the direct route", client.RouteDirect, false, "exec", map[string]any{"name": "mine"}, []string{"not written", "--route direct never uses it"}},
 		{"require without a daemon", client.RouteRequire, false, "append", map[string]any{"path": "f", "data": "x"}, []string{"not written", "no daemon serves this store", "scribe serve --store"}},
-		{"busy store", client.RoutePrefer, true, "append", map[string]any{"path": "f", "data": "x"}, []string{"not written", "store is busy", "call again later"}},
+		{"busy store", client.RoutePrefer, true, "append", map[string]any{"path": "f", "data": "x"}, []string{"not written: job", "store is busy", "call again later"}},
+		// An earlier call with the host's id may have queued the job, which
+		// may still be applied: never "certainly not applied" then.
+		{"busy store, the host's id", client.RoutePrefer, true, "append", map[string]any{"path": "f", "data": "x", "id": "retry-1"},
+			[]string{"not written by this call: job retry-1 was not handed over", "store is busy", `An earlier call with id "retry-1" may still be applied`,
+				`call append again with the same arguments and id "retry-1"`, "do not redo the write another way"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := t.TempDir()

@@ -216,6 +216,11 @@ func (r *Run) CloseOutput() {
 	}
 }
 
+// waitLate, if set, runs before Wait is called for a started command: a
+// test stands in for a daemon that is stopped or starved while its
+// command runs, and so learns of its exit late.
+var waitLate func()
+
 // Exec runs the command, its output opened (OpenOutput), with hold, the
 // store lock, handed down as descriptor 3 (and its variables:
 // hold.ChildEnv), in its own process group, in the environment Command.Env
@@ -253,7 +258,12 @@ func (r *Run) Exec(stop <-chan struct{}, hold *lock.Hold, env []string, started 
 	pgid := c.Process.Pid
 	started(pgid)
 	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
+	go func() {
+		if waitLate != nil {
+			waitLate()
+		}
+		exited <- c.Wait()
+	}()
 	timeout := time.NewTimer(r.Timeout)
 	defer timeout.Stop()
 	tick := time.NewTimer(spoolEvery)
@@ -270,13 +280,24 @@ func (r *Run) Exec(stop <-chan struct{}, hold *lock.Hold, env []string, started 
 			}
 			tick.Reset(next)
 		case <-timeout.C:
+			waiting = false
+			// The timer may fire after the command exited and before Wait
+			// says so: the daemon was stopped (SIGSTOP) or starved while
+			// the command ran. Such a command did not overrun.
+			if hasExited(pgid) {
+				werr = <-exited
+				break
+			}
 			res.TimedOut = true
 			res.SentKill, werr = killGroup(pgid, cmd.grace(), exited)
-			waiting = false
 		case <-stop:
+			waiting = false
+			if hasExited(pgid) { // it is over: its own outcome stands
+				werr = <-exited
+				break
+			}
 			res.Stopped = true
 			res.SentKill, werr = killGroup(pgid, cmd.grace(), exited)
-			waiting = false
 		}
 	}
 	res.Took = time.Since(res.Started)

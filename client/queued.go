@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -66,7 +67,7 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 		if d.Queue == queue.QueueNATS {
 			return openDiscoveredRemote(ctx, store, storeID, d, o)
 		}
-		nc, js, err := dial(d, q.log)
+		nc, js, err := dial(ctx, d, q.log)
 		if err == nil {
 			writer.PausePoint("dialled")
 			q.d, q.nc, q.js = d, nc, js
@@ -112,13 +113,22 @@ func unreachable(store string, d *queue.Discovery) string {
 // a restart may be someone else: a lost connection is closed, and redial
 // goes through discovery again. Asynchronous errors go to log, never to
 // stderr (nats.go's default).
-func dial(d *queue.Discovery, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+func dial(ctx context.Context, d *queue.Discovery, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	pinned, err := d.Pinned()
 	if err != nil {
 		return nil, nil, err
 	}
+	// One attempt takes at most what ctx leaves: a daemon that does not
+	// answer must not hold a bounded call past its bound.
+	timeout := dialTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(deadline))
+	}
+	if err := ctx.Err(); err != nil || timeout <= 0 {
+		return nil, nil, fmt.Errorf("connect to %s: %w", d.URL, cmp.Or(err, context.DeadlineExceeded))
+	}
 	nc, err := nats.Connect(d.URL, pinned, nats.UserInfo(d.User, d.Password),
-		nats.Timeout(dialTimeout), nats.Name("scribe-client"), nats.NoReconnect(),
+		nats.Timeout(timeout), nats.Name("scribe-client"), nats.NoReconnect(),
 		nats.SyncQueueLen(outcomeQueueLen), nats.ErrorHandler(asyncError(log)))
 	if err != nil {
 		var cv *tls.CertificateVerificationError
@@ -182,7 +192,7 @@ func (q *queued) redial(ctx context.Context) (noDaemon bool) {
 	if err != nil || d == nil {
 		return err == nil
 	}
-	nc, js, err := dial(d, q.log)
+	nc, js, err := dial(ctx, d, q.log)
 	if err != nil {
 		q.log.Debug("redial daemon", "url", d.URL, "err", err)
 		return false

@@ -548,3 +548,29 @@ func TestUnreachableDaemonNamesTheLockHolder(t *testing.T) {
 	assert.Contains(t, err.Error(), fmt.Sprintf("pid %d at ", dead), "the pid the discovery file names")
 	assert.Contains(t, err.Error(), fmt.Sprintf("held by pid %d", holder), "and who holds the lock")
 }
+
+// A bounded call keeps its bound against a daemon that accepts
+// connections and never answers (SIGSTOP: the kernel completes the TCP
+// handshake, the TLS one never comes): each attempt to connect takes no
+// more than the call has left. Before, one attempt ran its own 5 s.
+func TestBoundedCallsAgainstAStoppedDaemon(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	d := startDaemon(t, store)
+	r := scribe(t, "", "submit", "--store", store, "--wait", "--id", "done", "append", "log.txt", "x\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) })
+	const bound = time.Second
+	for _, args := range [][]string{
+		{"wait", "--timeout", bound.String(), "done"},
+		{"cancel", "--timeout", bound.String(), "done"},
+		{"submit", "--wait=" + bound.String(), "--id", "late", "append", "log.txt", "y\n"},
+	} {
+		t0 := time.Now()
+		r := scribe(t, "", append([]string{args[0], "--store", store}, args[1:]...)...)
+		took := time.Since(t0)
+		assert.Equal(t, 75, r.code, "%v: %s", args, r.stderr)
+		assert.Less(t, took, bound+2*time.Second, "%v kept its bound of %s", args, bound)
+	}
+}

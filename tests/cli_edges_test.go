@@ -325,6 +325,14 @@ func TestEdgeJobFileErrors(t *testing.T) {
 	r = scribe(t, "", "submit", "--store", store, "--id", "", "put", "a", "x")
 	assert.Equal(t, 2, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "--id is empty")
+	// Nor is an empty --priority or --coalesce (a variable left unset)
+	// taken as none.
+	r = scribe(t, "", "submit", "--store", store, "--priority", "", "put", "a", "x")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--priority: empty")
+	r = scribe(t, "", "submit", "--store", store, "--coalesce", "", "exec", "mine")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--coalesce is empty")
 
 	// A job file bound to another store is not applied to this one.
 	require.NoError(t, os.WriteFile(job, []byte(`{"store":"0123456789abcdef","ops":[{"op":"put","path":"a","data":"x"}]}`), 0o600))

@@ -211,6 +211,12 @@ func inputSchema[T any]() *jsonschema.Schema {
 			case "if_match":
 				// "" would pass as no precondition: a blind write.
 				p.Pattern = "^(" + queue.IfAbsent + "|sha256:[0-9a-f]{64})$"
+			case "priority":
+				// "" would pass as no priority: normal, silently.
+				p.Enum = []any{queue.PriorityHigh.String(), queue.PriorityNormal.String()}
+			case "coalesce":
+				// "" would pass as no key: a run of its own, silently.
+				p.MinLength, p.MaxLength = jsonschema.Ptr(1), jsonschema.Ptr(queue.MaxCoalesceLen)
 			}
 		}
 	}

@@ -133,10 +133,21 @@ func TestMCPCancel(t *testing.T) {
 	assert.True(t, r.IsError)
 	assert.Contains(t, resultText(r), "no daemon serves this store")
 
-	// A priority other than high or normal is refused before anything is sent.
-	r = callTool(t, cs, "append", map[string]any{"path": "log.txt", "data": "x", "priority": "urgent"})
-	assert.True(t, r.IsError)
-	assert.Contains(t, resultText(r), `priority "urgent"`)
+	// A priority other than high or normal, and an empty coalescing key,
+	// are refused before anything is sent: "" would pass as none.
+	for _, bad := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"append", map[string]any{"path": "log.txt", "data": "x", "priority": "urgent"}, "/properties/priority"},
+		{"append", map[string]any{"path": "log.txt", "data": "x", "priority": ""}, "/properties/priority"},
+		{"exec", map[string]any{"name": "mine", "coalesce": ""}, "/properties/coalesce"},
+	} {
+		r = callTool(t, cs, bad.tool, bad.args)
+		assert.True(t, r.IsError)
+		assert.Contains(t, resultText(r), bad.want, bad.args)
+	}
 	assert.NoFileExists(t, filepath.Join(store, "log.txt"))
 	// high is taken (a direct write applies it at once).
 	r = callTool(t, cs, "append", map[string]any{"path": "log.txt", "data": "x", "priority": "high"})

@@ -96,6 +96,9 @@ func Submit() cli.Command {
 					return err
 				}
 				prio, err := queue.ParsePriority(*priority)
+				if err == nil && *priority == "" {
+					err = errors.New("empty: give high or normal, or leave it out")
+				}
 				if err != nil {
 					return cli.Usagef("--priority: %v", err)
 				}
@@ -106,6 +109,9 @@ func Submit() cli.Command {
 				}
 				if fs.Changed("id") && *id == "" {
 					return cli.Usagef("--id is empty: give the job's ID, or leave it out for a new one")
+				}
+				if fs.Changed("coalesce") && *coalesce == "" {
+					return cli.Usagef("--coalesce is empty: give the coalescing key, or leave it out for a run of the job's own")
 				}
 				jf := jobFlags{file: *jobFile, ifMatch: *ifMatch, coalesce: *coalesce, newline: *newline}
 				if fs.Changed("priority") {

@@ -69,29 +69,36 @@ func TestPriorityHighFirst(t *testing.T) {
 // queue.MaxHighBatches batches of high jobs in a row while normal jobs
 // wait, one batch of normal jobs is decided. A writer that has just
 // started decides its first jobs one per batch (its guard against
-// poison), so here each job is a batch of its own.
+// poison), so here each job is a batch of its own. So too with a batch
+// smaller than the high jobs waiting: the writer takes in a normal job
+// too, to know that one waits.
 func TestPriorityNoStarvation(t *testing.T) {
 	t.Parallel()
-	g := newGatedStore(t)
-	startDaemon(t, g.store)
-	open := g.close(t, "gate-1")
-	normal, high := names("n", 3), names("h", 10)
-	queueAppends(t, g.store, "normal", normal...)
-	queueAppends(t, g.store, "high", high...)
-	open()
-	got := applyOrder(t, g.store, append(normal, high...)...)
-	require.Equal(t, 4, queue.MaxHighBatches, "the order below assumes it")
-	assert.Equal(t, []string{"h1", "h2", "h3", "h4", "n1", "h5", "h6", "h7", "h8", "n2", "h9", "h10", "n3"}, got)
-	var gotNormal, gotHigh []string
-	for _, id := range got {
-		if strings.HasPrefix(id, "n") {
-			gotNormal = append(gotNormal, id)
-		} else {
-			gotHigh = append(gotHigh, id)
-		}
+	for _, batch := range []string{"256", "2", "1"} {
+		t.Run("batch "+batch, func(t *testing.T) {
+			t.Parallel()
+			g := newGatedStore(t)
+			startDaemon(t, g.store, "--batch", batch)
+			open := g.close(t, "gate-1")
+			normal, high := names("n", 3), names("h", 10)
+			queueAppends(t, g.store, "normal", normal...)
+			queueAppends(t, g.store, "high", high...)
+			open()
+			got := applyOrder(t, g.store, append(normal, high...)...)
+			require.Equal(t, 4, queue.MaxHighBatches, "the order below assumes it")
+			assert.Equal(t, []string{"h1", "h2", "h3", "h4", "n1", "h5", "h6", "h7", "h8", "n2", "h9", "h10", "n3"}, got)
+			var gotNormal, gotHigh []string
+			for _, id := range got {
+				if strings.HasPrefix(id, "n") {
+					gotNormal = append(gotNormal, id)
+				} else {
+					gotHigh = append(gotHigh, id)
+				}
+			}
+			assert.Equal(t, normal, gotNormal, "normal jobs keep their order")
+			assert.Equal(t, high, gotHigh, "high jobs keep their order")
+		})
 	}
-	assert.Equal(t, normal, gotNormal, "normal jobs keep their order")
-	assert.Equal(t, high, gotHigh, "high jobs keep their order")
 }
 
 // A job file may set the priority itself; --priority, given, overrides it.

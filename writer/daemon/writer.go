@@ -581,12 +581,16 @@ func (w *Writer) take(m jetstream.Msg) {
 
 // fill takes the messages already delivered, without waiting: high ones
 // until ahead holds a batch's worth of them, however many normal ones it
-// holds, then normal ones until it holds a batch's worth in all.
+// holds, then normal ones until it holds a batch's worth in all, and at
+// least one: pick must see that normal jobs wait, or a flood of high ones
+// would starve them.
 func (w *Writer) fill() {
-	high := 0
+	high, normal := 0, 0
 	for _, it := range w.ahead {
 		if it.high() {
 			high++
+		} else {
+			normal++
 		}
 	}
 	for ; high < w.cfg.BatchSize && !w.lost; high++ {
@@ -596,12 +600,16 @@ func (w *Writer) fill() {
 		}
 		w.take(m)
 	}
-	for len(w.ahead) < w.cfg.BatchSize && !w.lost {
+	for (len(w.ahead) < w.cfg.BatchSize || normal == 0) && !w.lost {
 		m, ok := delivered(w.normal.msgs)
 		if !ok {
 			return
 		}
+		n := len(w.ahead)
 		w.take(m)
+		if len(w.ahead) > n && !w.ahead[n].high() {
+			normal++
+		}
 	}
 }
 

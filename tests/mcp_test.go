@@ -1,8 +1,11 @@
 package tests
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,4 +239,69 @@ func TestMCPServerAutostart(t *testing.T) {
 	mcpApplied(t, s.call(t, "put", map[string]any{"path": "state.txt", "data": "on demand", "id": "mcp-auto"}), "mcp-auto")
 	assert.Equal(t, "on demand", readFile(t, filepath.Join(store, "state.txt")))
 	s.close(t)
+}
+
+// A host that writes its requests and closes the server's stdin at once
+// (a script piping them in) still gets every answer: the server answers
+// what it has read before it exits, and the write is done.
+func TestMCPAnswersWhatCameBeforeEndOfInput(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"append","arguments":{"path":"log.txt","data":"piped\n","id":"piped-1"}}}`,
+	}, "\n") + "\n"
+	cmd := exec.Command(scribeBin, "mcp", "--store", store)
+	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=")
+	cmd.Stdin = strings.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	var ids []float64
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m struct {
+			ID     float64         `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		ids = append(ids, m.ID)
+		if m.ID == 2 {
+			assert.Contains(t, string(m.Result), "applied job piped-1")
+		}
+	}
+	assert.Equal(t, []float64{1, 2}, ids, "an answer to each request: %s", out)
+	assert.Equal(t, "piped\n", readFile(t, filepath.Join(store, "log.txt")))
+}
+
+// A host that goes away while a call waits (stdin and stdout closed) does
+// not make the server die of SIGPIPE when the call's answer is written:
+// it exits 0, as when stdin closes between calls.
+func TestMCPHostGoneMidCall(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	startDaemon(t, store)
+	holdWithFlock(t, queue.Layout{Root: store}.Lock()) // the job waits in the queue
+	cmd := exec.Command(scribeBin, "mcp", "--store", store, "--route", "require", "--wait", "1s")
+	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=")
+	var stderr testkit.SyncBuffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	_, err = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"gone","version":"1"}}}`+"\n")
+	require.NoError(t, err)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, `"id":1`)
+	_, err = io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"append","arguments":{"path":"log.txt","data":"x\n","id":"gone-1"}}}`+"\n")
+	require.NoError(t, err)
+	// The host goes: the call's answer will find nobody to read it.
+	require.NoError(t, stdout.Close())
+	require.NoError(t, stdin.Close())
+	require.NoError(t, cmd.Wait(), "exit 0, not SIGPIPE: %s", stderr.String())
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -57,8 +58,9 @@ type Config struct {
 
 // Server is the MCP server of a store: its tools, ready to serve a host.
 type Server struct {
-	sdk *sdk.Server
-	log *slog.Logger
+	sdk   *sdk.Server
+	log   *slog.Logger
+	drain time.Duration // lineTransport.Drain
 }
 
 // Serve serves the protocol on r and w, newline-delimited JSON-RPC, until
@@ -66,11 +68,12 @@ type Server struct {
 // nothing but the protocol on w, and answers a malformed line itself
 // instead of ending the session.
 func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
-	err := s.sdk.Run(ctx, &lineTransport{Reader: r, Writer: w, Log: s.log})
+	err := s.sdk.Run(ctx, &lineTransport{Reader: r, Writer: w, Log: s.log, Drain: s.drain})
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case err == nil, errors.Is(err, io.EOF), errors.Is(err, sdk.ErrConnectionClosed):
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, sdk.ErrConnectionClosed),
+		errors.Is(err, syscall.EPIPE): // the host went away: nobody reads the answers
 		return nil
 	}
 	return fmt.Errorf("mcp: %w", err)
@@ -307,7 +310,8 @@ func New(cfg Config) (*Server, error) {
 		Description: "Cancel a job still waiting in the daemon's queue: it is recorded rejected (reason cancelled) and never applied. Too late once the job was decided or the writer has it in hand; cancelling again gives the same answer. Needs the store's daemon.",
 		Annotations: &sdk.ToolAnnotations{Title: "Cancel a queued job", DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: no},
 	}, m.cancel)
-	return &Server{sdk: s, log: cfg.Logger}, nil
+	// A call takes up to Wait; its answer, a moment more.
+	return &Server{sdk: s, log: cfg.Logger, drain: cfg.Wait + 5*time.Second}, nil
 }
 
 func (m *tools) append(ctx context.Context, _ *sdk.CallToolRequest, in appendArgs) (*sdk.CallToolResult, any, error) {

@@ -12,6 +12,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,6 +46,11 @@ type lineTransport struct {
 	// Log gets a line for each message refused or dropped (default:
 	// discard).
 	Log *slog.Logger
+	// Drain bounds how long the connection, once the input has ended,
+	// waits for the answers to the requests read before it (0: not at
+	// all): a host that writes its requests and closes the server's stdin
+	// at once still gets them.
+	Drain time.Duration
 }
 
 // Connect starts reading; the reading goroutine ends at the end of the
@@ -61,10 +67,12 @@ func (t *lineTransport) Connect(context.Context) (sdk.Connection, error) {
 	c := &lineConn{
 		w:        t.Writer,
 		log:      log,
+		drain:    t.Drain,
 		incoming: make(chan jsonrpc.Message),
 		closed:   make(chan struct{}),
 		done:     make(chan struct{}),
 		inflight: map[string]bool{},
+		answered: make(chan struct{}, 1),
 	}
 	go c.readLoop(&lineReader{br: bufio.NewReaderSize(t.Reader, readBuffer), max: limit})
 	return c, nil
@@ -80,6 +88,7 @@ type lineConn struct {
 	wmu sync.Mutex // one message at a time on w: the SDK's and the refusals
 	log *slog.Logger
 
+	drain    time.Duration        // lineTransport.Drain
 	incoming chan jsonrpc.Message // valid messages, from readLoop
 	closed   chan struct{}        // closed by Close
 
@@ -87,6 +96,7 @@ type lineConn struct {
 	// answered (see claim).
 	imu       sync.Mutex
 	inflight  map[string]bool
+	answered  chan struct{} // a token after each answer, for drainInflight
 	closeOnce sync.Once
 	done      chan struct{} // closed when readLoop returns, after setting err
 	err       error         // why readLoop returned: io.EOF or a read or write error
@@ -103,9 +113,38 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	case msg := <-c.incoming:
 		return msg, nil
 	case <-c.done:
+		c.drainInflight(ctx)
 		return nil, c.err
 	case <-c.closed:
 		return nil, io.EOF
+	}
+}
+
+// drainInflight waits, up to the drain bound, until every request read
+// has been answered: the session ends once Read reports the end of input.
+func (c *lineConn) drainInflight(ctx context.Context) {
+	if c.drain <= 0 {
+		return
+	}
+	bound := time.NewTimer(c.drain)
+	defer bound.Stop()
+	for {
+		c.imu.Lock()
+		n := len(c.inflight)
+		c.imu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-c.answered:
+		case <-bound.C:
+			c.log.Warn("input ended; not waiting any longer for the answers to the requests before it", "unanswered", n)
+			return
+		case <-ctx.Done():
+			return
+		case <-c.closed:
+			return
+		}
 	}
 }
 
@@ -119,9 +158,15 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("encode message: %w", err)
 	}
 	if r, ok := msg.(*jsonrpc.Response); ok {
-		c.imu.Lock()
-		delete(c.inflight, idKey(r.ID))
-		c.imu.Unlock()
+		defer func() {
+			c.imu.Lock()
+			delete(c.inflight, idKey(r.ID))
+			c.imu.Unlock()
+			select {
+			case c.answered <- struct{}{}:
+			default:
+			}
+		}()
 	}
 	return c.writeLine(b)
 }

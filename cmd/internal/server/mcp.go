@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/scribehq/scribe/client"
 	"github.com/scribehq/scribe/client/mcp"
@@ -17,7 +20,7 @@ func MCP() cli.Command {
 		Forms: []cli.Form{{Args: "--store DIR [flags]", Summary: "serve the store's writes as MCP tools"}},
 		Help: "Serve the store's writes as Model Context Protocol tools over stdio, for an agent host\n" +
 			"(docs/mcp.md). stdout carries the protocol only; logs go to stderr. The server exits\n" +
-			"when stdin closes.",
+			"when stdin closes, once it has answered the requests read before.",
 		Heavy: true,
 		Setup: func(m *cli.Main, fs *cli.FlagSet) func(context.Context, []string) error {
 			store := fs.Store()
@@ -70,6 +73,11 @@ func MCP() cli.Command {
 				if err != nil {
 					return err
 				}
+				// The host may close stdout while a call runs: the answer
+				// then fails (EPIPE) instead of killing the server.
+				pipe := make(chan os.Signal, 1)
+				signal.Notify(pipe, syscall.SIGPIPE)
+				defer signal.Stop(pipe)
 				log.Info("serving MCP on stdio", "store", cfg.Store, "route", r, "autostart", cfg.Autostart != nil, "wait", *wait)
 				// The streams are Main's, so that nothing but the protocol
 				// reaches stdout.

@@ -153,7 +153,7 @@ func TestRunningStopTimeout(t *testing.T) {
 	// withdrawn, the command in its grace period), and says so.
 	r = scribe(t, "", "stop", "--store", store)
 	assert.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "which was stopping already, has stopped")
+	assert.Contains(t, r.stdout, "which was stopping already (or starting), has exited")
 	require.True(t, d.exitedWithin(30*time.Second), "the daemon stops once the command's grace is over")
 	assert.NoError(t, d.err, "log:\n%s", d.log.String())
 	r = scribe(t, "", "stop", "--store", store)

@@ -119,7 +119,7 @@ func (c *stopper) run(ctx context.Context, store string, timeout time.Duration, 
 	}
 	switch {
 	case d == nil && waited:
-		fmt.Fprintf(c.Stdout, "the daemon of %s, which was stopping already, has stopped\n", real)
+		fmt.Fprintf(c.Stdout, "the daemon of %s, which was stopping already (or starting), has exited\n", real)
 		return nil
 	case d == nil:
 		fmt.Fprintf(c.Stderr, "scribe: no daemon serves %s; nothing to stop\n", real)

@@ -76,8 +76,9 @@ type class struct {
 	cons    jetstream.Consumer // replaced by run while the pump is stopped
 	// nextDelivery is the delivery (consumer) sequence its next message
 	// must have (see take); lastTaken is the stream sequence of the last
-	// message run took. Only run touches them.
-	nextDelivery, lastTaken uint64
+	// message run took; pending is how many more its consumer had to
+	// deliver then (nextHigh). Only run touches them.
+	nextDelivery, lastTaken, pending uint64
 }
 
 func newClass(high bool, subject, consumer string, buffer int) *class {
@@ -121,8 +122,32 @@ func (c *class) consumeFromStart(ctx context.Context, stream jetstream.Stream) e
 	if err != nil {
 		return err
 	}
-	c.cons, c.nextDelivery, c.lastTaken = cons, 1, 0
+	c.cons, c.nextDelivery, c.lastTaken, c.pending = cons, 1, 0, 0
 	return nil
+}
+
+// nextHighWait bounds how long nextHigh waits.
+const nextHighWait = 500 * time.Millisecond
+
+// nextHigh waits for the high class's next delivery when the last one
+// said more high jobs are queued: with a small batch its pump holds few of
+// them, and a writer back for its next batch before the pump's next pull
+// has come would take a normal job ahead of a high one queued before it.
+// A wait that ends without one forgets the count (the jobs may have been
+// purged meanwhile).
+func (w *Writer) nextHigh() (jetstream.Msg, bool) {
+	if w.high == nil || w.high.pending == 0 {
+		return nil, false
+	}
+	t := time.NewTimer(nextHighWait)
+	defer t.Stop()
+	select {
+	case m := <-w.high.msgs:
+		return m, true
+	case <-t.C:
+		w.high.pending = 0
+		return nil, false
+	}
 }
 
 // highWait bounds how long awaitHigh waits for the high class's first

@@ -568,7 +568,7 @@ func (w *Writer) take(m jetstream.Msg) {
 			return
 		}
 		c.nextDelivery = d + 1 // lower after a consumer leader change: redeliveries
-		c.lastTaken = md.Sequence.Stream
+		c.lastTaken, c.pending = md.Sequence.Stream, md.NumPending
 	}
 	now := time.Now()
 	if d := now.Sub(w.lastTaken); d < 10*maxLingerGap { // longer: a lull, not a pace
@@ -581,9 +581,10 @@ func (w *Writer) take(m jetstream.Msg) {
 
 // fill takes the messages already delivered, without waiting: high ones
 // until ahead holds a batch's worth of them, however many normal ones it
-// holds, then normal ones until it holds a batch's worth in all, and at
-// least one: pick must see that normal jobs wait, or a flood of high ones
-// would starve them.
+// holds (waiting for one a moment if none is in hand and more are queued:
+// nextHigh), then normal ones until it holds a batch's worth in all, and
+// at least one: pick must see that normal jobs wait, or a flood of high
+// ones would starve them.
 func (w *Writer) fill() {
 	high, normal := 0, 0
 	for _, it := range w.ahead {
@@ -595,6 +596,9 @@ func (w *Writer) fill() {
 	}
 	for ; high < w.cfg.BatchSize && !w.lost; high++ {
 		m, ok := delivered(w.high.deliveries())
+		if !ok && high == 0 {
+			m, ok = w.nextHigh()
+		}
 		if !ok {
 			break
 		}

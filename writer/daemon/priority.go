@@ -77,7 +77,7 @@ type class struct {
 	// nextDelivery is the delivery (consumer) sequence its next message
 	// must have (see take); lastTaken is the stream sequence of the last
 	// message run took; pending is how many more its consumer had to
-	// deliver then (nextHigh). Only run touches them.
+	// deliver then (next). Only run touches them.
 	nextDelivery, lastTaken, pending uint64
 }
 
@@ -126,26 +126,27 @@ func (c *class) consumeFromStart(ctx context.Context, stream jetstream.Stream) e
 	return nil
 }
 
-// nextHighWait bounds how long nextHigh waits.
-const nextHighWait = 500 * time.Millisecond
+// nextWait bounds how long next waits.
+const nextWait = 500 * time.Millisecond
 
-// nextHigh waits for the high class's next delivery when the last one
-// said more high jobs are queued: with a small batch its pump holds few of
-// them, and a writer back for its next batch before the pump's next pull
-// has come would take a normal job ahead of a high one queued before it.
-// A wait that ends without one forgets the count (the jobs may have been
-// purged meanwhile).
-func (w *Writer) nextHigh() (jetstream.Msg, bool) {
-	if w.high == nil || w.high.pending == 0 {
+// next waits for class c's next delivery when its last one said more of
+// its jobs are queued: with a small batch its pump holds few of them, and
+// a writer back for its next batch before the pump's next pull has come
+// would see none of the class in hand, and take a normal job ahead of a
+// high one queued before it, or a fifth batch of high jobs while normal
+// ones wait. A wait that ends without one forgets the count (the jobs
+// may have been purged meanwhile).
+func (w *Writer) next(c *class) (jetstream.Msg, bool) {
+	if c == nil || c.pending == 0 {
 		return nil, false
 	}
-	t := time.NewTimer(nextHighWait)
+	t := time.NewTimer(nextWait)
 	defer t.Stop()
 	select {
-	case m := <-w.high.msgs:
+	case m := <-c.msgs:
 		return m, true
 	case <-t.C:
-		w.high.pending = 0
+		c.pending = 0
 		return nil, false
 	}
 }

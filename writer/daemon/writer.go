@@ -579,12 +579,12 @@ func (w *Writer) take(m jetstream.Msg) {
 	w.ahead = append(w.ahead, item{m: m, e: w.entry(m), n: w.taken, cls: c})
 }
 
-// fill takes the messages already delivered, without waiting: high ones
-// until ahead holds a batch's worth of them, however many normal ones it
-// holds (waiting for one a moment if none is in hand and more are queued:
-// nextHigh), then normal ones until it holds a batch's worth in all, and
-// at least one: pick must see that normal jobs wait, or a flood of high
-// ones would starve them.
+// fill takes the messages delivered: high ones until ahead holds a
+// batch's worth of them, however many normal ones it holds, then normal
+// ones until it holds a batch's worth in all, and at least one, so that
+// pick sees that normal jobs wait (else a flood of high ones would starve
+// them). It waits for no delivery, except, through next, for one of a
+// class with none in hand while its queue holds more.
 func (w *Writer) fill() {
 	high, normal := 0, 0
 	for _, it := range w.ahead {
@@ -597,7 +597,7 @@ func (w *Writer) fill() {
 	for ; high < w.cfg.BatchSize && !w.lost; high++ {
 		m, ok := delivered(w.high.deliveries())
 		if !ok && high == 0 {
-			m, ok = w.nextHigh()
+			m, ok = w.next(w.high)
 		}
 		if !ok {
 			break
@@ -606,6 +606,9 @@ func (w *Writer) fill() {
 	}
 	for (len(w.ahead) < w.cfg.BatchSize || normal == 0) && !w.lost {
 		m, ok := delivered(w.normal.msgs)
+		if !ok && normal == 0 {
+			m, ok = w.next(w.normal)
+		}
 		if !ok {
 			return
 		}

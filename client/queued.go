@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,37 @@ func unreachable(store string, d *queue.Discovery) string {
 	return fmt.Sprintf("%s, which its discovery file names, but the daemon lock is held by pid %s", named, strings.Join(others, ", "))
 }
 
+// ctxDialer makes the connections of one nats.Connect, each closed if
+// ctx ends before release: a caller cancelled (SIGTERM) while it dials a
+// daemon that never completes the TLS handshake (SIGSTOP) is not held
+// for the rest of the attempt. Connect takes no context of its own.
+type ctxDialer struct {
+	ctx     context.Context
+	timeout time.Duration
+	mu      sync.Mutex
+	stops   []func() bool
+}
+
+func (d *ctxDialer) Dial(network, address string) (net.Conn, error) {
+	c, err := (&net.Dialer{Timeout: d.timeout}).DialContext(d.ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.stops = append(d.stops, context.AfterFunc(d.ctx, func() { c.Close() }))
+	d.mu.Unlock()
+	return c, nil
+}
+
+// release lets the connections made outlive ctx.
+func (d *ctxDialer) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, stop := range d.stops {
+		stop()
+	}
+}
+
 // dial connects to the daemon d names, over TLS pinned to d's certificate
 // and begun before the first protocol line (d.Pinned): the server proves
 // it holds that certificate's key before the client reads anything it
@@ -127,9 +159,11 @@ func dial(ctx context.Context, d *queue.Discovery, log *slog.Logger) (*nats.Conn
 	if err := ctx.Err(); err != nil || timeout <= 0 {
 		return nil, nil, fmt.Errorf("connect to %s: %w", d.URL, cmp.Or(err, context.DeadlineExceeded))
 	}
+	cd := &ctxDialer{ctx: ctx, timeout: timeout}
 	nc, err := nats.Connect(d.URL, pinned, nats.UserInfo(d.User, d.Password),
-		nats.Timeout(timeout), nats.Name("scribe-client"), nats.NoReconnect(),
+		nats.Timeout(timeout), nats.Name("scribe-client"), nats.NoReconnect(), nats.SetCustomDialer(cd),
 		nats.SyncQueueLen(outcomeQueueLen), nats.ErrorHandler(asyncError(log)))
+	cd.release()
 	if err != nil {
 		var cv *tls.CertificateVerificationError
 		var rh tls.RecordHeaderError

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -304,4 +305,32 @@ func TestMCPHostGoneMidCall(t *testing.T) {
 	require.NoError(t, stdout.Close())
 	require.NoError(t, stdin.Close())
 	require.NoError(t, cmd.Wait(), "exit 0, not SIGPIPE: %s", stderr.String())
+}
+
+// SIGTERM ends a call in progress at once, even one still trying to
+// reach a daemon that accepts connections and never answers (SIGSTOP):
+// the server does not sit out the call's --wait.
+func TestMCPStopsAtOnceMidCall(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	d := startDaemon(t, store)
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) })
+	cmd := exec.Command(scribeBin, "mcp", "--store", store, "--route", "require", "--wait", "20s", "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=")
+	var stderr testkit.SyncBuffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	_, err = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"term","version":"1"}}}`+"\n"+
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"append","arguments":{"path":"log.txt","data":"x\n"}}}`+"\n")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "session initialized") }, 10*time.Second, 5*time.Millisecond)
+	t0 := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), stderr.String())
+	assert.Less(t, time.Since(t0), 5*time.Second, "stopped at once, not after the call's 20 s: %s", stderr.String())
+	_ = stdin.Close()
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,6 +62,9 @@ type Server struct {
 	sdk   *sdk.Server
 	log   *slog.Logger
 	drain time.Duration // lineTransport.Drain
+	// serving is Serve's context: the SDK does not end the calls in
+	// progress with it, so each call's context ends with it too.
+	serving atomic.Pointer[context.Context]
 }
 
 // Serve serves the protocol on r and w, newline-delimited JSON-RPC, until
@@ -68,6 +72,7 @@ type Server struct {
 // nothing but the protocol on w, and answers a malformed line itself
 // instead of ending the session.
 func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	s.serving.Store(&ctx)
 	err := s.sdk.Run(ctx, &lineTransport{Reader: r, Writer: w, Log: s.log, Drain: s.drain})
 	switch {
 	case ctx.Err() != nil:
@@ -311,7 +316,24 @@ func New(cfg Config) (*Server, error) {
 		Annotations: &sdk.ToolAnnotations{Title: "Cancel a queued job", DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: no},
 	}, m.cancel)
 	// A call takes up to Wait; its answer, a moment more.
-	return &Server{sdk: s, log: cfg.Logger, drain: cfg.Wait + 5*time.Second}, nil
+	srv := &Server{sdk: s, log: cfg.Logger, drain: cfg.Wait + 5*time.Second}
+	s.AddReceivingMiddleware(srv.endWithServe)
+	return srv, nil
+}
+
+// endWithServe ends each call's context when Serve's ends (SIGINT,
+// SIGTERM): a call waiting for a daemon that does not answer would hold
+// the server for the rest of its --wait.
+func (s *Server) endWithServe(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if serving := s.serving.Load(); serving != nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(*serving, cancel)()
+		}
+		return next(ctx, method, req)
+	}
 }
 
 func (m *tools) append(ctx context.Context, _ *sdk.CallToolRequest, in appendArgs) (*sdk.CallToolResult, any, error) {

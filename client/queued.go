@@ -153,7 +153,8 @@ func dial(ctx context.Context, d *queue.Discovery, log *slog.Logger) (*nats.Conn
 	// One attempt takes at most what ctx leaves: a daemon that does not
 	// answer must not hold a bounded call past its bound.
 	timeout := dialTimeout
-	if deadline, ok := ctx.Deadline(); ok {
+	deadline, bounded := ctx.Deadline()
+	if bounded {
 		timeout = min(timeout, time.Until(deadline))
 	}
 	if err := ctx.Err(); err != nil || timeout <= 0 {
@@ -180,6 +181,11 @@ func dial(ctx context.Context, d *queue.Discovery, log *slog.Logger) (*nats.Conn
 			return nil, nil, fmt.Errorf("%w: it does not begin with TLS (it sent %q) (%w)", ErrUnverified, rh.RecordHeader[:], err)
 		case errors.Is(err, nats.ErrSecureConnWanted):
 			return nil, nil, fmt.Errorf("%w: it does not offer TLS (%w)", ErrUnverified, err)
+		case ctx.Err() != nil, bounded && !time.Now().Before(deadline):
+			// The call's bound (or its caller) ended the attempt: it
+			// failed on the connection ctxDialer closed, or on its own
+			// timeout, which is what the bound left.
+			return nil, nil, fmt.Errorf("connect to %s: %w", d.URL, cmp.Or(context.Cause(ctx), context.DeadlineExceeded))
 		}
 		return nil, nil, err
 	}

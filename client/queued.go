@@ -1,16 +1,10 @@
 package client
 
 import (
-	"cmp"
 	"context"
-	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,7 +14,6 @@ import (
 	"github.com/scribehq/scribe/queue"
 	"github.com/scribehq/scribe/queue/discovery"
 	"github.com/scribehq/scribe/writer"
-	"github.com/scribehq/scribe/writer/lock"
 )
 
 // queued is the route through the store's daemon. A local daemon's
@@ -81,138 +74,6 @@ func openQueued(ctx context.Context, store, storeID string, o options) (*queued,
 	}
 }
 
-// unreachable names daemon d, which cannot be reached, for an error: its
-// pid and URL and, where other processes hold the daemon lock now (d was
-// killed and another took the lock before it announced itself, or the
-// lock's holder is not a daemon at all), theirs.
-func unreachable(store string, d *queue.Discovery) string {
-	named := fmt.Sprintf("pid %d at %s", d.PID, d.URL)
-	if store == "" {
-		return named
-	}
-	pids, _ := lock.LockHolders(queue.Layout{Root: store}.DaemonLock())
-	var others []string
-	for _, p := range pids {
-		if p == d.PID {
-			return named
-		}
-		if p > 0 {
-			others = append(others, strconv.Itoa(p))
-		}
-	}
-	if len(others) == 0 {
-		return named
-	}
-	return fmt.Sprintf("%s, which its discovery file names, but the daemon lock is held by pid %s", named, strings.Join(others, ", "))
-}
-
-// ctxDialer makes the connections of one nats.Connect, each closed if
-// ctx ends before release: a caller cancelled (SIGTERM) while it dials a
-// daemon that never completes the TLS handshake (SIGSTOP) is not held
-// for the rest of the attempt. Connect takes no context of its own.
-type ctxDialer struct {
-	ctx     context.Context
-	timeout time.Duration
-	mu      sync.Mutex
-	stops   []func() bool
-}
-
-func (d *ctxDialer) Dial(network, address string) (net.Conn, error) {
-	c, err := (&net.Dialer{Timeout: d.timeout}).DialContext(d.ctx, network, address)
-	if err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	d.stops = append(d.stops, context.AfterFunc(d.ctx, func() { c.Close() }))
-	d.mu.Unlock()
-	return c, nil
-}
-
-// release lets the connections made outlive ctx.
-func (d *ctxDialer) release() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, stop := range d.stops {
-		stop()
-	}
-}
-
-// dial connects to the daemon d names, over TLS pinned to d's certificate
-// and begun before the first protocol line (d.Pinned): the server proves
-// it holds that certificate's key before the client reads anything it
-// says or sends its credentials or anything else. The connection never
-// reconnects by itself, since whoever listens on a remembered port after
-// a restart may be someone else: a lost connection is closed, and redial
-// goes through discovery again. Asynchronous errors go to log, never to
-// stderr (nats.go's default).
-func dial(ctx context.Context, d *queue.Discovery, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
-	pinned, err := d.Pinned()
-	if err != nil {
-		return nil, nil, err
-	}
-	// One attempt takes at most what ctx leaves: a daemon that does not
-	// answer must not hold a bounded call past its bound.
-	timeout := dialTimeout
-	deadline, bounded := ctx.Deadline()
-	if bounded {
-		timeout = min(timeout, time.Until(deadline))
-	}
-	if err := ctx.Err(); err != nil || timeout <= 0 {
-		return nil, nil, fmt.Errorf("connect to %s: %w", d.URL, cmp.Or(err, context.DeadlineExceeded))
-	}
-	cd := &ctxDialer{ctx: ctx, timeout: timeout}
-	nc, err := nats.Connect(d.URL, pinned, nats.UserInfo(d.User, d.Password),
-		nats.Timeout(timeout), nats.Name("scribe-client"), nats.NoReconnect(), nats.SetCustomDialer(cd),
-		nats.SyncQueueLen(outcomeQueueLen), nats.ErrorHandler(asyncError(log)))
-	cd.release()
-	if err != nil {
-		var cv *tls.CertificateVerificationError
-		var rh tls.RecordHeaderError
-		switch {
-		case errors.As(err, &cv):
-			got := "none"
-			if len(cv.UnverifiedCertificates) > 0 {
-				got = queue.CertFingerprint(cv.UnverifiedCertificates[0].Raw)
-			}
-			return nil, nil, fmt.Errorf("%w: it presented certificate %s, the discovery file names %s (%w)", ErrUnverified, got, d.TLSCertSHA256, err)
-		case errors.As(err, &rh):
-			// Its first bytes were not TLS: a plain NATS server (or a
-			// daemon older than TLS first) sends its INFO in clear.
-			return nil, nil, fmt.Errorf("%w: it does not begin with TLS (it sent %q) (%w)", ErrUnverified, rh.RecordHeader[:], err)
-		case errors.Is(err, nats.ErrSecureConnWanted):
-			return nil, nil, fmt.Errorf("%w: it does not offer TLS (%w)", ErrUnverified, err)
-		case ctx.Err() != nil, bounded && !time.Now().Before(deadline):
-			// The call's bound (or its caller) ended the attempt: it
-			// failed on the connection ctxDialer closed, or on its own
-			// timeout, which is what the bound left.
-			return nil, nil, fmt.Errorf("connect to %s: %w", d.URL, cmp.Or(context.Cause(ctx), context.DeadlineExceeded))
-		}
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, js, nil
-}
-
-// asyncError logs what nats.go reports outside any call. Messages
-// dropped from a full outcome subscription (nats.ErrSlowConsumer) are
-// expected when others publish there: the journal is asked instead.
-func asyncError(log *slog.Logger) nats.ErrHandler {
-	return func(_ *nats.Conn, sub *nats.Subscription, err error) {
-		level, subject := slog.LevelWarn, ""
-		if errors.Is(err, nats.ErrSlowConsumer) {
-			level = slog.LevelDebug
-		}
-		if sub != nil {
-			subject = sub.Subject
-		}
-		log.Log(context.Background(), level, "daemon connection", "subject", subject, "err", err)
-	}
-}
-
 // redial is the only way back to a daemon once the connection is lost:
 // discovery again (the daemon lock held, its discovery file, its pinned
 // certificate), whether the daemon restarted or not. It does nothing while
@@ -269,26 +130,6 @@ func (q *queued) reconnect(ctx context.Context, nc *nats.Conn) (redialled, noDae
 			return false, false
 		}
 	}
-}
-
-// askUntilClosed asks the status service on nc again while nobody
-// answers there, for up to the connect timeout: a local daemon takes its
-// services down as it shuts down, a moment before it closes its
-// connections. It returns the answer, or the error that ended the wait:
-// the connection closed (reconnect then), or still nobody.
-func (q *queued) askUntilClosed(ctx context.Context, nc *nats.Conn, subject string, body func() []byte) (*nats.Msg, error) {
-	wctx, cancel := context.WithTimeout(ctx, q.connectTimeout)
-	defer cancel()
-	for attempt := 0; queue.Sleep(wctx, queue.Backoff(attempt)); attempt++ {
-		m, err := nc.RequestWithContext(wctx, subject, body())
-		if !errors.Is(err, nats.ErrNoResponders) && (wctx.Err() == nil || ctx.Err() != nil) {
-			return m, err
-		}
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	return nil, nats.ErrNoResponders
 }
 
 // redialIfLost redials when the current connection is down.
@@ -690,146 +531,4 @@ func notQueued(err error) bool {
 		return apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum || apiErr.ErrorCode == jsErrStreamNotMatch
 	}
 	return false
-}
-
-// lookup asks the daemon's status service for a job's outcome.
-func (q *queued) lookup(ctx context.Context, id string) (*queue.Lookup, error) {
-	var l queue.Lookup
-	if err := q.request(ctx, []byte(id), &l); err != nil {
-		if d := q.fromJournal(err); d != nil {
-			return d.lookup(ctx, id)
-		}
-		return nil, err
-	}
-	if l.Error != "" {
-		return nil, fmt.Errorf("look up %s: %s", id, l.Error)
-	}
-	return &l, nil
-}
-
-func (q *queued) report(ctx context.Context) (*queue.StatusReport, error) {
-	var r queue.StatusReport
-	return &r, q.request(ctx, nil, &r)
-}
-
-func (q *queued) deadLetters(ctx context.Context) (*queue.DeadLetters, error) {
-	var d queue.DeadLetters
-	if err := q.request(ctx, []byte(queue.DeadLettersRequest), &d); err != nil {
-		return nil, err
-	}
-	if d.Error != "" {
-		return nil, errors.New(d.Error)
-	}
-	return &d, nil
-}
-
-// fromJournal is the direct route to ask instead when a request failed
-// because the daemon went away and none serves the store now, else nil:
-// the journal, which no daemon holds open then, answers as it does
-// without a daemon. Not for a remote queue, whose daemon's journal may
-// be on another host.
-func (q *queued) fromJournal(err error) *direct {
-	if q.remote != "" || q.store == "" || !errors.Is(err, ErrNoDaemon) {
-		return nil
-	}
-	return &direct{store: q.store}
-}
-
-// request asks the daemon's status service, redialling a lost connection
-// first, and decodes the reply into v. A connection the daemon closes
-// while the request waits (it cut its submitters off, on its way out or
-// to refuse them, or it died) is redialled through discovery once more;
-// when no daemon serves the store then, the error is ErrNoDaemon, and a
-// question the journal can answer is asked of it (fromJournal).
-func (q *queued) request(ctx context.Context, body []byte, v any) error {
-	return q.requestOn(ctx, queue.StatusSubject(q.storeID), func() []byte { return body }, v)
-}
-
-// cancel asks the store's writer to cancel a queued job.
-func (q *queued) cancel(ctx context.Context, id string) (*queue.CancelAnswer, error) {
-	body := func() []byte { // for each send: a redial takes time
-		req := queue.CancelRequest{ID: id}
-		if deadline, ok := ctx.Deadline(); ok {
-			// The writer drops a request it cannot come to in time. It is
-			// told less than the time left, so that a cancellation it
-			// begins has a quarter of that (at most 2 s) to be recorded
-			// and answered.
-			left := time.Until(deadline)
-			req.TimeoutMS = max((left - min(left/4, 2*time.Second)).Milliseconds(), 1)
-		}
-		b, _ := json.Marshal(req)
-		return b
-	}
-	var a queue.CancelAnswer
-	if err := q.requestOn(ctx, queue.CancelSubject(q.storeID), body, &a); err != nil {
-		if d := q.fromJournal(err); d != nil {
-			// The daemon records a cancellation before it answers: the
-			// journal may hold it, or the outcome that made it too late.
-			// Without either, an interrupted batch may still hold it.
-			if l, lerr := d.lookup(ctx, id); lerr == nil && l.Found {
-				a := queue.DecidedCancelAnswer(l.Outcome)
-				return &a, nil
-			}
-			return nil, fmt.Errorf("cancel %s: the daemon went away before it answered; whether it was cancelled is not known until a daemon or a direct writer takes the store (its status tells then): %w", id, err)
-		}
-		if errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, ErrNoDaemon) {
-			// The daemon's status service answers, so it runs: its
-			// writer for the store is not ready (or predates cancel).
-			return nil, fmt.Errorf("cancel %s: %w: the store's writer does not answer cancel requests (%w)", id, ErrUnavailable, err)
-		}
-		return nil, err
-	}
-	return &a, nil
-}
-
-// requestOn is request on subject, its body made for each send.
-func (q *queued) requestOn(ctx context.Context, subject string, body func() []byte, v any) error {
-	label := "status request"
-	if subject == queue.CancelSubject(q.storeID) {
-		label = "cancel request"
-	}
-	q.redialIfLost(ctx)
-	nc, _ := q.conn()
-	wctx, unwatch := q.denied.watch(ctx, subject)
-	m, err := nc.RequestWithContext(wctx, subject, body())
-	denied := denial(wctx)
-	unwatch()
-	status := q.remote == "" && subject == queue.StatusSubject(q.storeID)
-	if status && errors.Is(err, nats.ErrNoResponders) {
-		m, err = q.askUntilClosed(ctx, nc, subject, body)
-	}
-	if err != nil && denied == nil && q.remote == "" && !q.isClosed() {
-		unavailable := func() error {
-			d := q.daemon()
-			return fmt.Errorf("%s: %w: %s: %w", label, ErrUnavailable, unreachable(q.store, d), err)
-		}
-		switch {
-		case errors.Is(err, nats.ErrConnectionClosed):
-			redialled, noDaemon := q.reconnect(ctx, nc)
-			switch {
-			case redialled:
-				return q.requestOn(ctx, subject, body, v)
-			case noDaemon:
-				return fmt.Errorf("%s: %w now: %w", label, ErrNoDaemon, err)
-			case !q.isClosed():
-				return unavailable()
-			}
-		case status && errors.Is(err, nats.ErrNoResponders):
-			return unavailable()
-		}
-	}
-	switch {
-	case denied != nil:
-		return fmt.Errorf("%s: %w", label, denied)
-	case err != nil && q.remote != "" && errors.Is(err, nats.ErrNoResponders):
-		// On a remote queue, nobody answering means no daemon serves
-		// the store now (wherever it would run).
-		return fmt.Errorf("%s on %s at %s: %w (%w)", label, subject, q.remote, ErrNoDaemon, err)
-	case err != nil:
-		return fmt.Errorf("%s: %w", label, err)
-	}
-	if err := json.Unmarshal(m.Data, v); err != nil {
-		return fmt.Errorf("%s reply: %w", label, err)
-	}
-	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -213,8 +212,7 @@ func TestLookupsUnderHoldWithADaemonThatDoesNotAnswer(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
-	require.NoError(t, d.cmd.Process.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) })
+	d.freeze(t)
 	dir := t.TempDir()
 	script := `"$SCRIBE" submit --store "$S" --wait append d.txt "d
 " || exit 9

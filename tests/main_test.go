@@ -269,6 +269,14 @@ func startProcess(t testing.TB, cmd *exec.Cmd) *daemon {
 }
 
 // kill SIGKILLs the daemon and waits for it to be gone.
+// freeze stops the daemon with SIGSTOP, until the test ends: it holds
+// its locks and its port, and answers nothing.
+func (d *daemon) freeze(t testing.TB) {
+	t.Helper()
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) })
+}
+
 func (d *daemon) kill(t testing.TB) {
 	t.Helper()
 	d.killed = true

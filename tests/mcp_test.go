@@ -314,8 +314,7 @@ func TestMCPStopsAtOnceMidCall(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
-	require.NoError(t, d.cmd.Process.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) })
+	d.freeze(t)
 	cmd := exec.Command(scribeBin, "mcp", "--store", store, "--route", "require", "--wait", "20s", "--log-level", "debug")
 	cmd.Env = append(os.Environ(), "SCRIBE_ROUTE=", "SCRIBE_STORE=", "SCRIBE_AUTOSTART=")
 	var stderr testkit.SyncBuffer

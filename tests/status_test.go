@@ -396,8 +396,7 @@ func TestLookupsOutliveTheirDaemon(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
-	r := scribe(t, "", "submit", "--store", store, "--wait", "--id", "done", "append", "log.txt", "x\n")
-	require.Equal(t, 0, r.code, r.stderr)
+	applyDone(t, store)
 
 	ctx := t.Context()
 	cl, err := client.Open(ctx, store, client.WithRoute(client.RouteRequire))
@@ -472,8 +471,7 @@ func TestLookupWhileDaemonShutsDown(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	d := startDaemonEnv(t, store, []string{"SCRIBE_PAUSE_AT=unserved:2s"})
-	r := scribe(t, "", "submit", "--store", store, "--wait", "--id", "done", "append", "log.txt", "x\n")
-	require.Equal(t, 0, r.code, r.stderr)
+	applyDone(t, store)
 	cl, err := client.Open(t.Context(), store, client.WithRoute(client.RouteRequire))
 	require.NoError(t, err)
 	defer func() { _ = cl.Close() }()
@@ -495,8 +493,7 @@ func TestLookupWhileDaemonUnreachable(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	startDaemon(t, store)
-	r := scribe(t, "", "submit", "--store", store, "--wait", "--id", "done", "append", "log.txt", "x\n")
-	require.Equal(t, 0, r.code, r.stderr)
+	applyDone(t, store)
 	relay, _, _ := relayDaemon(t, store)
 
 	cl, err := client.Open(t.Context(), store, client.WithRoute(client.RouteRequire), client.WithConnectTimeout(time.Second))
@@ -557,10 +554,8 @@ func TestBoundedCallsAgainstAStoppedDaemon(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	d := startDaemon(t, store)
-	r := scribe(t, "", "submit", "--store", store, "--wait", "--id", "done", "append", "log.txt", "x\n")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.NoError(t, d.cmd.Process.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) })
+	applyDone(t, store)
+	d.freeze(t)
 	const bound = time.Second
 	for _, args := range [][]string{
 		{"wait", "--timeout", bound.String(), "done"},
@@ -573,4 +568,12 @@ func TestBoundedCallsAgainstAStoppedDaemon(t *testing.T) {
 		assert.Equal(t, 75, r.code, "%v: %s", args, r.stderr)
 		assert.Less(t, took, bound+2*time.Second, "%v kept its bound of %s", args, bound)
 	}
+}
+
+// applyDone applies job "done" (an append to log.txt) through the store's
+// daemon: a recorded outcome for the look-ups that follow to find.
+func applyDone(t *testing.T, store string) {
+	t.Helper()
+	r := scribe(t, "", "submit", "--store", store, "--wait", "--id", "done", "append", "log.txt", "x\n")
+	require.Equal(t, 0, r.code, r.stderr)
 }
